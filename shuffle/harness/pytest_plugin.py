@@ -1,0 +1,1 @@
+"""pytest plugin of the credit-flow harness (fixtures are added with the harness)."""
