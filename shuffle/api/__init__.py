@@ -1,0 +1,1 @@
+"""Events that travel in-band with records (barriers, end of partition, ...)."""

@@ -1,0 +1,1 @@
+"""Network buffers: data types, buffers, builders and pools."""

@@ -1,0 +1,1 @@
+"""Records and events to bytes and back, as on Flink's wire."""
