@@ -1,0 +1,1 @@
+"""Channel selectors (stream partitioners) and key-group assignment."""
