@@ -1,0 +1,1 @@
+"""Runtime: JobManager, TaskManagers, tasks, metrics, deployment."""

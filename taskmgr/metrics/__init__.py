@@ -1,0 +1,1 @@
+"""Task metrics as Flink defines them (spec section 7), sampling and run summaries."""

@@ -1,0 +1,81 @@
+import pytest
+import trio
+
+from taskmgr.metrics.sampler import MetricSampler, derive_rates
+
+
+class FakeSource:
+    """Counters advance by hand; one gauge."""
+
+    counters = frozenset(
+        {"numRecordsOut", "accumulateIdleTimeMs", "accumulateBackPressuredTimeMs", "accumulateBusyTimeMs"}
+    )
+
+    def __init__(self):
+        self.values = {
+            "numRecordsOut": 0.0,
+            "accumulateIdleTimeMs": 0.0,
+            "accumulateBackPressuredTimeMs": 0.0,
+            "accumulateBusyTimeMs": 0.0,
+            "outPoolUsage": 0.0,
+        }
+
+    def snapshot(self):
+        return dict(self.values)
+
+
+def rows_at(table, t, metric):
+    data = table.to_arrow().to_pylist()
+    return [r["value"] for r in data if r["t"] == t and r["metric"] == metric]
+
+
+async def test_rates_from_deltas_each_period(autojump_clock):
+    source = FakeSource()
+    sampler = MetricSampler(period=2.0)
+    sampler.register("Map", 1, "tm-0", source)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(sampler.run)
+        await trio.sleep(1)
+        source.values.update(numRecordsOut=500, accumulateIdleTimeMs=400, accumulateBackPressuredTimeMs=1000)
+        source.values["outPoolUsage"] = 0.75
+        await trio.sleep(2)  # sample at t=2
+        source.values.update(numRecordsOut=700, accumulateBackPressuredTimeMs=3000)
+        await trio.sleep(2)  # sample at t=4
+        nursery.cancel_scope.cancel()
+
+    table = sampler.table
+    assert rows_at(table, 2.0, "numRecordsOutPerSecond") == [250.0]
+    assert rows_at(table, 2.0, "idleTimeMsPerSecond") == [200.0]
+    assert rows_at(table, 2.0, "backPressuredTimeMsPerSecond") == [500.0]
+    assert rows_at(table, 2.0, "busyTimeMsPerSecond") == [300.0]
+    assert rows_at(table, 2.0, "outPoolUsage") == [0.75]
+    assert rows_at(table, 2.0, "numRecordsOut") == [500.0]  # the counter itself is kept
+    assert rows_at(table, 4.0, "numRecordsOutPerSecond") == [100.0]
+    assert rows_at(table, 4.0, "idleTimeMsPerSecond") == [0.0]
+    assert rows_at(table, 4.0, "busyTimeMsPerSecond") == [0.0]
+    assert rows_at(table, 4.0, "accumulateBusyTimeMsPerSecond") == []
+    row = table.to_arrow().to_pylist()[0]
+    assert (row["vertex"], row["subtask"], row["task_manager"]) == ("Map", 1, "tm-0")
+
+
+def test_derive_rates_clamps_times_and_busy():
+    counters = {"accumulateIdleTimeMs", "accumulateSoftBackPressuredTimeMs", "accumulateHardBackPressuredTimeMs", "accumulateBackPressuredTimeMs"}
+    before = dict.fromkeys(counters, 0.0)
+    after = {
+        "accumulateIdleTimeMs": 700.0,
+        "accumulateSoftBackPressuredTimeMs": 500.0,
+        "accumulateHardBackPressuredTimeMs": 100.0,
+        "accumulateBackPressuredTimeMs": 600.0,
+    }
+    rates = derive_rates(counters, before, after, 1.0)
+    assert rates["softBackPressuredTimeMsPerSecond"] == 500.0
+    assert rates["hardBackPressuredTimeMsPerSecond"] == 100.0
+    assert rates["busyTimeMsPerSecond"] == 0.0  # idle + bp > 1000: busy is 0, not negative
+    assert derive_rates(counters, before, {**after, "accumulateIdleTimeMs": 5000.0}, 1.0)[
+        "idleTimeMsPerSecond"
+    ] == 1000.0
+
+
+def test_period_must_be_positive():
+    with pytest.raises(ValueError, match="period"):
+        MetricSampler(period=0)

@@ -1,0 +1,64 @@
+import trio
+
+from taskmgr.metrics.task_io_metrics import COUNTERS, TaskIOMetricGroup
+from taskmgr.metrics.timer_gauge import TimerGauge
+
+
+async def test_timer_gauge_accumulates_in_virtual_time(autojump_clock):
+    gauge = TimerGauge()
+    gauge.mark_start()
+    await trio.sleep(2)
+    gauge.mark_end()
+    await trio.sleep(5)  # not measuring: not counted
+    gauge.mark_start()
+    gauge.mark_start()  # no-op while measuring
+    await trio.sleep(1)
+    gauge.mark_end()
+    gauge.mark_end()  # no-op while not measuring
+    assert gauge.accumulated() == 3.0
+    assert gauge.max_single() == 2.0
+
+
+async def test_running_interval_counts_up_to_now(autojump_clock):
+    gauge = TimerGauge()
+    gauge.mark_start()
+    await trio.sleep(4)
+    assert gauge.is_measuring
+    assert gauge.accumulated() == 4.0
+    assert gauge.max_single() == 4.0
+
+
+def test_injected_clock():
+    now = [10.0]
+    gauge = TimerGauge(clock=lambda: now[0])
+    gauge.mark_start()
+    now[0] = 10.25
+    gauge.mark_end()
+    assert gauge.accumulated() == 0.25
+
+
+async def test_task_io_metrics_busy_is_elapsed_minus_idle_and_backpressure(autojump_clock):
+    group = TaskIOMetricGroup()
+    group.mark_task_start()
+    group.idle.mark_start()
+    await trio.sleep(1)
+    group.idle.mark_end()
+    await trio.sleep(2)  # busy
+    group.soft_backpressure.mark_start()
+    await trio.sleep(3)
+    assert group.is_back_pressured()
+    group.soft_backpressure.mark_end()
+    group.hard_backpressure.mark_start()
+    await trio.sleep(0.5)
+    group.hard_backpressure.mark_end()
+    times = group.accumulated_times()
+    assert times == (2.0, 1.0, 3.5, 3.0, 0.5)
+    group.num_records_out += 7
+    snap = group.snapshot()
+    assert snap["accumulateBusyTimeMs"] == 2000.0
+    assert snap["accumulateBackPressuredTimeMs"] == 3500.0
+    assert snap["maxSoftBackPressureTimeMs"] == 3000.0
+    assert snap["numRecordsOut"] == 7.0
+    assert snap["isBackPressured"] == 0.0
+    assert COUNTERS <= snap.keys()
+    assert "maxHardBackPressureTimeMs" not in COUNTERS
