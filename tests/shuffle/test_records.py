@@ -1,0 +1,152 @@
+"""Record wire format, serializer and the spanning deserializer (spec 2.1, appendix C)."""
+
+import struct
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shuffle.serialization.record_serializer import RecordSerializer
+from shuffle.serialization.records import (
+    RECORD_OVERHEAD,
+    FixedWidthFormat,
+    FixedWidthRecords,
+    GenericFormat,
+)
+from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
+
+LONGS = st.integers(-(2**63), 2**63 - 1)
+
+
+def feed(deserializer, stream: bytes, cuts):
+    """Feed `stream` cut at `cuts`, scribbling over every buffer once it was added."""
+    bounds = [0, *sorted(cuts), len(stream)]
+    for start, end in zip(bounds, bounds[1:]):
+        buffer = bytearray(stream[start:end])
+        deserializer.add_buffer(memoryview(buffer))
+        buffer[:] = b"\xee" * len(buffer)  # the buffer is recycled right away
+
+
+def test_generic_record_layout():
+    data = RecordSerializer(GenericFormat()).serialize("ab", 7)
+    value = b"\xa2ab"  # msgpack fixstr
+    assert data == struct.pack(">iBq", 9 + len(value), 0, 7) + value
+    assert len(data) == len(value) + RECORD_OVERHEAD == len(value) + 13
+
+
+def test_fixed_width_layout_matches_flink_sizes():
+    # Flink 2.3: a Tuple2 of two Longs costs 29 B on the wire
+    assert FixedWidthFormat(16).wire_size == 29
+    data = RecordSerializer(FixedWidthFormat(24)).serialize((5, 6), 1000)
+    assert data == struct.pack(">iBqqq", 33, 0, 1000, 5, 6) + bytes(8)
+    batch = FixedWidthRecords.make([5], [6], [1000], 24)
+    assert bytes(batch.to_wire()) == data
+    assert batch.wire_size == 37
+    with pytest.raises(ValueError, match="record_size must be >= 16"):
+        FixedWidthFormat(15)
+
+
+def test_generic_tuples_stay_tuples_and_lists_stay_lists():
+    fmt = GenericFormat()
+    value = {"t": (1, (2, [3, (4,)])), "l": [1, 2], 3: ()}
+    decoded = fmt.decode_value(fmt.encode_value(value))
+    assert decoded == value
+    assert type(decoded["t"]) is tuple and type(decoded["t"][1][1]) is list
+    assert type(decoded["l"]) is list and decoded[3] == ()
+    with pytest.raises(TypeError):
+        fmt.encode_value(object())
+
+
+def test_batch_operations():
+    batch = FixedWidthRecords.make(np.arange(6), np.arange(6) * 10, 3, 16)
+    assert batch.keys.tolist() == list(range(6))
+    assert batch.timestamps.tolist() == [3] * 6
+    assert batch.take(batch.keys % 2 == 0).seqs.tolist() == [0, 20, 40]
+    assert batch.take([5, 1]).keys.tolist() == [5, 1]
+    both = FixedWidthRecords.concat([batch.take([0]), batch.take([4, 5])])
+    assert both.keys.tolist() == [0, 4, 5] and both.rows.dtype == batch.rows.dtype
+    with pytest.raises(ValueError, match="different record sizes"):
+        FixedWidthRecords.concat([batch, FixedWidthRecords.make([1], [1], 0, 17)])
+    with pytest.raises(ValueError):
+        RecordSerializer(FixedWidthFormat(17)).serialize_batch(batch)
+
+
+def test_corrupt_fixed_width_rows_are_rejected():
+    batch = FixedWidthRecords.make([1, 2], [1, 2], 0, 16)
+    wire = bytearray(batch.to_wire())
+    wire[29 + 4] = 2  # tag of the second record: a watermark, not a record
+    deserializer = SpanningRecordDeserializer(FixedWidthFormat(16))
+    with pytest.raises(ValueError, match="row 1"):
+        deserializer.add_buffer(wire)
+    with pytest.raises(ValueError, match="corrupt"):
+        SpanningRecordDeserializer(FixedWidthFormat(24)).add_buffer(bytes(batch.to_wire())[:37])
+
+
+def test_generic_rejects_other_stream_elements():
+    deserializer = SpanningRecordDeserializer(GenericFormat())
+    with pytest.raises(ValueError, match="tag 2"):
+        deserializer.add_buffer(struct.pack(">iBq", 9, 2, 0))
+
+
+def test_unfinished_data_is_tracked():
+    deserializer = SpanningRecordDeserializer(GenericFormat())
+    record = RecordSerializer(GenericFormat()).serialize(list(range(100)), 1)
+    deserializer.add_buffer(record[:2])
+    assert deserializer.has_unfinished_data and deserializer.read() == []
+    deserializer.add_buffer(record[2:])
+    assert not deserializer.has_unfinished_data
+    assert deserializer.read() == [(list(range(100)), 1)]
+    assert deserializer.read() == []
+
+
+generic_values = st.recursive(
+    st.none() | st.booleans() | LONGS | st.floats(allow_nan=False) | st.text() | st.binary(),
+    lambda children: st.lists(children, max_size=4)
+    | st.lists(children, max_size=4).map(tuple)
+    | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150)
+@given(st.lists(st.tuples(generic_values, LONGS), max_size=30), st.data())
+def test_generic_round_trip_under_any_split(records, data):
+    serializer = RecordSerializer(GenericFormat())
+    stream = b"".join(serializer.serialize(value, ts) for value, ts in records)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=20))
+    deserializer = SpanningRecordDeserializer(GenericFormat())
+    feed(deserializer, stream, cuts)
+    assert deserializer.read() == records
+    assert not deserializer.has_unfinished_data
+
+
+@settings(max_examples=150)
+@given(st.integers(16, 80), st.integers(0, 120), st.data())
+def test_fixed_width_round_trip_under_any_split(record_size, n, data):
+    keys = data.draw(st.lists(LONGS, min_size=n, max_size=n))
+    seqs = data.draw(st.lists(LONGS, min_size=n, max_size=n))
+    timestamps = data.draw(st.lists(LONGS, min_size=n, max_size=n))
+    batch = FixedWidthRecords.make(keys, seqs, timestamps, record_size)
+    stream = bytes(RecordSerializer(FixedWidthFormat(record_size)).serialize_batch(batch))
+    assert len(stream) == n * (record_size + 13)
+    cuts = data.draw(st.lists(st.integers(0, len(stream)), max_size=20))
+    deserializer = SpanningRecordDeserializer(FixedWidthFormat(record_size))
+    feed(deserializer, stream, cuts)
+    result = deserializer.read()
+    assert result == batch
+    assert (result.keys.tolist(), result.seqs.tolist(), result.timestamps.tolist()) == (keys, seqs, timestamps)
+    assert not deserializer.has_unfinished_data
+
+
+@given(st.integers(16, 64), st.integers(1, 50), st.integers(1, 300))
+def test_fixed_width_buffers_of_one_size(record_size, n, buffer_size):
+    """Records in fixed-size buffers, read after every buffer, as a channel does."""
+    batch = FixedWidthRecords.make(np.arange(n), np.arange(n) + 7, 0, record_size)
+    stream = bytes(batch.to_wire())
+    deserializer = SpanningRecordDeserializer(FixedWidthFormat(record_size))
+    parts = []
+    for start in range(0, len(stream), buffer_size):
+        deserializer.add_buffer(stream[start : start + buffer_size])
+        parts.append(deserializer.read())
+    assert FixedWidthRecords.concat(parts) == batch
