@@ -1,0 +1,223 @@
+"""Stream partitioners: which subpartition a record goes to (Flink's `STR/runtime/partitioner/*.java`).
+
+Each selector is stateful and belongs to one record writer: call `setup(num_channels)`
+once, then `select_channel(record)` per record, or `select_channels(batch)` for a
+fixed-width batch (vectorized; key-based selectors hash the batch's `keys` column as Java
+Longs, round-robin selectors continue the same counter as the scalar path). Randomness
+comes from a `numpy.random.Generator` the caller seeds, so runs are reproducible.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol
+
+import numpy as np
+
+from shuffle.partitioner.key_groups import assign_key_to_parallel_operator, assign_keys_to_operators
+from shuffle.serialization.records import FixedWidthRecords
+
+KeySelector = Callable[[Any], Any]
+
+
+class Partitioner(Protocol):
+    """A user partitioner object (Flink's `Partitioner`)."""
+
+    def partition(self, key: Any, num_partitions: int) -> int: ...
+
+
+class StreamPartitioner(ABC):
+    """Base of all channel selectors."""
+
+    name: ClassVar[str]
+    is_broadcast: ClassVar[bool] = False
+    is_pointwise: ClassVar[bool] = False
+
+    num_channels: int = 0
+
+    def setup(self, num_channels: int) -> None:
+        """Bind to the writer's number of subpartitions."""
+        if num_channels <= 0:
+            raise ValueError(f"number of channels must be > 0, got {num_channels}")
+        self.num_channels = num_channels
+
+    @abstractmethod
+    def select_channel(self, record: Any) -> int:
+        """The channel of one record."""
+
+    @abstractmethod
+    def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
+        """The channel of every record of a fixed-width batch (int64 array)."""
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class ForwardPartitioner(StreamPartitioner):
+    """Always channel 0: the one local downstream subtask."""
+
+    name = "FORWARD"
+    is_pointwise = True
+
+    def select_channel(self, record: Any) -> int:
+        return 0
+
+    def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
+        return np.zeros(len(batch), dtype=np.int64)
+
+
+class GlobalPartitioner(StreamPartitioner):
+    """Always channel 0: the first downstream subtask."""
+
+    name = "GLOBAL"
+
+    def select_channel(self, record: Any) -> int:
+        return 0
+
+    def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
+        return np.zeros(len(batch), dtype=np.int64)
+
+
+class _RoundRobinPartitioner(StreamPartitioner):
+    """Channel `next = (next + 1) % n` per record; subclasses choose the start."""
+
+    _next: int
+
+    def select_channel(self, record: Any) -> int:
+        self._next = (self._next + 1) % self.num_channels
+        return self._next
+
+    def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
+        channels = (self._next + 1 + np.arange(len(batch), dtype=np.int64)) % self.num_channels
+        if len(channels):
+            self._next = int(channels[-1])
+        return channels
+
+
+class RebalancePartitioner(_RoundRobinPartitioner):
+    """Round robin from a random start: the first record goes to `(start + 1) % n`."""
+
+    name = "REBALANCE"
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+
+    def setup(self, num_channels: int) -> None:
+        super().setup(num_channels)
+        self._next = int(self._rng.integers(num_channels))
+
+
+class RescalePartitioner(_RoundRobinPartitioner):
+    """Round robin over the pointwise-connected channels, the first record to channel 0."""
+
+    name = "RESCALE"
+    is_pointwise = True
+
+    def setup(self, num_channels: int) -> None:
+        super().setup(num_channels)
+        self._next = -1
+
+
+class ShufflePartitioner(StreamPartitioner):
+    """A uniformly random channel per record."""
+
+    name = "SHUFFLE"
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+
+    def select_channel(self, record: Any) -> int:
+        return int(self._rng.integers(self.num_channels))
+
+    def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
+        return self._rng.integers(self.num_channels, size=len(batch), dtype=np.int64)
+
+
+class BroadcastPartitioner(StreamPartitioner):
+    """Every record to every channel; the writer broadcasts, so selecting is unsupported."""
+
+    name = "BROADCAST"
+    is_broadcast = True
+
+    def select_channel(self, record: Any) -> int:
+        raise NotImplementedError("Broadcast partitioner does not support select channels.")
+
+    def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
+        raise NotImplementedError("Broadcast partitioner does not support select channels.")
+
+
+class KeyGroupStreamPartitioner(StreamPartitioner):
+    """The subtask owning the key group of the record's key (keyBy)."""
+
+    name = "HASH"
+
+    def __init__(self, key_selector: KeySelector, max_parallelism: int) -> None:
+        if max_parallelism <= 0:
+            raise ValueError("Number of key-groups must be > 0!")
+        self.key_selector = key_selector
+        self.max_parallelism = max_parallelism
+
+    def select_channel(self, record: Any) -> int:
+        key = _extract_key(self.key_selector, record)
+        return assign_key_to_parallel_operator(key, self.max_parallelism, self.num_channels)
+
+    def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
+        return assign_keys_to_operators(batch.keys, self.max_parallelism, self.num_channels)
+
+
+class CustomPartitionerWrapper(StreamPartitioner):
+    """A user partitioner applied to the record's key: `partitioner(key, n)` or `.partition(key, n)`."""
+
+    name = "CUSTOM"
+
+    def __init__(self, partitioner: Partitioner | Callable[[Any, int], int], key_selector: KeySelector) -> None:
+        self._partition = partitioner.partition if hasattr(partitioner, "partition") else partitioner
+        self.key_selector = key_selector
+
+    def select_channel(self, record: Any) -> int:
+        return self._partition(_extract_key(self.key_selector, record), self.num_channels)
+
+    def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
+        n = self.num_channels
+        return np.fromiter((self._partition(k, n) for k in batch.keys.tolist()), dtype=np.int64, count=len(batch))
+
+
+def _extract_key(key_selector: KeySelector, record: Any) -> Any:
+    try:
+        return key_selector(record)
+    except Exception as e:
+        raise RuntimeError(f"Could not extract key from {record}") from e
+
+
+def create_channel_selector(
+    name: str,
+    *,
+    key_selector: KeySelector | None = None,
+    max_parallelism: int | None = None,
+    custom_partitioner: Partitioner | Callable[[Any, int], int] | None = None,
+    rng: np.random.Generator | None = None,
+) -> StreamPartitioner:
+    """A new selector for a ship strategy name (FORWARD, REBALANCE, ..., HASH, CUSTOM)."""
+    kind = name.upper()
+    if kind == "FORWARD":
+        return ForwardPartitioner()
+    if kind == "GLOBAL":
+        return GlobalPartitioner()
+    if kind == "RESCALE":
+        return RescalePartitioner()
+    if kind == "BROADCAST":
+        return BroadcastPartitioner()
+    if kind in ("REBALANCE", "SHUFFLE"):
+        if rng is None:
+            raise ValueError(f"{kind} needs a seeded rng")
+        return RebalancePartitioner(rng) if kind == "REBALANCE" else ShufflePartitioner(rng)
+    if kind == "HASH":
+        if key_selector is None or max_parallelism is None:
+            raise ValueError("HASH needs key_selector and max_parallelism")
+        return KeyGroupStreamPartitioner(key_selector, max_parallelism)
+    if kind == "CUSTOM":
+        if key_selector is None or custom_partitioner is None:
+            raise ValueError("CUSTOM needs key_selector and custom_partitioner")
+        return CustomPartitionerWrapper(custom_partitioner, key_selector)
+    raise ValueError(f"unknown partitioner {name!r}")
