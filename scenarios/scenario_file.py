@@ -1,0 +1,593 @@
+"""Scenario and sweep files: TOML to typed, frozen settings, with `--set` overrides.
+
+Every user mistake is one `ScenarioError` naming the file, the key and the value, e.g.
+``scenario.toml: network.buffer_timeout: '10 parsecs' is not a duration (e.g. "100ms")``.
+Durations, sizes and bandwidths are strings with units, parsed by `graph.units`; inside
+the settings they are seconds, bytes and bytes/s. Network defaults are Flink's.
+
+Stage keys (``[[job.stages]]``), a linear pipeline from one source to one sink:
+
+- every stage: ``kind``, ``name``, ``parallelism``, ``slot_sharing_group``,
+  ``disable_chaining``, ``buffer_timeout`` (a duration or "off": flush full buffers only);
+- not the source: ``partitioner`` (how the stage receives its input: forward, rebalance,
+  rescale, shuffle, broadcast, global, hash; absent: as Flink chooses), ``cost``
+  (modelled time per record) and ``cost_changes = [{from, to, cost}]``;
+- source: ``rate`` (records/s per subtask, 0 = unthrottled), ``record_size`` (bytes, at
+  least 16), ``count`` (records, bounded source), ``keys = {distribution, num_keys,
+  exponent (zipf), hot_fraction (hot_key)}``;
+- filter: ``selectivity``; flat_map: ``fan_out``; key_by_reduce: always hash-partitioned.
+
+Unset optional stage keys are None: the graph API's defaults apply.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import itertools
+import re
+import tomllib
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from graph.units import parse_bandwidth, parse_duration, parse_size
+
+
+class ScenarioError(ValueError):
+    """A scenario or sweep file (or an override) is wrong; the message says where and why."""
+
+
+class _BadValue(Exception):
+    """A value is wrong; the message lacks the file and key (added by the caller)."""
+
+
+class _Where(NamedTuple):
+    """The file and dotted key a value comes from, for error messages."""
+
+    file: str
+    key: str
+
+    def child(self, name: str) -> _Where:
+        return _Where(self.file, f"{self.key}.{name}" if self.key else name)
+
+    def item(self, index: int) -> _Where:
+        return _Where(self.file, f"{self.key}[{index}]")
+
+    def error(self, message: str) -> ScenarioError:
+        return ScenarioError(f"{self.file}: {self.key}: {message}" if self.key else f"{self.file}: {message}")
+
+
+Parser = Callable[[Any, _Where], Any]
+
+
+def _show(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _leaf(convert: Callable[[Any], Any]) -> Parser:
+    """A parser of one value; `convert` raises `_BadValue` with the reason."""
+
+    def parse(value: Any, where: _Where) -> Any:
+        try:
+            return convert(value)
+        except _BadValue as e:
+            raise where.error(str(e)) from None
+
+    return parse
+
+
+def _with_units(parse: Callable[[str], float], what: str, example: str, *, numbers_ok: bool = False) -> Callable[[Any], float]:
+    def convert(value: Any) -> float:
+        if numbers_ok and type(value) is int:
+            return value
+        if not isinstance(value, str):
+            raise _BadValue(f"{_show(value)} is not a {what} (e.g. {example})")
+        try:
+            return parse(value)
+        except ValueError:
+            raise _BadValue(f"{_show(value)} is not a {what} (e.g. {example})") from None
+
+    return convert
+
+
+_as_duration = _with_units(parse_duration, "duration", '"100ms"')
+_as_size = _with_units(parse_size, "size", '"32kb"', numbers_ok=True)
+_as_bandwidth = _with_units(parse_bandwidth, "bandwidth", '"10gbit"')
+
+
+def _at_least(convert: Callable[[Any], float], low: float, *, strict: bool = False) -> Callable[[Any], Any]:
+    def checked(value: Any) -> Any:
+        result = convert(value)
+        if result < low or (strict and result == low):
+            raise _BadValue(f"{_show(value)} must be {'>' if strict else '>='} {low:g}")
+        return result
+
+    return checked
+
+
+def _as_int(value: Any) -> int:
+    if type(value) is not int:
+        raise _BadValue(f"{_show(value)} is not an integer")
+    return value
+
+
+def _as_number(value: Any) -> float:
+    if type(value) not in (int, float):
+        raise _BadValue(f"{_show(value)} is not a number")
+    return float(value)
+
+
+def _as_bool(value: Any) -> bool:
+    if type(value) is not bool:
+        raise _BadValue(f"{_show(value)} is not true or false")
+    return value
+
+
+def _as_text(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise _BadValue(f"{_show(value)} is not a non-empty string")
+    return value
+
+
+def _fraction(value: Any) -> float:
+    result = _as_number(value)
+    if not 0.0 <= result <= 1.0:
+        raise _BadValue(f"{_show(value)} must be between 0 and 1")
+    return result
+
+
+def _choice(*options: str) -> Callable[[Any], str]:
+    def convert(value: Any) -> str:
+        if value not in options:
+            raise _BadValue(f"{_show(value)} is not one of {', '.join(map(repr, options))}")
+        return value
+
+    return convert
+
+
+def _flush_timeout(value: Any) -> float:
+    """A buffer timeout: a duration, or "off" (-1: flush only full buffers, as Flink's -1)."""
+    if value == "off":
+        return -1.0
+    try:
+        return _at_least(_as_duration, 0)(value)
+    except _BadValue:
+        raise _BadValue(f'{_show(value)} is not a duration (e.g. "100ms") or "off"') from None
+
+
+def _program(value: Any) -> str:
+    if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", value):
+        raise _BadValue(f'{_show(value)} is not "module:function"')
+    return value
+
+
+DURATION = _leaf(_at_least(_as_duration, 0))
+POSITIVE_DURATION = _leaf(_at_least(_as_duration, 0, strict=True))
+FLUSH_TIMEOUT = _leaf(_flush_timeout)
+TEXT = _leaf(_as_text)
+BOOL = _leaf(_as_bool)
+INT = _leaf(_as_int)
+
+
+def _int_from(low: int) -> Parser:
+    return _leaf(_at_least(_as_int, low))
+
+
+def _size_from(low: int) -> Parser:
+    return _leaf(_at_least(_as_size, low))
+
+
+def _opt(parse: Parser, key: str | None = None) -> dict[str, Any]:
+    """Field metadata: the parser of a TOML key (by default the field's name)."""
+    return {"parse": parse, "key": key}
+
+
+def _table(value: Any, where: _Where) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise where.error(f"{_show(value)} is not a table")
+    return value
+
+
+def _check_keys(table: Mapping[str, Any], known: Iterable[str], where: _Where) -> None:
+    known = list(known)
+    for key in table:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+            raise ScenarioError(f"{where.file}: unknown key {where.child(key).key!r} ({hint})")
+
+
+def _build(cls: type, table: Any, where: _Where, **given: Any) -> Any:
+    """An instance of dataclass `cls` from a TOML table, by the parsers in its field metadata.
+
+    `given` are values not read from the table, or defaults the table may override.
+    """
+    table = _table(table, where)
+    specs = {f.metadata.get("key") or f.name: f for f in fields(cls) if "parse" in f.metadata}
+    _check_keys(table, specs, where)
+    for key, f in specs.items():
+        required = f.default is MISSING and f.default_factory is MISSING and f.name not in given
+        if key not in table and required:
+            raise ScenarioError(f"{where.file}: missing key {where.child(key).key!r}")
+    parsed = {specs[key].name: specs[key].metadata["parse"](value, where.child(key)) for key, value in table.items()}
+    return cls(**(given | parsed))
+
+
+def _section(cls: type) -> Parser:
+    return lambda value, where: _build(cls, value, where)
+
+
+# --- settings ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    task_managers: int = field(default=1, metadata=_opt(_int_from(1)))
+    slots_per_task_manager: int = field(default=1, metadata=_opt(_int_from(1)))
+    #: Bytes of network memory per TaskManager; None: the network stack's default (64 MiB).
+    network_memory: int | None = field(default=None, metadata=_opt(_size_from(1)))
+
+
+@dataclass(frozen=True)
+class NetworkSettings:
+    """The scenario's `[network]`: fields named as `shuffle.config.NetworkConfig`'s, Flink defaults."""
+
+    buffer_size: int = field(default=32 * 1024, metadata=_opt(_size_from(64)))
+    exclusive_buffers_per_channel: int = field(default=2, metadata=_opt(_int_from(0)))
+    floating_buffers_per_gate: int = field(default=8, metadata=_opt(_int_from(1)))
+    max_buffers_per_channel: int = field(default=10, metadata=_opt(_int_from(1)))
+    max_overdraft_buffers_per_gate: int = field(default=5, metadata=_opt(_int_from(0)))
+    #: Seconds; 0 flushes after every record, -1 ("off") only full buffers.
+    buffer_timeout: float = field(default=0.1, metadata=_opt(FLUSH_TIMEOUT))
+    flow_control: str = field(default="credit", metadata=_opt(_leaf(_choice("credit", "tcp"))))
+    debloat: bool = field(default=False, metadata=_opt(BOOL))
+    #: Simulated link (sim mode): 10 Gbit/s in bytes/s, 50 us.
+    link_bandwidth: float = field(default=10e9 / 8, metadata=_opt(_leaf(_at_least(_as_bandwidth, 0, strict=True))))
+    link_latency: float = field(default=50e-6, metadata=_opt(DURATION))
+    #: Socket send buffer of the simulated link: Netty's high write watermark, 2 x 32 KiB.
+    send_window: int = field(default=64 * 1024, metadata=_opt(_size_from(1)))
+
+    def to_network_config(self, network_memory: int | None = None) -> Any:
+        """The `shuffle.config.NetworkConfig` of these settings (plus the cluster's memory).
+
+        A setting the network stack has no field for is an error unless left at its default.
+        """
+        from shuffle.config import NetworkConfig
+
+        known = {f.name for f in fields(NetworkConfig)}
+        kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.name in known}
+        unsupported = [f.name for f in fields(self) if f.name not in known and getattr(self, f.name) != f.default]
+        if unsupported:
+            name = unsupported[0]
+            raise ScenarioError(
+                f"network.{name} = {_show(getattr(self, name))} is not supported by the network stack yet"
+                f" (shuffle.config.NetworkConfig has no {name!r})"
+            )
+        if network_memory is not None:
+            kwargs["network_memory"] = network_memory
+        return NetworkConfig(**kwargs)
+
+
+CHECKPOINT_MODES = ("aligned", "unaligned", "at_least_once")
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    #: Seconds between checkpoints; None: no checkpoints.
+    interval: float | None = field(default=None, metadata=_opt(POSITIVE_DURATION))
+    mode: str = field(default="aligned", metadata=_opt(_leaf(_choice(*CHECKPOINT_MODES))))
+    aligned_timeout: float = field(default=0.0, metadata=_opt(DURATION))
+
+    @property
+    def enabled(self) -> bool:
+        return self.interval is not None
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    sample_period: float = field(default=1.0, metadata=_opt(POSITIVE_DURATION))
+
+
+KEY_DISTRIBUTIONS = ("uniform", "zipf", "hot_key")
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """Keys of a generator source (`graph.KeyDistribution`); None: the API's default."""
+
+    distribution: str = field(default="uniform", metadata=_opt(_leaf(_choice(*KEY_DISTRIBUTIONS))))
+    num_keys: int | None = field(default=None, metadata=_opt(_int_from(1)))
+    exponent: float | None = field(default=None, metadata=_opt(_leaf(_at_least(_as_number, 0, strict=True))))
+    hot_fraction: float | None = field(default=None, metadata=_opt(_leaf(_fraction)))
+
+
+_KEY_ONLY_FOR = {"exponent": "zipf", "hot_fraction": "hot_key"}
+
+
+def _keys(value: Any, where: _Where) -> KeySpec:
+    spec = _build(KeySpec, value, where)
+    for key, distribution in _KEY_ONLY_FOR.items():
+        if key in value and spec.distribution != distribution:
+            raise where.child(key).error(f'only for distribution = "{distribution}"')
+    return spec
+
+
+@dataclass(frozen=True)
+class CostChange:
+    """From `start` to `end` seconds of the run, records cost `cost` seconds each."""
+
+    start: float = field(metadata=_opt(DURATION, key="from"))
+    end: float = field(metadata=_opt(DURATION, key="to"))
+    cost: float = field(metadata=_opt(DURATION))
+
+
+def _cost_changes(value: Any, where: _Where) -> tuple[CostChange, ...]:
+    if not isinstance(value, list):
+        raise where.error(f'{_show(value)} is not a list like [{{from = "10s", to = "20s", cost = "50ms"}}]')
+    changes = tuple(_build(CostChange, item, where.item(i)) for i, item in enumerate(value))
+    for i, change in enumerate(changes):
+        if change.end <= change.start:
+            raise where.item(i).error("'to' must be after 'from'")
+    return changes
+
+
+STAGE_KINDS = ("source", "map", "filter", "flat_map", "key_by_reduce", "sink")
+PARTITIONERS = ("forward", "rebalance", "rescale", "shuffle", "broadcast", "global", "hash")
+_COMMON_KEYS = {"kind", "name", "parallelism", "slot_sharing_group", "disable_chaining", "buffer_timeout"}
+_OPERATOR_KEYS = _COMMON_KEYS | {"partitioner", "cost", "cost_changes"}
+_STAGE_KEYS = {
+    "source": _COMMON_KEYS | {"rate", "record_size", "count", "keys"},
+    "map": _OPERATOR_KEYS,
+    "filter": _OPERATOR_KEYS | {"selectivity"},
+    "flat_map": _OPERATOR_KEYS | {"fan_out"},
+    "key_by_reduce": _OPERATOR_KEYS,
+    "sink": _OPERATOR_KEYS,
+}
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """One stage of a linear pipeline; None: not set (the graph API's default applies)."""
+
+    kind: str = field(metadata=_opt(_leaf(_choice(*STAGE_KINDS))))
+    name: str | None = field(default=None, metadata=_opt(TEXT))
+    parallelism: int | None = field(default=None, metadata=_opt(_int_from(1)))
+    rate: float | None = field(default=None, metadata=_opt(_leaf(_at_least(_as_number, 0))))
+    record_size: int | None = field(default=None, metadata=_opt(_size_from(16)))
+    count: int | None = field(default=None, metadata=_opt(_int_from(1)))
+    keys: KeySpec | None = field(default=None, metadata=_opt(_keys))
+    cost: float | None = field(default=None, metadata=_opt(DURATION))
+    cost_changes: tuple[CostChange, ...] = field(default=(), metadata=_opt(_cost_changes))
+    selectivity: float | None = field(default=None, metadata=_opt(_leaf(_fraction)))
+    fan_out: int | None = field(default=None, metadata=_opt(_int_from(0)))
+    partitioner: str | None = field(default=None, metadata=_opt(_leaf(_choice(*PARTITIONERS))))
+    slot_sharing_group: str | None = field(default=None, metadata=_opt(TEXT))
+    disable_chaining: bool = field(default=False, metadata=_opt(BOOL))
+    #: Seconds (-1: flush only full buffers); None: the job's buffer timeout.
+    buffer_timeout: float | None = field(default=None, metadata=_opt(FLUSH_TIMEOUT))
+
+
+def _stage(value: Any, where: _Where) -> StageSpec:
+    stage = _build(StageSpec, value, where)
+    allowed = _STAGE_KEYS[stage.kind]
+    for key in value:
+        if key not in allowed:
+            raise where.child(key).error(f"a {stage.kind!r} stage takes no {key!r}")
+    if stage.kind == "key_by_reduce" and stage.partitioner not in (None, "hash"):
+        raise where.child("partitioner").error("a 'key_by_reduce' stage is always hash-partitioned")
+    return stage
+
+
+def _stages(value: Any, where: _Where) -> tuple[StageSpec, ...]:
+    if not isinstance(value, list) or not value:
+        raise where.error("expected [[job.stages]] tables, a source first and a sink last")
+    stages = tuple(_stage(item, where.item(i)) for i, item in enumerate(value))
+    kinds = [s.kind for s in stages]
+    if kinds[0] != "source" or "source" in kinds[1:]:
+        raise where.error("the first stage, and only the first, must be a 'source'")
+    if len(kinds) < 2 or kinds[-1] != "sink" or "sink" in kinds[:-1]:
+        raise where.error("the last stage, and only the last, must be a 'sink'")
+    return stages
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Either `program` ("module:function" taking a StreamExecutionEnvironment) or `stages`."""
+
+    program: str | None = field(default=None, metadata=_opt(_leaf(_program)))
+    stages: tuple[StageSpec, ...] = field(default=(), metadata=_opt(_stages))
+    #: Default parallelism of the job's operators; None: the environment's default.
+    parallelism: int | None = field(default=None, metadata=_opt(_int_from(1)))
+
+
+def _job(value: Any, where: _Where) -> JobSpec:
+    job = _build(JobSpec, value, where)
+    if (job.program is None) == (not job.stages):
+        raise where.error("give either 'program' or [[job.stages]], not both or neither")
+    return job
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A validated scenario file. Times in seconds, sizes in bytes."""
+
+    source_path: Path
+    #: Default: the file's name without ".toml".
+    name: str = field(metadata=_opt(TEXT))
+    duration: float = field(metadata=_opt(POSITIVE_DURATION))
+    job: JobSpec = field(metadata=_opt(_job))
+    seed: int = field(default=0, metadata=_opt(INT))
+    mode: str = field(default="sim", metadata=_opt(_leaf(_choice("sim", "realtime"))))
+    cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_opt(_section(ClusterConfig)))
+    network: NetworkSettings = field(default_factory=NetworkSettings, metadata=_opt(_section(NetworkSettings)))
+    checkpoints: CheckpointSettings = field(
+        default_factory=CheckpointSettings, metadata=_opt(_section(CheckpointSettings))
+    )
+    metrics: MetricsSettings = field(default_factory=MetricsSettings, metadata=_opt(_section(MetricsSettings)))
+
+    @property
+    def folder(self) -> Path:
+        """The scenario file's folder: relative paths (programs) resolve against it."""
+        return self.source_path.parent
+
+    def network_config(self) -> Any:
+        """The `shuffle.config.NetworkConfig` every TaskManager of this scenario uses."""
+        return self.network.to_network_config(self.cluster.network_memory)
+
+
+def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
+    where = _Where(str(path), "")
+    scenario = _build(Scenario, raw, where, source_path=path, name=path.stem)
+    memory = scenario.cluster.network_memory
+    if memory is not None and memory < scenario.network.buffer_size:
+        raise where.child("cluster.network_memory").error(f"must hold at least one buffer ({scenario.network.buffer_size} bytes)")
+    return scenario
+
+
+# --- reading files and overrides ---------------------------------------------------------
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ScenarioError(f"{path}: invalid TOML: {e}") from None
+
+
+_KEY_TOKEN = re.compile(r"(\.?)([^.\[\]]+)|\[([^\]]+)\]")
+
+
+def _split_key(key: str) -> list[str]:
+    """`job.stages[Slow.Map].cost` -> ['job', 'stages', '[Slow.Map]', 'cost']."""
+    parts: list[str] = []
+    pos = 0
+    while pos < len(key):
+        match = _KEY_TOKEN.match(key, pos)
+        if not match or (match[2] is not None and bool(match[1]) != (pos > 0)):
+            raise _BadValue(f"{key!r} is not a key like 'network.buffer_timeout' or 'job.stages[1].cost'")
+        parts.append(match[2] if match[2] is not None else f"[{match[3]}]")
+        pos = match.end()
+    if not parts:
+        raise _BadValue("the key is empty")
+    return parts
+
+
+def _select_stage(stages: Any, selector: str) -> dict[str, Any]:
+    if not isinstance(stages, list):
+        raise _BadValue("only job.stages can be indexed")
+    if selector.isdigit():
+        if int(selector) >= len(stages):
+            raise _BadValue(f"there is no stage {selector} ({len(stages)} stages)")
+        return stages[int(selector)]
+    for stage in stages:
+        if isinstance(stage, dict) and stage.get("name") == selector:
+            return stage
+    raise _BadValue(f"there is no stage named {selector!r}")
+
+
+def _set(raw: dict[str, Any], key: str, value: Any) -> None:
+    """Set a dotted key in a raw scenario dict, creating tables on the way."""
+    parts = _split_key(key)
+    node: Any = raw
+    for i, part in enumerate(parts[:-1]):
+        if part.startswith("["):
+            node = _select_stage(node, part[1:-1])
+            continue
+        if parts[i + 1].startswith("["):
+            node = node.get(part) if isinstance(node, dict) else None
+            continue
+        node = node.setdefault(part, {}) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            raise _BadValue(f"{'.'.join(parts[: i + 1])!r} is not a table")
+    if parts[-1].startswith("[") or not isinstance(node, dict):
+        raise _BadValue(f"{key!r} does not name a value")
+    node[parts[-1]] = value
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """`"network.buffer_timeout=10ms"` -> (key, value): a TOML literal if it is one, else the string."""
+    key, sep, text = item.partition("=")
+    if not sep or not key.strip():
+        raise ScenarioError(f"--set {item!r}: expected KEY=VALUE, e.g. network.buffer_timeout=10ms")
+    try:
+        value = tomllib.loads(f"v = {text.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text.strip()
+    return key.strip(), value
+
+
+def _apply(raw: Mapping[str, Any], overrides: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    result = copy.deepcopy(dict(raw))
+    for key, value in overrides.items():
+        try:
+            _set(result, key, value)
+        except _BadValue as e:
+            raise ScenarioError(f"{origin} {key}={_show(value)}: {e}") from None
+    return result
+
+
+def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
+    """A copy of a raw scenario dict with `--set KEY=VALUE` items applied (validated on load)."""
+    return _apply(raw, dict(parse_override(item) for item in overrides), "--set")
+
+
+def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
+    """Read, override and validate a scenario file."""
+    path = Path(path)
+    return _scenario(apply_overrides(_read_toml(path), overrides), path)
+
+
+# --- sweeps ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A scenario and a grid of overrides; each point of the grid is one run."""
+
+    source_path: Path
+    scenario_path: Path
+    #: (key, values) in file order.
+    grid: tuple[tuple[str, tuple[Any, ...]], ...]
+
+    def points(self) -> list[dict[str, Any]]:
+        """The cartesian product of the grid: the last key varies fastest."""
+        keys = [key for key, _ in self.grid]
+        return [dict(zip(keys, combo)) for combo in itertools.product(*(values for _, values in self.grid))]
+
+    def scenario(self, point: Mapping[str, Any]) -> Scenario:
+        """The scenario of one grid point."""
+        return _scenario(_apply(_read_toml(self.scenario_path), point, f"{self.source_path}: grid"), self.scenario_path)
+
+
+def _grid(value: Any, where: _Where) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    table = _table(value, where)
+    if not table:
+        raise where.error("is empty: give at least one key with a list of values")
+    grid = []
+    for key, values in table.items():
+        if not isinstance(values, list) or not values:
+            raise where.error(f"{key!r}: {_show(values)} is not a non-empty list of values")
+        grid.append((key, tuple(values)))
+    return tuple(grid)
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read a sweep file; every point is validated against the scenario."""
+    path = Path(path)
+    where = _Where(str(path), "")
+    raw = _read_toml(path)
+    _check_keys(raw, ("scenario", "grid"), where)
+    for key in ("scenario", "grid"):
+        if key not in raw:
+            raise ScenarioError(f"{path}: missing key {key!r}")
+    scenario_path = path.parent / TEXT(raw["scenario"], where.child("scenario"))
+    sweep = Sweep(path, scenario_path, _grid(raw["grid"], where.child("grid")))
+    scenario_raw = _read_toml(scenario_path)
+    for point in sweep.points():
+        _scenario(_apply(scenario_raw, point, f"{path}: grid"), scenario_path)
+    return sweep

@@ -1,0 +1,291 @@
+import re
+from pathlib import Path
+
+import pytest
+
+from scenarios.scenario_file import (
+    ScenarioError,
+    apply_overrides,
+    load_scenario,
+    load_sweep,
+    parse_override,
+)
+
+LIBRARY = Path(__file__).parents[2] / "scenarios" / "library"
+
+MINIMAL = """
+duration = "30s"
+[[job.stages]]
+name = "Seq"
+kind = "source"
+[[job.stages]]
+name = "SlowMap"
+kind = "map"
+cost = "5ms"
+[[job.stages]]
+kind = "sink"
+"""
+
+
+def write(tmp_path, text, name="scenario.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def error_of(tmp_path, text, overrides=()):
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(write(tmp_path, text), overrides)
+    return str(info.value)
+
+
+@pytest.mark.parametrize("path", sorted(LIBRARY.glob("*.toml")), ids=lambda p: p.name)
+def test_every_library_file_loads(path):
+    scenario = load_scenario(path)
+    assert scenario.name == path.stem
+    assert path.read_text().startswith("#"), "library files start with a comment saying what they show"
+
+
+def test_library_has_the_documented_files():
+    names = {p.name for p in LIBRARY.glob("*.toml")}
+    assert {"slow-map.toml", "slow-map-throttled.toml", "skewed-keys.toml", "slow-sink-window.toml", "head-of-line.toml"} <= names
+
+
+def test_defaults_are_flinks(tmp_path):
+    scenario = load_scenario(write(tmp_path, MINIMAL))
+    net = scenario.network
+    assert (net.buffer_size, net.exclusive_buffers_per_channel, net.floating_buffers_per_gate) == (32768, 2, 8)
+    assert (net.max_buffers_per_channel, net.max_overdraft_buffers_per_gate) == (10, 5)
+    assert net.buffer_timeout == pytest.approx(0.1)
+    assert (net.flow_control, net.debloat, net.send_window) == ("credit", False, 65536)
+    assert net.link_bandwidth == pytest.approx(10e9 / 8)
+    assert net.link_latency == pytest.approx(50e-6)
+    assert scenario.name == "scenario"
+    assert (scenario.seed, scenario.mode, scenario.duration) == (0, "sim", 30.0)
+    assert not scenario.checkpoints.enabled
+    assert scenario.metrics.sample_period == 1.0
+    assert scenario.cluster.network_memory is None
+    assert scenario.folder == tmp_path
+
+
+def test_values_are_parsed(tmp_path):
+    scenario = load_scenario(
+        write(
+            tmp_path,
+            MINIMAL
+            + """
+[network]
+buffer_size = "4kb"
+buffer_timeout = "off"
+flow_control = "tcp"
+[checkpoints]
+interval = "3s"
+mode = "unaligned"
+aligned_timeout = "10ms"
+[cluster]
+network_memory = "1mb"
+""",
+        )
+    )
+    assert scenario.network.buffer_size == 4096
+    assert scenario.network.buffer_timeout == -1.0
+    assert scenario.checkpoints.interval == 3.0 and scenario.checkpoints.mode == "unaligned"
+    assert scenario.checkpoints.aligned_timeout == pytest.approx(0.01)
+    assert scenario.cluster.network_memory == 1024 * 1024
+    assert scenario.job.stages[1].cost == pytest.approx(0.005)
+
+
+def test_stage_details(tmp_path):
+    scenario = load_scenario(
+        write(
+            tmp_path,
+            """
+duration = "10s"
+[[job.stages]]
+kind = "source"
+rate = 200
+count = 1000
+record_size = 64
+keys = { distribution = "zipf", num_keys = 100, exponent = 1.3 }
+[[job.stages]]
+kind = "key_by_reduce"
+cost_changes = [{ from = "10s", to = "20s", cost = "50ms" }]
+[[job.stages]]
+kind = "sink"
+partitioner = "rebalance"
+""",
+        )
+    )
+    source, reduce, sink = scenario.job.stages
+    assert (source.rate, source.count, source.record_size) == (200, 1000, 64)
+    assert (source.keys.distribution, source.keys.num_keys, source.keys.exponent) == ("zipf", 100, 1.3)
+    assert source.keys.hot_fraction is None
+    change = reduce.cost_changes[0]
+    assert (change.start, change.end, change.cost) == (10.0, 20.0, pytest.approx(0.05))
+    assert reduce.cost is None and reduce.parallelism is None
+    assert sink.partitioner == "rebalance"
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ("[network]\nbufer_size = '32kb'", "scenario.toml: unknown key 'network.bufer_size' (did you mean 'buffer_size'?)"),
+        (
+            "[network]\nbuffer_timeout = '10 parsecs'",
+            "scenario.toml: network.buffer_timeout: '10 parsecs' is not a duration (e.g. \"100ms\") or \"off\"",
+        ),
+        ("[network]\nbuffer_size = 'big'", "scenario.toml: network.buffer_size: 'big' is not a size (e.g. \"32kb\")"),
+        ("[network]\nlink_bandwidth = 3", 'scenario.toml: network.link_bandwidth: 3 is not a bandwidth (e.g. "10gbit")'),
+        ("[network]\nflow_control = 'udp'", "scenario.toml: network.flow_control: 'udp' is not one of 'credit', 'tcp'"),
+        ("[network]\nfloating_buffers_per_gate = 0", "scenario.toml: network.floating_buffers_per_gate: 0 must be >= 1"),
+        ("[network]\nexclusive_buffers_per_channel = 1.5", "scenario.toml: network.exclusive_buffers_per_channel: 1.5 is not an integer"),
+        ("[network]\ndebloat = 'yes'", "scenario.toml: network.debloat: 'yes' is not true or false"),
+        ("[checkpoints]\ninterval = '0s'", "scenario.toml: checkpoints.interval: '0s' must be > 0"),
+        ("[checkpoints]\nmode = 'exactly_once'", "scenario.toml: checkpoints.mode: 'exactly_once' is not one of"),
+        ("[cluster]\ntask_managers = true", "scenario.toml: cluster.task_managers: true is not an integer"),
+        ("[cluster]\nnetwork_memory = '1kb'", "scenario.toml: cluster.network_memory: must hold at least one buffer"),
+        ("network = 5", "scenario.toml: network: 5 is not a table"),
+        ("mode = 'fast'", "scenario.toml: mode: 'fast' is not one of 'sim', 'realtime'"),
+        ("seeed = 3", "scenario.toml: unknown key 'seeed' (did you mean 'seed'?)"),
+    ],
+)
+def test_bad_keys_and_values_name_file_and_key(tmp_path, extra, message):
+    text = 'duration = "30s"\n' + extra + MINIMAL.replace('duration = "30s"', "")
+    assert f"{tmp_path}/{message}" in error_of(tmp_path, text)
+
+
+@pytest.mark.parametrize(
+    "stages, message",
+    [
+        ('[[job.stages]]\nkind = "map"\n[[job.stages]]\nkind = "sink"', "job.stages: the first stage, and only the first, must be a 'source'"),
+        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "map"', "job.stages: the last stage, and only the last, must be a 'sink'"),
+        ('[[job.stages]]\nkind = "source"\ncost = "1ms"\n[[job.stages]]\nkind = "sink"', "job.stages[0].cost: a 'source' stage takes no 'cost'"),
+        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "map"\nselectivity = 0.5\n[[job.stages]]\nkind = "sink"', "job.stages[1].selectivity: a 'map' stage takes no 'selectivity'"),
+        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "mapp"', "job.stages[1].kind: 'mapp' is not one of"),
+        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "key_by_reduce"\npartitioner = "rebalance"\n[[job.stages]]\nkind = "sink"', "job.stages[1].partitioner: a 'key_by_reduce' stage is always hash-partitioned"),
+        ('[[job.stages]]\nkind = "source"\nkeys = { distribution = "uniform", exponent = 2.0 }\n[[job.stages]]\nkind = "sink"', "job.stages[0].keys.exponent: only for distribution = \"zipf\""),
+        ('[[job.stages]]\nkind = "source"\nkeys = { distribution = "hot_key", hot_fraction = 1.5 }\n[[job.stages]]\nkind = "sink"', "job.stages[0].keys.hot_fraction: 1.5 must be between 0 and 1"),
+        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "sink"\ncost_changes = [{ from = "20s", to = "10s", cost = "1ms" }]', "job.stages[1].cost_changes[0]: 'to' must be after 'from'"),
+        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "sink"\ncost_changes = [{ from = "1s", cost = "1ms" }]', "missing key 'job.stages[1].cost_changes[0].to'"),
+        ('[[job.stages]]\nkind = "source"\nrecord_size = 8\n[[job.stages]]\nkind = "sink"', "job.stages[0].record_size: 8 must be >= 16"),
+        ('[[job.stages]]\nname = "A"\n[[job.stages]]\nkind = "sink"', "missing key 'job.stages[0].kind'"),
+        ('[job]\nprogram = "not a program"', "job.program: 'not a program' is not \"module:function\""),
+        ('[job]\nprogram = "m:f"\n[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "sink"', "job: give either 'program' or [[job.stages]], not both or neither"),
+        ("[job]", "job: give either 'program' or [[job.stages]], not both or neither"),
+    ],
+)
+def test_bad_stages(tmp_path, stages, message):
+    assert message in error_of(tmp_path, 'duration = "10s"\n' + stages)
+
+
+def test_missing_required_and_bad_toml(tmp_path):
+    assert error_of(tmp_path, '[job]\nprogram = "m:f"') == f"{tmp_path}/scenario.toml: missing key 'duration'"
+    assert error_of(tmp_path, "duration = ").startswith(str(tmp_path / "scenario.toml") + ": invalid TOML")
+    with pytest.raises(ScenarioError, match="nope.toml: cannot read"):
+        load_scenario(tmp_path / "nope.toml")
+
+
+def test_program_job(tmp_path):
+    scenario = load_scenario(write(tmp_path, 'duration = "10s"\n[job]\nprogram = "pipelines.wordcount:build"\nparallelism = 4'))
+    assert scenario.job.program == "pipelines.wordcount:build"
+    assert scenario.job.parallelism == 4 and scenario.job.stages == ()
+
+
+def test_overrides(tmp_path):
+    path = write(tmp_path, MINIMAL)
+    scenario = load_scenario(
+        path,
+        [
+            "network.buffer_timeout=10ms",
+            "seed=42",
+            "network.debloat=true",
+            "checkpoints.interval=2s",  # creates the [checkpoints] table
+            "job.stages[SlowMap].cost=1ms",
+            "job.stages[0].rate=100",
+            'name="renamed"',
+        ],
+    )
+    assert scenario.network.buffer_timeout == pytest.approx(0.01)
+    assert scenario.seed == 42 and scenario.network.debloat is True
+    assert scenario.checkpoints.interval == 2.0
+    assert scenario.job.stages[1].cost == pytest.approx(0.001)
+    assert scenario.job.stages[0].rate == 100
+    assert scenario.name == "renamed"
+
+
+def test_apply_overrides_copies_and_parses_toml_literals():
+    raw = {"network": {"buffer_size": "32kb"}}
+    result = apply_overrides(raw, ["network.buffer_size=4kb", "network.floating_buffers_per_gate=3", "a.b=[1, 2]"])
+    assert raw == {"network": {"buffer_size": "32kb"}}
+    assert result == {"network": {"buffer_size": "4kb", "floating_buffers_per_gate": 3}, "a": {"b": [1, 2]}}
+    assert parse_override("debloat = true") == ("debloat", True)
+    assert parse_override("x=hello world") == ("x", "hello world")
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("network.bufer_size=1kb", "scenario.toml: unknown key 'network.bufer_size' (did you mean 'buffer_size'?)"),
+        ("network.buffer_timeout=10 parsecs", "network.buffer_timeout: '10 parsecs' is not a duration"),
+        ("network", "--set 'network': expected KEY=VALUE"),
+        ("duration.x=1", "--set duration.x=1: 'duration' is not a table"),
+        ("job.stages[7].cost=1ms", "--set job.stages[7].cost='1ms': there is no stage 7 (3 stages)"),
+        ("job.stages[Nope].cost=1ms", "there is no stage named 'Nope'"),
+        ("network..x=1", "is not a key like"),
+    ],
+)
+def test_bad_overrides(tmp_path, override, message):
+    assert message in error_of(tmp_path, MINIMAL, [override])
+
+
+def test_sweep_grid_expansion(tmp_path):
+    write(tmp_path, MINIMAL)
+    sweep_path = write(
+        tmp_path,
+        """
+scenario = "scenario.toml"
+[grid]
+"network.buffer_timeout" = ["1ms", "10ms", "100ms"]
+"job.stages[SlowMap].cost" = ["1ms", "5ms"]
+""",
+        name="sweep.toml",
+    )
+    sweep = load_sweep(sweep_path)
+    points = sweep.points()
+    assert len(points) == 6
+    assert points[0] == {"network.buffer_timeout": "1ms", "job.stages[SlowMap].cost": "1ms"}
+    assert points[1] == {"network.buffer_timeout": "1ms", "job.stages[SlowMap].cost": "5ms"}
+    assert points[-1] == {"network.buffer_timeout": "100ms", "job.stages[SlowMap].cost": "5ms"}
+    assert sweep.points() == points
+    scenario = sweep.scenario(points[3])
+    assert scenario.network.buffer_timeout == pytest.approx(0.01)
+    assert scenario.job.stages[1].cost == pytest.approx(0.005)
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('scenario = "scenario.toml"\n[grid]\n"network.buffer_timeout" = ["1ms", "10 parsecs"]', "network.buffer_timeout: '10 parsecs' is not a duration"),
+        ('scenario = "scenario.toml"\n[grid]\n"network.bufer_size" = ["1kb"]', "unknown key 'network.bufer_size'"),
+        ('scenario = "scenario.toml"\n[grid]\n"seed" = 3', "sweep.toml: grid: 'seed': 3 is not a non-empty list of values"),
+        ('scenario = "scenario.toml"\ngrid = {}', "sweep.toml: grid: is empty"),
+        ('scenario = "missing.toml"\n[grid]\nseed = [1]', "missing.toml: cannot read"),
+        ('scenaro = "scenario.toml"', "sweep.toml: unknown key 'scenaro' (did you mean 'scenario'?)"),
+    ],
+)
+def test_bad_sweeps(tmp_path, body, message):
+    write(tmp_path, MINIMAL)
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        load_sweep(write(tmp_path, body, name="sweep.toml"))
+
+
+def test_network_config_by_field_name(tmp_path):
+    scenario = load_scenario(
+        write(tmp_path, MINIMAL),
+        ["network.buffer_size=4kb", "network.flow_control=tcp", "network.link_latency=1ms", "cluster.network_memory=2mb"],
+    )
+    config = scenario.network_config()
+    assert type(config).__module__ == "shuffle.config"
+    assert (config.buffer_size, config.flow_control, config.network_memory) == (4096, "tcp", 2 * 1024 * 1024)
+    assert config.link_latency == pytest.approx(0.001)
+    assert config.floating_buffers_per_gate == 8
