@@ -1,0 +1,216 @@
+"""LocalBufferPool: the buffers of one ResultPartition or one input gate (spec 1.3).
+
+Sized between `min_buffers` and `max_buffers` by the NetworkBufferPool's redistribution.
+For partitions it keeps a per-subpartition count: a subpartition that holds
+`max_buffers_per_channel` makes the pool *unavailable* (soft limit, FLINK-27522), and up to
+`max_overdraft_buffers` may be borrowed beyond the pool size by a record that spans
+buffers. For gates it lends floating buffers and queues `BufferListener`s (FIFO) while
+it has none.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
+
+import trio
+
+from shuffle.availability import AvailabilityHelper
+from shuffle.buffer.buffer import Buffer, MemorySegment
+from shuffle.buffer.buffer_builder import BufferBuilder
+
+if TYPE_CHECKING:
+    from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+
+UNKNOWN_CHANNEL = -1
+
+
+class BufferListener(Protocol):
+    def notify_buffer_available(self, buffer: Buffer) -> bool:
+        """Offer a buffer; return True if it was taken."""
+
+
+class LocalBufferPool:
+    """A bounded view onto the NetworkBufferPool (see module doc)."""
+
+    def __init__(self, network_pool: NetworkBufferPool, min_buffers: int, max_buffers: int,
+                 num_subpartitions: int = 0, max_buffers_per_channel: int = 2**31 - 1,
+                 max_overdraft_buffers: int = 0) -> None:
+        self.network_pool = network_pool
+        self.min_buffers = min_buffers
+        self.max_buffers = max_buffers
+        self.current_pool_size = min_buffers
+        self.num_requested = 0
+        self._available: deque[MemorySegment] = deque()
+        self._listeners: deque[BufferListener] = deque()
+        self._subpartition_counts = [0] * num_subpartitions
+        self.max_buffers_per_channel = max_buffers_per_channel
+        self.unavailable_subpartitions = 0
+        self.max_overdraft_buffers = max_overdraft_buffers
+        self.is_destroyed = False
+        self.availability = AvailabilityHelper()
+        self._segment_event: trio.Event | None = None
+        self._waiting_on_global = False
+        self._recyclers = [partial(self.recycle, channel=i) for i in range(num_subpartitions)]
+        self._untargeted_recycler = partial(self.recycle, channel=UNKNOWN_CHANNEL)
+        self._update_availability()
+
+    # -- requesting -----------------------------------------------------------------------
+
+    def _request_segment(self, target: int) -> MemorySegment | None:
+        if self.is_destroyed:
+            raise RuntimeError("buffer pool is destroyed")
+        segment = None
+        if self._available:
+            segment = self._available.popleft()
+        elif self.num_requested < self.current_pool_size + self.max_overdraft_buffers:
+            # Below the pool size this is a plain request, at or above it an overdraft.
+            segment = self.network_pool.request_pooled_segment()
+            if segment is not None:
+                self.num_requested += 1
+        if segment is None:
+            return None
+        if target >= 0:
+            self._subpartition_counts[target] += 1
+            if self._subpartition_counts[target] == self.max_buffers_per_channel:
+                self.unavailable_subpartitions += 1
+        self._update_availability()
+        return segment
+
+    def request_buffer_builder(self, target: int = UNKNOWN_CHANNEL) -> BufferBuilder | None:
+        """Non-blocking: a builder over a free segment, or None."""
+        segment = self._request_segment(target)
+        if segment is None:
+            return None
+        recycler = self._recyclers[target] if target >= 0 else self._untargeted_recycler
+        return BufferBuilder(segment, recycler)
+
+    async def request_buffer_builder_blocking(self, target: int = UNKNOWN_CHANNEL) -> BufferBuilder:
+        """Wait until a segment can be had (the task is then hard back-pressured)."""
+        while True:
+            builder = self.request_buffer_builder(target)
+            if builder is not None:
+                return builder
+            if self._segment_event is None:
+                self._segment_event = trio.Event()
+            await self._segment_event.wait()
+
+    def request_buffer(self) -> Buffer | None:
+        """Non-blocking: a floating buffer that returns to this pool when recycled."""
+        segment = self._request_segment(UNKNOWN_CHANNEL)
+        if segment is None:
+            return None
+        return Buffer.of_segment(segment, self._untargeted_recycler)
+
+    def add_buffer_listener(self, listener: BufferListener) -> bool:
+        """Queue `listener` for the next recycled segment; False if one is free right now."""
+        if self._available or self.is_destroyed:
+            return False
+        self._listeners.append(listener)
+        return True
+
+    def remove_buffer_listener(self, listener: BufferListener) -> None:
+        try:
+            self._listeners.remove(listener)
+        except ValueError:
+            pass
+
+    def reserve_segments(self, k: int) -> None:
+        """Fetch up to `k` segments up front (gates do k = 1 first, FLINK-24035)."""
+        while self.num_requested < min(k, self.current_pool_size):
+            segment = self.network_pool.request_pooled_segment()
+            if segment is None:
+                break
+            self.num_requested += 1
+            self._available.append(segment)
+        self._update_availability()
+
+    # -- recycling ------------------------------------------------------------------------
+
+    def recycle(self, segment: MemorySegment, channel: int = UNKNOWN_CHANNEL) -> None:
+        if channel >= 0:
+            if self._subpartition_counts[channel] == self.max_buffers_per_channel:
+                self.unavailable_subpartitions -= 1
+            self._subpartition_counts[channel] -= 1
+        if self.is_destroyed or self.num_requested > self.current_pool_size:
+            self.num_requested -= 1
+            self.network_pool.recycle_pooled_segment(segment)
+        elif not self._offer_to_listeners(segment):
+            self._available.append(segment)
+        self._update_availability()
+        self._signal_segment()
+
+    def _offer_to_listeners(self, segment: MemorySegment) -> bool:
+        while self._listeners:
+            listener = self._listeners.popleft()
+            if listener.notify_buffer_available(Buffer.of_segment(segment, self._untargeted_recycler)):
+                return True
+        return False
+
+    def _signal_segment(self) -> None:
+        if self._segment_event is not None:
+            self._segment_event.set()
+            self._segment_event = None
+
+    # -- sizing and availability ----------------------------------------------------------
+
+    def set_num_buffers(self, n: int) -> None:
+        self.current_pool_size = max(self.min_buffers, min(n, self.max_buffers))
+        while self.num_requested > self.current_pool_size and self._available:
+            self.num_requested -= 1
+            self.network_pool.recycle_pooled_segment(self._available.pop())
+        self._update_availability()
+        self._signal_segment()
+
+    def _update_availability(self) -> None:
+        if not self._available and self.num_requested < self.current_pool_size and not self.is_destroyed:
+            segment = self.network_pool.request_pooled_segment()
+            if segment is not None:
+                self.num_requested += 1
+                if not self._offer_to_listeners(segment):
+                    self._available.append(segment)
+            elif not self._waiting_on_global:
+                self._waiting_on_global = True
+                self.network_pool.when_segment_available(self._on_global_segment)
+        self.availability.set(bool(self._available) and self.unavailable_subpartitions == 0)
+
+    def _on_global_segment(self) -> None:
+        self._waiting_on_global = False
+        if not self.is_destroyed:
+            self._update_availability()
+            self._signal_segment()
+
+    def is_available(self) -> bool:
+        return self.availability.is_available
+
+    async def wait_available(self) -> None:
+        await self.availability.wait()
+
+    @property
+    def num_buffers(self) -> int:
+        """The current pool size (`getNumBuffers`)."""
+        return self.current_pool_size
+
+    @property
+    def num_available(self) -> int:
+        return len(self._available)
+
+    def best_effort_get_num_of_used_buffers(self) -> int:
+        return max(0, self.num_requested - len(self._available))
+
+    def subpartition_buffer_count(self, target: int) -> int:
+        return self._subpartition_counts[target]
+
+    def destroy(self) -> None:
+        """Give free segments back; outstanding ones go back as they are recycled."""
+        if self.is_destroyed:
+            return
+        self.is_destroyed = True
+        self._listeners.clear()
+        while self._available:
+            self.num_requested -= 1
+            self.network_pool.recycle_pooled_segment(self._available.pop())
+        self.network_pool.destroy_buffer_pool(self)
+        self.availability.set_unavailable()
+        self._signal_segment()

@@ -1,0 +1,170 @@
+"""NetworkBufferPool: the TaskManager's fixed set of network memory segments (spec 1.2).
+
+Local pools take segments from here without blocking; input channels take their
+exclusive buffers as "unpooled" segments. Every pool's minimum and every unpooled
+segment is *required*; what is left over is shared among the local pools by
+redistribution (Flink 1.x proportional algorithm).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+import trio
+
+from shuffle.buffer.buffer import MemorySegment
+
+if TYPE_CHECKING:
+    from shuffle.buffer.local_buffer_pool import LocalBufferPool
+
+INT_MAX = 2**31 - 1
+
+
+class InsufficientBuffersError(IOError):
+    """Not enough network memory for a pool's minimum or a channel's exclusive buffers."""
+
+
+class NetworkBufferPool:
+    """Owns `num_segments` segments of `segment_size` bytes."""
+
+    def __init__(self, num_segments: int, segment_size: int,
+                 exclusive_request_timeout: float = 30.0) -> None:
+        if num_segments < 1:
+            raise ValueError("a NetworkBufferPool needs at least one segment")
+        self.total_segments = num_segments
+        self.segment_size = segment_size
+        self.exclusive_request_timeout = exclusive_request_timeout
+        # np.zeros maps pages lazily: untouched segments cost no memory.
+        self._memory = memoryview(np.zeros(num_segments * segment_size, dtype=np.uint8))
+        self._available: deque[MemorySegment] = deque(
+            MemorySegment(i, self._memory[i * segment_size:(i + 1) * segment_size])
+            for i in range(num_segments))
+        self.num_total_required_buffers = 0
+        self._pools: list[LocalBufferPool] = []
+        self._segment_waiters: list[Callable[[], None]] = []
+        self._unpooled_event: trio.Event | None = None
+        self._destroyed = False
+
+    # -- pooled segments (local pools) ------------------------------------------------
+
+    def request_pooled_segment(self) -> MemorySegment | None:
+        return self._available.popleft() if self._available else None
+
+    def recycle_pooled_segment(self, segment: MemorySegment) -> None:
+        self._available.append(segment)
+        self._notify_segment_available()
+
+    def when_segment_available(self, callback: Callable[[], None]) -> None:
+        """Call `callback` (once) the next time a segment comes back."""
+        self._segment_waiters.append(callback)
+
+    def _notify_segment_available(self) -> None:
+        if self._unpooled_event is not None:
+            self._unpooled_event.set()
+            self._unpooled_event = None
+        while self._segment_waiters and self._available:
+            self._segment_waiters.pop(0)()
+
+    # -- unpooled segments (exclusive buffers of remote channels) -----------------------
+
+    async def request_unpooled_segments(self, n: int) -> list[MemorySegment]:
+        """Take `n` segments as required, waiting (bounded) while local pools give back excess."""
+        if n <= 0:
+            return []
+        self._reserve(n)
+        self.redistribute_buffers()
+        got: list[MemorySegment] = []
+        try:
+            with trio.fail_after(self.exclusive_request_timeout):
+                while len(got) < n:
+                    if self._available:
+                        got.append(self._available.popleft())
+                        continue
+                    self._unpooled_event = self._unpooled_event or trio.Event()
+                    await self._unpooled_event.wait()
+        except trio.TooSlowError:
+            for seg in got:
+                self._available.append(seg)
+            self.num_total_required_buffers -= n
+            self.redistribute_buffers()
+            raise InsufficientBuffersError(
+                f"Timeout triggered when requesting exclusive buffers: required {n}, "
+                f"obtained {len(got)} within {self.exclusive_request_timeout}s; raise "
+                "'taskmanager.network.memory.exclusive-buffers-request-timeout-ms' or the "
+                "network memory ('taskmanager.memory.network.fraction/min/max')") from None
+        return got
+
+    def recycle_unpooled_segments(self, segments: list[MemorySegment]) -> None:
+        for seg in segments:
+            self._available.append(seg)
+        self.num_total_required_buffers -= len(segments)
+        self.redistribute_buffers()
+        self._notify_segment_available()
+
+    # -- local pools --------------------------------------------------------------------
+
+    def create_buffer_pool(self, min_buffers: int, max_buffers: int, num_subpartitions: int = 0,
+                           max_buffers_per_channel: int = INT_MAX,
+                           max_overdraft_buffers: int = 0) -> LocalBufferPool:
+        """A LocalBufferPool with `min_buffers` required segments (fails if memory lacks)."""
+        from shuffle.buffer.local_buffer_pool import LocalBufferPool
+
+        if min_buffers < 1 or max_buffers < min_buffers:
+            raise ValueError(f"invalid pool size: min {min_buffers}, max {max_buffers}")
+        self._reserve(min_buffers)
+        pool = LocalBufferPool(self, min_buffers, max_buffers, num_subpartitions,
+                               max_buffers_per_channel, max_overdraft_buffers)
+        self._pools.append(pool)
+        self.redistribute_buffers()
+        return pool
+
+    def destroy_buffer_pool(self, pool: LocalBufferPool) -> None:
+        if pool in self._pools:
+            self._pools.remove(pool)
+            self.num_total_required_buffers -= pool.min_buffers
+            self.redistribute_buffers()
+
+    def _reserve(self, n: int) -> None:
+        if self.num_total_required_buffers + n > self.total_segments:
+            available = self.total_segments - self.num_total_required_buffers
+            raise InsufficientBuffersError(
+                f"Insufficient number of network buffers: required {n}, but only {available} "
+                f"available. The total number of network buffers is currently set to "
+                f"{self.total_segments} of {self.segment_size} bytes each. You can increase "
+                "this number by setting the configuration keys "
+                "'taskmanager.memory.network.fraction', 'taskmanager.memory.network.min', "
+                "and 'taskmanager.memory.network.max'.")
+        self.num_total_required_buffers += n
+
+    def redistribute_buffers(self) -> None:
+        """Share the excess over all required segments among pools (Flink 1.x rule)."""
+        pools = self._pools
+        if not pools:
+            return
+        excess = self.total_segments - self.num_total_required_buffers
+        if excess <= 0:
+            for pool in pools:
+                pool.set_num_buffers(pool.min_buffers)
+            return
+        capacities = [min(excess, pool.max_buffers - pool.min_buffers) for pool in pools]
+        total_capacity = sum(capacities)
+        to_distribute = min(excess, total_capacity)
+        distributed = 0
+        cumulative = 0
+        for pool, capacity in zip(pools, capacities):
+            cumulative += capacity
+            share = (to_distribute * cumulative // total_capacity - distributed) if total_capacity else 0
+            distributed += share
+            pool.set_num_buffers(pool.min_buffers + share)
+
+    # -- metrics ------------------------------------------------------------------------
+
+    @property
+    def num_available_segments(self) -> int:
+        return len(self._available)
+
+    @property
+    def num_used_segments(self) -> int:
+        return self.total_segments - len(self._available)

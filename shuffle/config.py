@@ -1,0 +1,65 @@
+"""Network settings of one TaskManager's shuffle environment, with Flink's defaults.
+
+Units are bytes and seconds. The names follow Flink's configuration keys
+(`taskmanager.memory.segment-size`, `taskmanager.network.memory.buffers-per-channel`, ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+FLOW_CONTROL_MODES = ("credit", "tcp")
+
+
+@dataclass(frozen=True)
+class NetworkConfig:
+    """Flink's network-stack knobs (spec section 1.1) plus the simulated link's."""
+
+    buffer_size: int = 32 * 1024
+    exclusive_buffers_per_channel: int = 2
+    floating_buffers_per_gate: int = 8
+    max_buffers_per_channel: int = 10
+    max_overdraft_buffers_per_gate: int = 5
+    # Seconds; 0 flushes after every record, -1 flushes only full buffers.
+    buffer_timeout: float = 0.1
+    flow_control: str = "credit"
+    network_memory: int = 64 * 1024 * 1024
+    min_segment_size: int = 256
+    exclusive_buffers_request_timeout: float = 30.0
+    request_backoff_initial: float = 0.1
+    request_backoff_max: float = 10.0
+    partition_request_timeout: float = 10.0
+    # Simulated link (sim mode only): 10 Gbit/s, 50 us, a 64 KiB socket buffer
+    # (Netty's high write watermark is 2 x segment size).
+    link_bandwidth: float = 10e9 / 8
+    link_latency: float = 50e-6
+    send_window: int = 64 * 1024
+
+    def __post_init__(self) -> None:
+        if self.buffer_size < 64:
+            raise ValueError(f"buffer_size must be at least 64 bytes, got {self.buffer_size}")
+        if self.exclusive_buffers_per_channel < 0:
+            raise ValueError("exclusive_buffers_per_channel must be >= 0")
+        if self.floating_buffers_per_gate < 1:
+            raise ValueError("floating_buffers_per_gate must be >= 1")
+        if self.max_buffers_per_channel < 1:
+            raise ValueError("max_buffers_per_channel must be >= 1")
+        if self.max_overdraft_buffers_per_gate < 0:
+            raise ValueError("max_overdraft_buffers_per_gate must be >= 0")
+        if self.buffer_timeout < 0 and self.buffer_timeout != -1:
+            raise ValueError(f"buffer_timeout must be >= 0 or -1, got {self.buffer_timeout}")
+        if self.flow_control not in FLOW_CONTROL_MODES:
+            raise ValueError(f"flow_control must be one of {FLOW_CONTROL_MODES}, got {self.flow_control!r}")
+        if self.network_memory < self.buffer_size:
+            raise ValueError("network_memory must hold at least one buffer")
+        if self.link_bandwidth <= 0 or self.link_latency < 0 or self.send_window < 1:
+            raise ValueError("link_bandwidth must be > 0, link_latency >= 0, send_window >= 1")
+
+    @property
+    def num_network_buffers(self) -> int:
+        """Segments of the TaskManager's NetworkBufferPool."""
+        return self.network_memory // self.buffer_size
+
+    @property
+    def credit_based(self) -> bool:
+        return self.flow_control == "credit"

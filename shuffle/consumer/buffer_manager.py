@@ -1,0 +1,138 @@
+"""BufferManager: the free buffers of one RemoteInputChannel (spec 4.3).
+
+Exclusive buffers (the channel's own, from the NetworkBufferPool) and floating buffers
+(borrowed from the gate's pool). The channel aims to hold `backlog + initial_credit`
+free buffers: what it newly obtains becomes credit; floating buffers above that number
+go back to the gate as soon as exclusive ones return.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+import trio
+
+from shuffle.buffer.buffer import Buffer, MemorySegment
+from shuffle.buffer.local_buffer_pool import LocalBufferPool
+from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+
+if TYPE_CHECKING:
+    from shuffle.consumer.remote_input_channel import RemoteInputChannel
+
+
+class BufferManager:
+    def __init__(self, network_pool: NetworkBufferPool, channel: RemoteInputChannel) -> None:
+        self.network_pool = network_pool
+        self.channel = channel
+        self.floating_pool: LocalBufferPool | None = None
+        self.exclusive: deque[Buffer] = deque()
+        self.floating: deque[Buffer] = deque()
+        self.num_required_buffers = 0
+        self.is_waiting_for_floating_buffers = False
+        self.num_exclusive_buffers = 0
+        self._released = False
+        self._buffer_event: trio.Event | None = None
+
+    @property
+    def available(self) -> int:
+        return len(self.exclusive) + len(self.floating)
+
+    async def request_exclusive_buffers(self, n: int) -> None:
+        for segment in await self.network_pool.request_unpooled_segments(n):
+            self.exclusive.append(Buffer.of_segment(segment, self._recycle_exclusive))
+        self.num_exclusive_buffers += n
+
+    def request_buffer(self) -> Buffer | None:
+        """A free buffer for an incoming payload: floating first, then exclusive."""
+        self.num_required_buffers -= 1
+        if self.floating:
+            return self.floating.popleft()
+        if self.exclusive:
+            return self.exclusive.popleft()
+        return None
+
+    def request_floating_buffers(self, k: int) -> int:
+        """Aim to hold `k` free buffers; returns how many floating buffers were obtained."""
+        if self._released:
+            return 0
+        self.num_required_buffers = k
+        return self._try_request_floating()
+
+    def _try_request_floating(self) -> int:
+        pool = self.floating_pool
+        obtained = 0
+        while self.available < self.num_required_buffers and not self.is_waiting_for_floating_buffers:
+            buffer = pool.request_buffer()
+            if buffer is not None:
+                self.floating.append(buffer)
+                obtained += 1
+            elif pool.add_buffer_listener(self):
+                self.is_waiting_for_floating_buffers = True
+        return obtained
+
+    def _recycle_exclusive(self, segment: MemorySegment) -> None:
+        if self._released:
+            self.network_pool.recycle_unpooled_segments([segment])
+            return
+        self.exclusive.append(Buffer.of_segment(segment, self._recycle_exclusive))
+        self._signal()
+        if self.available > self.num_required_buffers and self.floating:
+            self.floating.popleft().recycle()
+            return
+        self.channel.notify_buffer_available(1)
+
+    def notify_buffer_available(self, buffer: Buffer) -> bool:
+        """BufferListener: the gate's pool offers a floating buffer."""
+        self.is_waiting_for_floating_buffers = False
+        waiting_without_credit = self._buffer_event is not None
+        if self._released or (self.available >= self.num_required_buffers and not waiting_without_credit):
+            return False
+        self.floating.append(buffer)
+        self._signal()
+        self.channel.notify_buffer_available(1 + self._try_request_floating())
+        return True
+
+    def release_floating_buffers(self) -> None:
+        """Give every floating buffer back (aligned barrier with zero exclusive buffers)."""
+        self.num_required_buffers = 0
+        while self.floating:
+            self.floating.popleft().recycle()
+
+    def release_all_buffers(self) -> None:
+        """Exclusive segments back to the NetworkBufferPool, floating ones to the gate."""
+        if self._released:
+            return
+        self._released = True
+        if self.floating_pool is not None and self.is_waiting_for_floating_buffers:
+            self.floating_pool.remove_buffer_listener(self)
+        segments = [b.segment for b in self.exclusive]
+        self.exclusive.clear()
+        while self.floating:
+            self.floating.popleft().recycle()
+        if segments:
+            self.network_pool.recycle_unpooled_segments(segments)
+
+    # -- pre-credit mode (flow_control = "tcp") ------------------------------------------
+
+    async def request_buffer_blocking(self) -> Buffer:
+        """Without credit: take any free buffer, or wait for one while the connection stalls."""
+        while True:
+            if self._released:
+                raise RuntimeError(f"channel {self.channel.name} released while waiting for a buffer")
+            if self.floating:
+                return self.floating.popleft()
+            if self.exclusive:
+                return self.exclusive.popleft()
+            buffer = self.floating_pool.request_buffer()
+            if buffer is not None:
+                return buffer
+            self._buffer_event = trio.Event()
+            if not self.is_waiting_for_floating_buffers and self.floating_pool.add_buffer_listener(self):
+                self.is_waiting_for_floating_buffers = True
+            await self._buffer_event.wait()
+            self._buffer_event = None
+
+    def _signal(self) -> None:
+        if self._buffer_event is not None:
+            self._buffer_event.set()

@@ -1,0 +1,107 @@
+"""InputChannel: what Local- and RemoteInputChannel share (spec 4.1).
+
+Identity (`channel_info`, the consumed partition and subpartition), the partition-request
+backoff, the error holder that the task thread re-throws, and the input counters.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from shuffle.buffer.buffer import Buffer
+from shuffle.buffer.data_type import DataType
+
+if TYPE_CHECKING:
+    from shuffle.consumer.single_input_gate import SingleInputGate
+
+
+class InputChannelInfo(NamedTuple):
+    gate_index: int
+    channel_index: int
+
+
+class BufferAndAvailability(NamedTuple):
+    buffer: Buffer
+    next_data_type: DataType
+    buffers_in_backlog: int
+    sequence_number: int
+    more_priority_events: bool = False
+
+    @property
+    def more_available(self) -> bool:
+        return self.next_data_type is not DataType.NONE
+
+
+class CancelTaskError(RuntimeError):
+    """Reading from a channel after it was released (Flink's CancelTaskException)."""
+
+
+class InputChannel:
+    """Base of the channels of a SingleInputGate."""
+
+    def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
+                 subpartition_index: int, initial_backoff: float, max_backoff: float) -> None:
+        self.gate = gate
+        self.channel_info = InputChannelInfo(gate.gate_index, channel_index)
+        self.partition_id = partition_id
+        self.subpartition_index = subpartition_index
+        # The name every trace event uses for this channel: producer partition and subpartition.
+        self.name = f"{partition_id}#{subpartition_index}"
+        self.initial_backoff = initial_backoff
+        self.max_backoff = max_backoff
+        self.current_backoff = 0.0 if initial_backoff > 0 else -1.0
+        self.num_bytes_in = 0
+        self.num_buffers_in = 0
+        self.error: BaseException | None = None
+        self.is_released = False
+
+    @property
+    def channel_index(self) -> int:
+        return self.channel_info.channel_index
+
+    def notify_channel_non_empty(self) -> None:
+        self.gate.notify_channel_non_empty(self)
+
+    def notify_priority_event(self, sequence_number: int) -> None:
+        self.gate.notify_priority_event(self, sequence_number)
+
+    def set_error(self, cause: BaseException) -> None:
+        """Keep the first error and wake the task, which re-throws it when polling."""
+        if self.error is None:
+            self.error = cause
+            self.notify_channel_non_empty()
+
+    def check_error(self) -> None:
+        if self.error is not None:
+            raise IOError(f"input channel {self.name} failed: {self.error}") from self.error
+
+    def increase_backoff(self) -> bool:
+        """Exponential backoff: 0 -> initial -> doubled up to max; False once exhausted."""
+        if self.current_backoff < 0:
+            return False
+        if self.current_backoff == 0:
+            self.current_backoff = self.initial_backoff
+            return True
+        if self.current_backoff < self.max_backoff:
+            self.current_backoff = min(self.current_backoff * 2, self.max_backoff)
+            return True
+        return False
+
+    # Overridden by the concrete channels.
+    async def setup(self) -> None:
+        """Acquire what the channel needs before requesting (exclusive buffers)."""
+
+    def get_next_buffer(self) -> BufferAndAvailability | None:
+        raise NotImplementedError
+
+    def resume_consumption(self) -> None:
+        raise NotImplementedError
+
+    def acknowledge_all_records_processed(self) -> None:
+        raise NotImplementedError
+
+    def release_all_resources(self) -> None:
+        raise NotImplementedError
+
+    def buffers_in_use_count(self) -> int:
+        raise NotImplementedError

@@ -1,0 +1,95 @@
+"""LocalInputChannel: reads a producer's subpartition in the same TaskManager (spec 4.4).
+
+No credit and no buffers of its own: it holds the producer's buffers until the task has
+deserialized them, so back-pressure shows only as the producer's pool running dry.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import trio
+
+from shuffle.consumer.input_channel import BufferAndAvailability, CancelTaskError, InputChannel
+from shuffle.partition.result_partition_manager import PartitionNotFoundError, ResultPartitionManager
+from shuffle.partition.subpartition_view import PipelinedSubpartitionView
+from shuffle.trace import Tracer
+
+if TYPE_CHECKING:
+    from shuffle.consumer.single_input_gate import SingleInputGate
+
+
+class LocalInputChannel(InputChannel):
+    def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
+                 subpartition_index: int, partition_manager: ResultPartitionManager,
+                 initial_backoff: float, max_backoff: float, tracer: Tracer) -> None:
+        super().__init__(gate, channel_index, partition_id, subpartition_index, initial_backoff, max_backoff)
+        self.partition_manager = partition_manager
+        self.tracer = tracer
+        self.view: PipelinedSubpartitionView | None = None
+
+    async def request_subpartition(self) -> None:
+        """Create the view; while the partition is not there yet, retry with backoff."""
+        while self.view is None and not self.is_released:
+            try:
+                self.view = self.partition_manager.create_subpartition_view(
+                    self.partition_id, self.subpartition_index, self)
+            except PartitionNotFoundError as exc:
+                if not self.increase_backoff():
+                    self.set_error(exc)
+                    return
+                await trio.sleep(self.current_backoff)
+        if self.tracer.enabled:
+            self.tracer.emit("partition_request", channel=self.name, initial_credit=0, local=True)
+        if self.view is not None and self.view.subpartition.is_data_available():
+            self.notify_channel_non_empty()
+
+    def get_next_buffer(self) -> BufferAndAvailability | None:
+        self.check_error()
+        view = self.view
+        if view is None:
+            return None
+        nxt = view.get_next_buffer()
+        while nxt is not None and nxt.buffer.is_buffer and nxt.buffer.size == 0:
+            nxt.buffer.recycle()
+            nxt = view.get_next_buffer()
+        if nxt is None:
+            if view.is_released:
+                raise CancelTaskError("Queried for a buffer after channel has been released.")
+            return None
+        buffer = nxt.buffer
+        self.num_bytes_in += buffer.size
+        self.num_buffers_in += 1
+        if self.tracer.enabled:
+            fields = dict(channel=self.name, seq=nxt.sequence_number, backlog=nxt.buffers_in_backlog,
+                          bytes=buffer.size, data_type=buffer.data_type.name)
+            self.tracer.emit("buffer_sent", **fields, local=True)
+            self.tracer.emit("buffer_received", **fields, local=True)
+        return BufferAndAvailability(buffer, nxt.next_data_type, nxt.buffers_in_backlog, nxt.sequence_number)
+
+    # BufferAvailabilityListener of the producer's view
+    def notify_data_available(self) -> None:
+        self.notify_channel_non_empty()
+
+    def resume_consumption(self) -> None:
+        if self.view is None:
+            raise RuntimeError(f"channel {self.name} resumed before it was requested")
+        self.view.resume_consumption()
+
+    def acknowledge_all_records_processed(self) -> None:
+        if self.view is not None:
+            self.view.acknowledge_all_data_processed()
+
+    def release_all_resources(self) -> None:
+        if not self.is_released:
+            self.is_released = True
+            if self.view is not None:
+                self.view.release_all_resources()
+
+    def buffers_in_use_count(self) -> int:
+        return self.view.number_of_queued_buffers if self.view is not None else 0
+
+    @property
+    def queue_length(self) -> int:
+        """`inputQueueLength` share: local channels report 0 (FLINK-12576, as Flink does)."""
+        return 0

@@ -1,0 +1,222 @@
+"""RemoteInputChannel: reads a subpartition of another TaskManager over Netty (spec 4.2).
+
+Buffers arrive in `on_buffer` with the sender's sequence number and backlog; the backlog
+drives floating-buffer requests, and every newly held buffer is one credit, announced to
+the producer (coalesced) in AddCredit messages.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, Protocol
+
+from shuffle.buffer.buffer import Buffer
+from shuffle.buffer.data_type import DataType
+from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+from shuffle.consumer.buffer_manager import BufferManager
+from shuffle.consumer.input_channel import BufferAndAvailability, CancelTaskError, InputChannel
+from shuffle.partition.result_partition_manager import PartitionNotFoundError
+from shuffle.trace import Tracer
+
+if TYPE_CHECKING:
+    from shuffle.consumer.single_input_gate import SingleInputGate
+
+
+class BufferReorderingError(IOError):
+    pass
+
+
+class PartitionRequestClient(Protocol):
+    """What a remote channel asks of its connection (see shuffle/netty/partition_request_client.py)."""
+
+    def request_subpartition(self, channel: "RemoteInputChannel") -> None: ...
+
+    def notify_credit_available(self, channel: "RemoteInputChannel") -> None: ...
+
+    def resume_consumption(self, channel: "RemoteInputChannel") -> None: ...
+
+    def acknowledge_all_records_processed(self, channel: "RemoteInputChannel") -> None: ...
+
+    def notify_new_buffer_size(self, channel: "RemoteInputChannel", size: int) -> None: ...
+
+    def close_channel(self, channel: "RemoteInputChannel") -> None: ...
+
+
+class ConnectionProvider(Protocol):
+    async def create_partition_request_client(self, address: str) -> PartitionRequestClient: ...
+
+
+class RemoteInputChannel(InputChannel):
+    def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
+                 subpartition_index: int, producer_address: str, connections: ConnectionProvider,
+                 network_pool: NetworkBufferPool, initial_credit: int, credit_based: bool,
+                 initial_backoff: float, max_backoff: float, partition_request_timeout: float,
+                 tracer: Tracer) -> None:
+        super().__init__(gate, channel_index, partition_id, subpartition_index, initial_backoff, max_backoff)
+        self.receiver_id = f"{gate.owner_name}/{gate.gate_index}/{channel_index}"
+        self.producer_address = producer_address
+        self.connections = connections
+        self.initial_credit = initial_credit
+        self.credit_based = credit_based
+        self.partition_request_timeout = partition_request_timeout
+        self.tracer = tracer
+        self.received: deque[tuple[Buffer, int]] = deque()
+        self.num_priority = 0
+        self.expected_sequence_number = 0
+        self.unannounced_credit = 0
+        self.total_queue_size_in_bytes = 0
+        self.buffer_manager = BufferManager(network_pool, self)
+        self.client: PartitionRequestClient | None = None
+        self._retry_backoff = 0.0
+
+    async def setup(self) -> None:
+        """Take the exclusive buffers (once)."""
+        if self.buffer_manager.num_exclusive_buffers:
+            raise RuntimeError(f"channel {self.name} set up twice")
+        self.buffer_manager.floating_pool = self.gate.buffer_pool
+        await self.buffer_manager.request_exclusive_buffers(self.initial_credit)
+
+    async def request_subpartition(self) -> None:
+        if self.client is None:
+            self.client = await self.connections.create_partition_request_client(self.producer_address)
+        self.client.request_subpartition(self)
+
+    # -- called by the client handler (Netty side) ---------------------------------------
+
+    def request_buffer(self) -> Buffer | None:
+        return self.buffer_manager.request_buffer()
+
+    async def request_buffer_blocking(self) -> Buffer:
+        return await self.buffer_manager.request_buffer_blocking()
+
+    def on_buffer(self, buffer: Buffer, sequence_number: int, backlog: int) -> None:
+        if self.is_released:
+            buffer.recycle()
+            return
+        if sequence_number != self.expected_sequence_number:
+            buffer.recycle()
+            self.on_error(BufferReorderingError(
+                f"Buffer re-ordering: expected buffer with sequence number "
+                f"{self.expected_sequence_number}, but received {sequence_number}."))
+            return
+        data_type = buffer.data_type
+        if data_type.is_blocking_upstream and self.initial_credit == 0:
+            if backlog != 0:
+                raise ValueError("There should be no buffers when upstream is blocked.")
+            self.buffer_manager.release_floating_buffers()
+        was_empty = not self.received
+        first_priority = False
+        if data_type.has_priority:
+            self.received.insert(self.num_priority, (buffer, sequence_number))
+            self.num_priority += 1
+            first_priority = self.num_priority == 1
+        else:
+            self.received.append((buffer, sequence_number))
+        self.total_queue_size_in_bytes += buffer.size
+        self.expected_sequence_number += 1
+        if self.tracer.enabled:
+            self.tracer.emit("buffer_received", channel=self.name, seq=sequence_number, backlog=backlog,
+                             bytes=buffer.size, data_type=data_type.name)
+        if first_priority:
+            self.notify_priority_event(sequence_number)
+        if was_empty:
+            self.notify_channel_non_empty()
+        if backlog >= 0:
+            self.on_sender_backlog(backlog)
+
+    def on_empty_buffer(self, sequence_number: int, backlog: int) -> None:
+        if sequence_number != self.expected_sequence_number:
+            self.on_error(BufferReorderingError(
+                f"Buffer re-ordering: expected buffer with sequence number "
+                f"{self.expected_sequence_number}, but received {sequence_number}."))
+            return
+        self.expected_sequence_number += 1
+        if backlog >= 0:
+            self.on_sender_backlog(backlog)
+
+    def on_sender_backlog(self, backlog: int) -> None:
+        if self.credit_based:
+            self.notify_buffer_available(self.buffer_manager.request_floating_buffers(backlog + self.initial_credit))
+
+    def notify_buffer_available(self, n: int) -> None:
+        """`n` more free buffers: credit to announce (one AddCredit for what accumulates)."""
+        if n > 0 and self.credit_based and not self.is_released:
+            previous = self.unannounced_credit
+            self.unannounced_credit += n
+            if previous == 0 and self.client is not None:
+                self.client.notify_credit_available(self)
+
+    def get_and_reset_unannounced_credit(self) -> int:
+        credit, self.unannounced_credit = self.unannounced_credit, 0
+        return credit
+
+    def on_error(self, cause: BaseException) -> None:
+        self.set_error(cause)
+
+    async def on_failed_partition_request(self) -> None:
+        """The producer's partition did not appear in time: retry while backoff allows (1.18+)."""
+        if self.partition_request_timeout <= 0:
+            self.set_error(PartitionNotFoundError(self.partition_id))
+            return
+        self._retry_backoff += self.partition_request_timeout
+        if self._retry_backoff < 2 * self.max_backoff and self.client is not None:
+            self.client.request_subpartition(self)
+        else:
+            self.set_error(PartitionNotFoundError(self.partition_id))
+
+    # -- called by the task --------------------------------------------------------------
+
+    def get_next_buffer(self) -> BufferAndAvailability | None:
+        self.check_error()
+        if not self.received:
+            if self.is_released:
+                raise CancelTaskError("Queried for a buffer after channel has been released.")
+            return None
+        buffer, seq = self.received.popleft()
+        if self.num_priority:
+            self.num_priority -= 1
+        self.total_queue_size_in_bytes -= buffer.size
+        self.num_bytes_in += buffer.size
+        self.num_buffers_in += 1
+        next_type = self.received[0][0].data_type if self.received else DataType.NONE
+        return BufferAndAvailability(buffer, next_type, 0, seq, self.num_priority > 0)
+
+    def resume_consumption(self) -> None:
+        if self.is_released:
+            raise RuntimeError(f"channel {self.name} resumed after release")
+        if self.initial_credit == 0:
+            self.unannounced_credit = 0
+        if self.client is not None:
+            self.client.resume_consumption(self)
+
+    def acknowledge_all_records_processed(self) -> None:
+        if self.client is not None:
+            self.client.acknowledge_all_records_processed(self)
+
+    def announce_buffer_size(self, size: int) -> None:
+        if self.client is not None:
+            self.client.notify_new_buffer_size(self, size)
+
+    def release_all_resources(self) -> None:
+        if self.is_released:
+            return
+        self.is_released = True
+        while self.received:
+            self.received.popleft()[0].recycle()
+        self.num_priority = 0
+        self.buffer_manager.release_all_buffers()
+        if self.client is not None:
+            self.client.close_channel(self)
+
+    # -- metrics -------------------------------------------------------------------------
+
+    def buffers_in_use_count(self) -> int:
+        return len(self.received) + max(0, self.buffer_manager.num_required_buffers - self.initial_credit)
+
+    @property
+    def queue_length(self) -> int:
+        return len(self.received)
+
+    def exclusive_buffers_used(self) -> int:
+        """`initialCredit - available exclusive` (ExclusiveBuffersUsageGauge)."""
+        return max(0, self.initial_credit - len(self.buffer_manager.exclusive))

@@ -1,0 +1,257 @@
+"""SingleInputGate: one logical input of a task, over one channel per producer subpartition (spec 4.6).
+
+Keeps the channels that have data in a FIFO with a priority section, so that every
+channel gets its turn (a channel with more data goes to the back), turns event buffers
+into events, tracks end of partition per channel, and owns the gate's floating buffers.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import NamedTuple
+
+import trio
+
+from shuffle.api.events import EndOfPartitionEvent
+from shuffle.availability import AvailabilityHelper
+from shuffle.buffer.buffer import Buffer
+from shuffle.buffer.local_buffer_pool import LocalBufferPool
+from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+from shuffle.config import NetworkConfig
+from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
+from shuffle.consumer.remote_input_channel import RemoteInputChannel
+from shuffle.serialization.event_serializer import deserialize_event
+
+INT_MAX = 2**31 - 1
+
+
+class GateBuffersSpec(NamedTuple):
+    exclusive_per_channel: int
+    required_floating: int
+    total_floating: int
+
+
+def gate_buffers_spec(num_channels: int, config: NetworkConfig, blocking: bool = False) -> GateBuffersSpec:
+    """Exclusive buffers per remote channel and the floating pool's min/max (spec 1.5)."""
+    b, f = config.exclusive_buffers_per_channel, config.floating_buffers_per_gate
+    threshold = 1000 if blocking else INT_MAX
+    required = min(threshold, num_channels * b + 1)
+    exclusive = min(b, (required - 1) // num_channels) if num_channels else 0
+    return GateBuffersSpec(exclusive, required - exclusive * num_channels,
+                           num_channels * b + f - exclusive * num_channels)
+
+
+class BufferOrEvent(NamedTuple):
+    """What the task polls: a data buffer (recycle it after reading) or an event."""
+
+    buffer: Buffer | None
+    event: object | None
+    channel_info: InputChannelInfo
+    more_available: bool
+    more_priority_events: bool
+    size: int
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.buffer is not None
+
+
+class SingleInputGate:
+    def __init__(self, gate_index: int, owner_name: str, config: NetworkConfig,
+                 network_pool: NetworkBufferPool, blocking: bool = False) -> None:
+        self.gate_index = gate_index
+        self.owner_name = owner_name
+        self.config = config
+        self.network_pool = network_pool
+        self.blocking = blocking
+        self.channels: list[InputChannel] = []
+        self.buffer_pool: LocalBufferPool | None = None
+        self._with_data: deque[InputChannel] = deque()
+        self._num_priority = 0
+        self._enqueued: list[bool] = []
+        self._end_of_partition: list[bool] = []
+        self._num_end_of_partition = 0
+        self._last_priority_seq: list[int] = []
+        self.availability = AvailabilityHelper()
+        self.priority_availability = AvailabilityHelper()
+        self.is_closed = False
+        self.num_bytes_in = 0
+
+    def add_channel(self, channel: InputChannel) -> None:
+        if channel.channel_index != len(self.channels):
+            raise ValueError("channels must be added in index order")
+        self.channels.append(channel)
+        self._enqueued.append(False)
+        self._end_of_partition.append(False)
+        self._last_priority_seq.append(-(2**63))
+
+    @property
+    def num_channels(self) -> int:
+        return len(self.channels)
+
+    @property
+    def buffers_spec(self) -> GateBuffersSpec:
+        return gate_buffers_spec(self.num_channels, self.config, self.blocking)
+
+    async def setup(self) -> None:
+        """Floating pool first (reserving one segment), then exclusive buffers (FLINK-24035)."""
+        spec = self.buffers_spec
+        self.buffer_pool = self.network_pool.create_buffer_pool(spec.required_floating, spec.total_floating)
+        self.buffer_pool.reserve_segments(1)
+        for channel in self.channels:
+            await channel.setup()
+
+    async def request_partitions(self) -> None:
+        """Request every channel's subpartition concurrently (local ones retry with backoff)."""
+        async with trio.open_nursery() as nursery:
+            for channel in self.channels:
+                nursery.start_soon(channel.request_subpartition)
+
+    # -- notifications from channels ------------------------------------------------------
+
+    def notify_channel_non_empty(self, channel: InputChannel) -> None:
+        self._queue_channel(channel, None)
+
+    def notify_priority_event(self, channel: InputChannel, sequence_number: int) -> None:
+        self._queue_channel(channel, sequence_number)
+
+    def _queue_channel(self, channel: InputChannel, priority_seq: int | None,
+                       force_priority: bool = False) -> None:
+        idx = channel.channel_index
+        priority = force_priority or priority_seq is not None
+        if priority_seq is not None and priority_seq <= self._last_priority_seq[idx]:
+            return
+        if self._end_of_partition[idx]:
+            return
+        if self._enqueued[idx]:
+            if not priority:
+                return
+            # Move it into the priority section if it is not there yet.
+            position = self._with_data.index(channel)
+            if position < self._num_priority:
+                return
+            del self._with_data[position]
+        if priority:
+            self._with_data.insert(self._num_priority, channel)
+            self._num_priority += 1
+            if self._num_priority == 1:
+                self.priority_availability.set_available()
+        else:
+            self._with_data.append(channel)
+        self._enqueued[idx] = True
+        if len(self._with_data) == 1:
+            self.availability.set_available()
+
+    # -- polling --------------------------------------------------------------------------
+
+    def poll_next(self) -> BufferOrEvent | None:
+        """The next buffer or event, or None if no channel has data right now."""
+        if self.is_closed:
+            raise RuntimeError(f"input gate {self.gate_index} of {self.owner_name} is closed")
+        while True:
+            if not self._with_data:
+                if not self.is_finished:
+                    self.availability.set_unavailable()
+                return None
+            channel = self._with_data.popleft()
+            if self._num_priority:
+                self._num_priority -= 1
+                if self._num_priority == 0:
+                    self.priority_availability.set_unavailable()
+            self._enqueued[channel.channel_index] = False
+            result = channel.get_next_buffer()
+            if result is None:
+                continue
+            if result.more_available:
+                self._queue_channel(channel, None, force_priority=result.more_priority_events)
+            buffer = result.buffer
+            if buffer.data_type.has_priority:
+                self._last_priority_seq[channel.channel_index] = result.sequence_number
+            self.num_bytes_in += buffer.size
+            more = bool(self._with_data)
+            more_priority = self._num_priority > 0
+            if buffer.is_buffer:
+                return BufferOrEvent(buffer, None, channel.channel_info, more, more_priority, buffer.size)
+            event = deserialize_event(bytes(buffer.memory()))
+            buffer.recycle()
+            if isinstance(event, EndOfPartitionEvent):
+                self._on_end_of_partition(channel)
+                more = bool(self._with_data)
+            return BufferOrEvent(None, event, channel.channel_info, more, more_priority, buffer.size)
+
+    async def get_next(self) -> BufferOrEvent | None:
+        """Wait for the next buffer or event; None once every channel has ended."""
+        while True:
+            result = self.poll_next()
+            if result is not None or self.is_finished:
+                return result
+            await self.availability.wait()
+
+    def _on_end_of_partition(self, channel: InputChannel) -> None:
+        idx = channel.channel_index
+        if self._end_of_partition[idx]:
+            raise RuntimeError(f"channel {channel.name} received EndOfPartition twice")
+        self._end_of_partition[idx] = True
+        self._num_end_of_partition += 1
+        if self._enqueued[idx]:
+            self._with_data.remove(channel)
+            self._enqueued[idx] = False
+        channel.release_all_resources()
+        if self.is_finished:
+            self.availability.set_available()
+
+    @property
+    def is_finished(self) -> bool:
+        """Every channel delivered EndOfPartition."""
+        return self._num_end_of_partition == len(self.channels)
+
+    def is_available(self) -> bool:
+        return self.availability.is_available
+
+    async def wait_available(self) -> None:
+        await self.availability.wait()
+
+    # -- towards the producers ------------------------------------------------------------
+
+    def resume_consumption(self, channel_info: InputChannelInfo) -> None:
+        self.channels[channel_info.channel_index].resume_consumption()
+
+    def block_consumption(self, channel_info: InputChannelInfo) -> None:
+        """A no-op: the producer blocked itself after sending the aligned barrier."""
+
+    def acknowledge_all_records_processed(self, channel_info: InputChannelInfo) -> None:
+        self.channels[channel_info.channel_index].acknowledge_all_records_processed()
+
+    def close(self) -> None:
+        """Release every channel and the floating pool."""
+        if self.is_closed:
+            return
+        self.is_closed = True
+        for channel in self.channels:
+            channel.release_all_resources()
+        if self.buffer_pool is not None:
+            self.buffer_pool.destroy()
+        self.availability.set_available()
+
+    # -- metrics (spec 7.3) ---------------------------------------------------------------
+
+    @property
+    def remote_channels(self) -> list[RemoteInputChannel]:
+        return [c for c in self.channels if isinstance(c, RemoteInputChannel)]
+
+    @property
+    def input_queue_length(self) -> int:
+        return sum(c.queue_length for c in self.channels)
+
+    def exclusive_buffers_usage(self) -> tuple[int, int]:
+        """(used, total) exclusive buffers over the remote channels."""
+        remote = self.remote_channels
+        return (sum(c.exclusive_buffers_used() for c in remote), sum(c.initial_credit for c in remote))
+
+    def floating_buffers_usage(self) -> tuple[int, int]:
+        """(used, total) floating buffers: lent out and not held free by a channel."""
+        pool = self.buffer_pool
+        if pool is None:
+            return 0, 0
+        held_free = sum(len(c.buffer_manager.floating) for c in self.remote_channels)
+        return max(0, pool.best_effort_get_num_of_used_buffers() - held_free), pool.num_buffers

@@ -1,0 +1,92 @@
+"""UnionInputGate: several gates read as one input, round-robin between gates (spec 4.7)."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import trio
+
+from shuffle.availability import AvailabilityHelper
+from shuffle.consumer.input_channel import InputChannelInfo
+from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
+
+
+class UnionInputGate:
+    def __init__(self, gates: list[SingleInputGate]) -> None:
+        if len(gates) < 2:
+            raise ValueError("a UnionInputGate combines at least two gates")
+        self.gates = gates
+        self._offsets = []
+        offset = 0
+        for gate in gates:
+            self._offsets.append(offset)
+            offset += gate.num_channels
+        self._with_data: deque[int] = deque(range(len(gates)))
+        self._queued = [True] * len(gates)
+        self.availability = AvailabilityHelper(True)
+
+    def poll_next(self) -> BufferOrEvent | None:
+        for _ in range(len(self._with_data)):
+            index = self._with_data.popleft()
+            self._queued[index] = False
+            gate = self.gates[index]
+            result = gate.poll_next()
+            if result is None:
+                continue
+            if result.more_available and not gate.is_finished:
+                self._with_data.append(index)
+                self._queued[index] = True
+            channel = InputChannelInfo(result.channel_info.gate_index,
+                                       result.channel_info.channel_index + self._offsets[index])
+            return result._replace(channel_info=channel, more_available=bool(self._with_data))
+        # Nothing now: requeue every gate with data and wait on any of them.
+        self.availability.set_unavailable()
+        return None
+
+    def _requeue_available(self) -> None:
+        for index, gate in enumerate(self.gates):
+            if not self._queued[index] and not gate.is_finished and gate.is_available():
+                self._with_data.append(index)
+                self._queued[index] = True
+
+    async def get_next(self) -> BufferOrEvent | None:
+        while True:
+            self._requeue_available()
+            result = self.poll_next()
+            if result is not None or self.is_finished:
+                return result
+            async with trio.open_nursery() as nursery:
+                for gate in self.gates:
+                    if not gate.is_finished:
+                        nursery.start_soon(_wait_then_cancel, gate, nursery.cancel_scope)
+
+    @property
+    def is_finished(self) -> bool:
+        return all(g.is_finished for g in self.gates)
+
+    @property
+    def num_channels(self) -> int:
+        return sum(g.num_channels for g in self.gates)
+
+    def resume_consumption(self, channel_info: InputChannelInfo) -> None:
+        gate, local = self._locate(channel_info.channel_index)
+        gate.resume_consumption(InputChannelInfo(gate.gate_index, local))
+
+    def acknowledge_all_records_processed(self, channel_info: InputChannelInfo) -> None:
+        gate, local = self._locate(channel_info.channel_index)
+        gate.acknowledge_all_records_processed(InputChannelInfo(gate.gate_index, local))
+
+    def _locate(self, channel_index: int) -> tuple[SingleInputGate, int]:
+        for gate, offset in zip(reversed(self.gates), reversed(self._offsets)):
+            if channel_index >= offset:
+                return gate, channel_index - offset
+        raise IndexError(channel_index)
+
+    def close(self) -> None:
+        for gate in self.gates:
+            gate.close()
+
+
+async def _wait_then_cancel(gate: SingleInputGate, scope: trio.CancelScope) -> None:
+    await gate.wait_available()
+    scope.cancel()

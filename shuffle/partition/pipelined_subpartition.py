@@ -1,0 +1,195 @@
+"""PipelinedSubpartition: the producer-side queue of one consumer (spec 2.4).
+
+Holds BufferConsumers (data and events, priority events at the front) and decides when
+the reader is told that data is available and what backlog it announces. These rules
+are what the credit loop runs on, so they follow Flink to the letter:
+
+- the last queued element counts as finished only if it is the only one and finished,
+  so a filled buffer becomes visible when something is queued behind it, on flush, or
+  at the end of the partition; a lone event is visible at once;
+- the backlog counts queued data buffers, minus the one still being written unless a
+  flush was requested, the partition finished, or the last element is an event;
+- after handing out an aligned barrier the subpartition blocks itself until
+  `resume_consumption()`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING, NamedTuple
+
+from shuffle.api.events import EndOfPartitionEvent
+from shuffle.buffer.buffer import Buffer
+from shuffle.buffer.buffer_builder import BufferConsumer
+from shuffle.buffer.data_type import DataType
+from shuffle.serialization.event_serializer import serialize_event
+
+if TYPE_CHECKING:
+    from shuffle.partition.subpartition_view import PipelinedSubpartitionView
+
+INT_MAX = 2**31 - 1
+_END_OF_PARTITION = serialize_event(EndOfPartitionEvent())
+
+
+class BufferAndBacklog(NamedTuple):
+    buffer: Buffer
+    buffers_in_backlog: int
+    next_data_type: DataType
+    sequence_number: int
+
+
+class PipelinedSubpartition:
+    """One subpartition of a pipelined ResultPartition."""
+
+    def __init__(self, index: int, parent_name: str = "", receiver_exclusive_buffers: int = 2) -> None:
+        self.index = index
+        self.parent_name = parent_name
+        # (consumer, partial_record_length); priority elements first.
+        self._buffers: deque[tuple[BufferConsumer, int]] = deque()
+        self._num_priority = 0
+        self.buffers_in_backlog = 0
+        self.read_view: PipelinedSubpartitionView | None = None
+        self.is_finished = False
+        self.is_released = False
+        self.flush_requested = False
+        self.is_blocked = False
+        self.sequence_number = 0
+        self.receiver_exclusive_buffers = receiver_exclusive_buffers
+        self.desired_buffer_size = INT_MAX
+
+    # -- derived state -----------------------------------------------------------------
+
+    def _number_of_finished_buffers(self) -> int:
+        size = len(self._buffers)
+        if size == 1 and self._buffers[0][0].is_finished():
+            return 1
+        return max(0, size - 1)
+
+    def get_buffers_in_backlog(self) -> int:
+        if self.is_blocked or self.buffers_in_backlog == 0:
+            return 0
+        if self.flush_requested or self.is_finished or not self._buffers[-1][0].is_buffer:
+            return self.buffers_in_backlog
+        return self.buffers_in_backlog - 1
+
+    def is_data_available(self) -> bool:
+        return not self.is_blocked and (self.flush_requested or self._number_of_finished_buffers() > 0)
+
+    def next_buffer_type(self) -> DataType:
+        return self._buffers[0][0].data_type if self._buffers else DataType.NONE
+
+    def get_availability_and_backlog(self, credit_available: bool) -> tuple[bool, int]:
+        if credit_available:
+            available = self.is_data_available()
+        else:
+            available = bool(self._buffers) and not self.is_blocked and self._buffers[0][0].data_type.is_event
+        return available, self.get_buffers_in_backlog()
+
+    # -- producing -----------------------------------------------------------------------
+
+    def add(self, consumer: BufferConsumer, partial_record_length: int = 0, finish: bool = False) -> int:
+        """Queue a buffer or event; returns the desired buffer size (-1 if finished)."""
+        if self.is_finished or self.is_released:
+            consumer.close()
+            return -1
+        view = self.read_view
+        if consumer.data_type.has_priority:
+            self._buffers.insert(self._num_priority, (consumer, partial_record_length))
+            self._num_priority += 1
+            if self._num_priority == 1 and not self.is_blocked and view is not None:
+                view.notify_priority_event(self.sequence_number + self._num_priority - 1)
+            return self.desired_buffer_size
+        self._buffers.append((consumer, partial_record_length))
+        if consumer.is_buffer:
+            self.buffers_in_backlog += 1
+        if finish or (view is not None and not self.flush_requested and not self.is_blocked
+                      and self._number_of_finished_buffers() == 1):
+            if view is not None:
+                view.notify_data_available()
+        return self.desired_buffer_size
+
+    def flush(self) -> None:
+        buffers = self._buffers
+        if not buffers or self.flush_requested:
+            return
+        only_one_with_data = len(buffers) == 1 and buffers[0][0].is_data_available()
+        notify = only_one_with_data and not self.is_blocked
+        self.flush_requested = len(buffers) > 1 or only_one_with_data
+        if notify and self.read_view is not None:
+            self.read_view.notify_data_available()
+
+    def finish(self) -> None:
+        """Queue EndOfPartition (always visible) and refuse further buffers."""
+        self.add(BufferConsumer.for_event(_END_OF_PARTITION, DataType.EVENT_BUFFER), finish=True)
+        self.is_finished = True
+
+    # -- consuming -----------------------------------------------------------------------
+
+    def poll_buffer(self) -> BufferAndBacklog | None:
+        if self.is_blocked:
+            return None
+        buffers = self._buffers
+        buffer = None
+        while buffers:
+            consumer, _ = buffers[0]
+            buffer = consumer.build()
+            if len(buffers) == 1:
+                self.flush_requested = False
+            finished = consumer.is_finished()
+            if finished:
+                buffers.popleft()
+                if self._num_priority:
+                    self._num_priority -= 1
+                consumer.close()
+                if consumer.is_buffer:
+                    self.buffers_in_backlog -= 1
+            if self.receiver_exclusive_buffers == 0 and finished:
+                break
+            if buffer.size > 0:
+                break
+            buffer.recycle()
+            buffer = None
+            if not finished:
+                break
+        if buffer is None:
+            return None
+        if buffer.data_type.is_blocking_upstream:
+            self.is_blocked = True
+        next_type = self.next_buffer_type() if self.is_data_available() else DataType.NONE
+        seq = self.sequence_number
+        self.sequence_number += 1
+        return BufferAndBacklog(buffer, self.get_buffers_in_backlog(), next_type, seq)
+
+    def resume_consumption(self) -> None:
+        self.is_blocked = False
+        if self.read_view is not None and self.is_data_available():
+            self.read_view.notify_data_available()
+
+    def set_desired_buffer_size(self, size: int) -> None:
+        if size <= 0:
+            raise ValueError(f"buffer size must be positive, got {size}")
+        self.desired_buffer_size = size
+
+    def release(self) -> None:
+        """Recycle everything queued and tell the reader."""
+        if self.is_released:
+            return
+        self.is_released = True
+        while self._buffers:
+            consumer, _ = self._buffers.popleft()
+            consumer.close()
+        self._num_priority = 0
+        self.buffers_in_backlog = 0
+        if self.read_view is not None:
+            self.read_view.notify_data_available()
+
+    # -- statistics ----------------------------------------------------------------------
+
+    @property
+    def number_of_queued_buffers(self) -> int:
+        """`outputQueueLength` contribution: queued buffers and events."""
+        return len(self._buffers)
+
+    def __repr__(self) -> str:
+        return (f"PipelinedSubpartition({self.parent_name}#{self.index}, queued={len(self._buffers)}, "
+                f"backlog={self.buffers_in_backlog}, blocked={self.is_blocked})")

@@ -1,0 +1,245 @@
+"""ResultPartition: what one producing subtask writes for one data set (spec 2.3).
+
+Writes serialized records into per-subpartition BufferBuilders taken from its
+LocalBufferPool (min N+1, max N*B+F for bounded types, 5 overdraft for pipelined), a
+shared builder for broadcast records, and events into every subpartition. Requesting a
+builder first tries without blocking; when the pool is exhausted the writer blocks, and
+that time is hard back-pressure.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import trio
+
+from shuffle.buffer.buffer_builder import BufferBuilder, BufferConsumer
+from shuffle.buffer.local_buffer_pool import UNKNOWN_CHANNEL, LocalBufferPool
+from shuffle.buffer.network_buffer_pool import INT_MAX, NetworkBufferPool
+from shuffle.config import NetworkConfig
+from shuffle.partition.pipelined_subpartition import PipelinedSubpartition
+from shuffle.partition.result_partition_type import ResultPartitionType
+from shuffle.serialization.event_serializer import data_type_for_event, serialize_event
+
+
+class Timer(Protocol):
+    """What the task's metrics offer for hard back-pressure (Flink's TimerGauge)."""
+
+    def mark_start(self) -> None: ...
+
+    def mark_end(self) -> None: ...
+
+
+def partition_pool_size(num_subpartitions: int, partition_type: ResultPartitionType,
+                        config: NetworkConfig) -> tuple[int, int]:
+    """(min, max) buffers of a partition's pool (NettyShuffleUtils, spec 1.4)."""
+    min_buffers = num_subpartitions + 1
+    if partition_type.is_bounded:
+        max_buffers = (num_subpartitions * max(1, config.exclusive_buffers_per_channel)
+                       + config.floating_buffers_per_gate)
+    else:
+        max_buffers = INT_MAX
+    return min_buffers, max(min_buffers, max_buffers)
+
+
+class ResultPartition:
+    """A pipelined, buffer-writing result partition."""
+
+    def __init__(self, partition_id: str, num_subpartitions: int,
+                 partition_type: ResultPartitionType, config: NetworkConfig,
+                 owner_name: str = "") -> None:
+        if num_subpartitions < 1:
+            raise ValueError("a result partition needs at least one subpartition")
+        self.partition_id = partition_id
+        self.partition_type = partition_type
+        self.config = config
+        self.owner_name = owner_name
+        self.subpartitions = [PipelinedSubpartition(i, partition_id, config.exclusive_buffers_per_channel)
+                              for i in range(num_subpartitions)]
+        self.buffer_pool: LocalBufferPool | None = None
+        self._unicast: list[BufferBuilder | None] = [None] * num_subpartitions
+        self._broadcast: BufferBuilder | None = None
+        self.hard_back_pressure_timer: Timer | None = None
+        self.num_bytes_out = 0
+        self.num_buffers_out = 0
+        self.is_finished = False
+        self.is_released = False
+        self._consumed: set[int] = set()
+        self._all_data_processed_acks: set[int] = set()
+        self.all_data_processed = trio.Event()
+        self.on_release = None  # set by the ResultPartitionManager
+
+    @property
+    def num_subpartitions(self) -> int:
+        return len(self.subpartitions)
+
+    def setup(self, network_pool: NetworkBufferPool) -> None:
+        """Create the partition's buffer pool (fails if network memory lacks its minimum)."""
+        min_buffers, max_buffers = partition_pool_size(self.num_subpartitions, self.partition_type, self.config)
+        overdraft = self.config.max_overdraft_buffers_per_gate if self.partition_type.is_pipelined else 0
+        self.buffer_pool = network_pool.create_buffer_pool(
+            min_buffers, max_buffers, self.num_subpartitions,
+            self.config.max_buffers_per_channel, overdraft)
+
+    # -- records -------------------------------------------------------------------------
+
+    async def emit_record(self, data: memoryview | bytes, target: int, record_size: int = 0) -> None:
+        """Append serialized records (each `record_size` bytes; 0 = one record) to a subpartition."""
+        if self._broadcast is not None:
+            self._finish_broadcast_builder()
+        n = len(data)
+        record_size = record_size or n
+        builder = self._unicast[target]
+        if builder is None:
+            builder = await self._new_unicast_builder(target, 0)
+        pos = builder.append(data, 0)
+        while pos < n:
+            self._finish_unicast_builder(target)
+            builder = await self._new_unicast_builder(target, (record_size - pos % record_size) % record_size)
+            pos += builder.append(data, pos)
+        if builder.is_full():
+            self._finish_unicast_builder(target)
+
+    async def broadcast_record(self, data: memoryview | bytes, record_size: int = 0) -> None:
+        """Append records to one shared builder read by every subpartition."""
+        for target in range(self.num_subpartitions):
+            self._finish_unicast_builder(target)
+        n = len(data)
+        record_size = record_size or n
+        builder = self._broadcast
+        if builder is None:
+            builder = await self._new_broadcast_builder(0)
+        pos = builder.append(data, 0)
+        while pos < n:
+            self._finish_broadcast_builder()
+            builder = await self._new_broadcast_builder((record_size - pos % record_size) % record_size)
+            pos += builder.append(data, pos)
+        if builder.is_full():
+            self._finish_broadcast_builder()
+
+    async def _request_builder(self, target: int) -> BufferBuilder:
+        pool = self.buffer_pool
+        if pool is None:
+            raise RuntimeError(f"result partition {self.partition_id} was not set up")
+        builder = pool.request_buffer_builder(target)
+        if builder is None:
+            timer = self.hard_back_pressure_timer
+            if timer is not None:
+                timer.mark_start()
+            try:
+                builder = await pool.request_buffer_builder_blocking(target)
+            finally:
+                if timer is not None:
+                    timer.mark_end()
+        return builder
+
+    async def _new_unicast_builder(self, target: int, partial_record_length: int) -> BufferBuilder:
+        builder = await self._request_builder(target)
+        desired = self.subpartitions[target].add(builder.create_buffer_consumer_from(0), partial_record_length)
+        if 0 < desired < builder.capacity:
+            builder.trim(max(self.config.min_segment_size, desired))
+        self._unicast[target] = builder
+        return builder
+
+    async def _new_broadcast_builder(self, partial_record_length: int) -> BufferBuilder:
+        builder = await self._request_builder(UNKNOWN_CHANNEL)
+        for sub in self.subpartitions:
+            sub.add(builder.create_buffer_consumer_from(0), partial_record_length)
+        self._broadcast = builder
+        return builder
+
+    def _finish_unicast_builder(self, target: int) -> None:
+        builder = self._unicast[target]
+        if builder is not None:
+            self.num_bytes_out += builder.finish()
+            self.num_buffers_out += 1
+            builder.close()
+            self._unicast[target] = None
+
+    def _finish_broadcast_builder(self) -> None:
+        builder = self._broadcast
+        if builder is not None:
+            self.num_bytes_out += builder.finish() * self.num_subpartitions
+            self.num_buffers_out += self.num_subpartitions
+            builder.close()
+            self._broadcast = None
+
+    def _finish_all_builders(self) -> None:
+        self._finish_broadcast_builder()
+        for target in range(self.num_subpartitions):
+            self._finish_unicast_builder(target)
+
+    # -- events, flushing, lifecycle -----------------------------------------------------
+
+    def broadcast_event(self, event: object, is_priority: bool = False) -> None:
+        """Finish open buffers, then queue the event in every subpartition (no credit needed)."""
+        self._finish_all_builders()
+        payload = serialize_event(event)
+        data_type = data_type_for_event(event, is_priority)
+        for sub in self.subpartitions:
+            sub.add(BufferConsumer.for_event(payload, data_type))
+
+    def flush(self, target: int) -> None:
+        self.subpartitions[target].flush()
+
+    def flush_all(self) -> None:
+        for sub in self.subpartitions:
+            sub.flush()
+
+    def finish(self) -> None:
+        """End of data: EndOfPartition goes last into every subpartition."""
+        self._finish_all_builders()
+        for sub in self.subpartitions:
+            sub.finish()
+        self.is_finished = True
+
+    def is_available(self) -> bool:
+        return self.buffer_pool is not None and self.buffer_pool.is_available()
+
+    async def wait_available(self) -> None:
+        if self.buffer_pool is None:
+            raise RuntimeError(f"result partition {self.partition_id} was not set up")
+        await self.buffer_pool.wait_available()
+
+    def on_consumed_subpartition(self, index: int) -> None:
+        """Release once every consumer has released its subpartition (release-by-upstream)."""
+        self._consumed.add(index)
+        if len(self._consumed) == self.num_subpartitions:
+            self.release()
+
+    def on_all_data_processed(self, index: int) -> None:
+        self._all_data_processed_acks.add(index)
+        if len(self._all_data_processed_acks) == self.num_subpartitions:
+            self.all_data_processed.set()
+
+    def release(self) -> None:
+        """Recycle everything and give the pool back."""
+        if self.is_released:
+            return
+        self.is_released = True
+        for builder in self._unicast:
+            if builder is not None:
+                builder.close()
+        self._unicast = [None] * self.num_subpartitions
+        if self._broadcast is not None:
+            self._broadcast.close()
+            self._broadcast = None
+        for sub in self.subpartitions:
+            sub.release()
+        if self.buffer_pool is not None:
+            self.buffer_pool.destroy()
+        if self.on_release is not None:
+            self.on_release(self)
+
+    # -- metrics -------------------------------------------------------------------------
+
+    @property
+    def output_queue_length(self) -> int:
+        return sum(sub.number_of_queued_buffers for sub in self.subpartitions)
+
+    def out_pool_usage(self) -> tuple[int, int]:
+        """(used, size) of the pool, for `outPoolUsage`."""
+        pool = self.buffer_pool
+        if pool is None:
+            return 0, 0
+        return pool.best_effort_get_num_of_used_buffers(), pool.num_buffers

@@ -1,0 +1,69 @@
+"""PipelinedSubpartitionView: the single reader of a subpartition (local channel or Netty reader)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from shuffle.partition.pipelined_subpartition import BufferAndBacklog, PipelinedSubpartition
+
+if TYPE_CHECKING:
+    from shuffle.partition.result_partition import ResultPartition
+
+
+class BufferAvailabilityListener(Protocol):
+    def notify_data_available(self) -> None: ...
+
+    def notify_priority_event(self, sequence_number: int) -> None: ...
+
+
+class PipelinedSubpartitionView:
+    """Reads one subpartition on behalf of `listener`."""
+
+    __slots__ = ("subpartition", "listener", "is_released", "failure_cause", "_partition")
+
+    def __init__(self, subpartition: PipelinedSubpartition, listener: BufferAvailabilityListener,
+                 partition: "ResultPartition | None" = None) -> None:
+        if subpartition.read_view is not None:
+            raise RuntimeError(f"Subpartition {subpartition.index} of {subpartition.parent_name} is "
+                               "being (or already has been) consumed, but pipelined subpartitions "
+                               "can only be consumed once.")
+        self.subpartition = subpartition
+        self.listener = listener
+        self.is_released = False
+        self.failure_cause: BaseException | None = None
+        self._partition = partition
+        subpartition.read_view = self
+
+    def get_next_buffer(self) -> BufferAndBacklog | None:
+        return self.subpartition.poll_buffer()
+
+    def get_availability_and_backlog(self, credit_available: bool) -> tuple[bool, int]:
+        return self.subpartition.get_availability_and_backlog(credit_available)
+
+    def notify_data_available(self) -> None:
+        self.listener.notify_data_available()
+
+    def notify_priority_event(self, sequence_number: int) -> None:
+        self.listener.notify_priority_event(sequence_number)
+
+    def resume_consumption(self) -> None:
+        self.subpartition.resume_consumption()
+
+    def acknowledge_all_data_processed(self) -> None:
+        if self._partition is not None:
+            self._partition.on_all_data_processed(self.subpartition.index)
+
+    def notify_new_buffer_size(self, size: int) -> None:
+        self.subpartition.set_desired_buffer_size(size)
+
+    @property
+    def number_of_queued_buffers(self) -> int:
+        return self.subpartition.number_of_queued_buffers
+
+    def release_all_resources(self) -> None:
+        """The consumer is gone: release the subpartition (release-by-upstream)."""
+        if not self.is_released:
+            self.is_released = True
+            self.subpartition.release()
+            if self._partition is not None:
+                self._partition.on_consumed_subpartition(self.subpartition.index)

@@ -1,0 +1,130 @@
+"""NetworkBufferPool / LocalBufferPool rules (spec 1.2-1.5)."""
+
+import pytest
+
+from shuffle.buffer.network_buffer_pool import InsufficientBuffersError, NetworkBufferPool
+from shuffle.config import NetworkConfig
+from shuffle.consumer.single_input_gate import gate_buffers_spec
+from shuffle.partition.result_partition import partition_pool_size
+from shuffle.partition.result_partition_type import ResultPartitionType
+
+
+def test_partition_pool_size_defaults():
+    cfg = NetworkConfig()
+    assert partition_pool_size(4, ResultPartitionType.PIPELINED_BOUNDED, cfg) == (5, 16)
+    assert partition_pool_size(1, ResultPartitionType.PIPELINED_BOUNDED, cfg) == (2, 10)
+    assert partition_pool_size(4, ResultPartitionType.PIPELINED, cfg) == (5, 2**31 - 1)
+
+
+def test_gate_buffers_spec_streaming_and_batch():
+    cfg = NetworkConfig()
+    assert gate_buffers_spec(4, cfg) == (2, 1, 8)
+    # Batch gate with a large fan-in (threshold 1000).
+    spec = gate_buffers_spec(500, cfg, blocking=True)
+    assert spec.exclusive_per_channel == 1
+    spec = gate_buffers_spec(1000, cfg, blocking=True)
+    assert spec == (0, 1000, 2008)
+
+
+def test_pool_minimum_must_fit():
+    nbp = NetworkBufferPool(10, 64)
+    nbp.create_buffer_pool(6, 20)
+    with pytest.raises(InsufficientBuffersError, match="required 5, but only 4 available"):
+        nbp.create_buffer_pool(5, 20)
+
+
+def test_redistribution_is_proportional_to_capacity():
+    nbp = NetworkBufferPool(40, 64)
+    a = nbp.create_buffer_pool(5, 16)   # capacity 11
+    b = nbp.create_buffer_pool(5, 38)   # capacity 33 -> min(excess=30, 33) = 30
+    # excess 30, total capacity 41, distribute 30: a gets floor(30*11/41)=8, b the rest 22
+    assert (a.num_buffers, b.num_buffers) == (13, 27)
+    nbp.destroy_buffer_pool(b)
+    assert a.num_buffers == 16
+
+
+def test_subpartition_quota_makes_pool_unavailable_but_not_refusing():
+    nbp = NetworkBufferPool(100, 64)
+    pool = nbp.create_buffer_pool(3, 12, num_subpartitions=2, max_buffers_per_channel=2)
+    b1 = pool.request_buffer_builder(0)
+    assert pool.is_available()
+    b2 = pool.request_buffer_builder(0)
+    assert not pool.is_available()  # subpartition 0 is at its quota
+    b3 = pool.request_buffer_builder(0)  # soft limit: still served
+    assert b3 is not None
+    for b in (b1, b2, b3):
+        b.close()
+    assert pool.is_available()
+    assert pool.best_effort_get_num_of_used_buffers() == 0
+
+
+def test_overdraft_beyond_pool_size_then_unavailable_until_repaid():
+    nbp = NetworkBufferPool(100, 64)
+    pool = nbp.create_buffer_pool(2, 2, num_subpartitions=1, max_overdraft_buffers=2)
+    held = [pool.request_buffer_builder(0) for _ in range(2)]
+    assert not pool.is_available()
+    over = [pool.request_buffer_builder(0) for _ in range(2)]
+    assert all(b is not None for b in over)
+    assert pool.request_buffer_builder(0) is None  # overdraft exhausted
+    assert pool.num_requested == 4
+    over[0].close()
+    assert pool.num_requested == 3 and not pool.is_available()  # excess goes back to the global pool
+    for b in over[1:] + held:
+        b.close()
+    assert pool.is_available()
+
+
+def test_listeners_get_recycled_buffers_fifo():
+    nbp = NetworkBufferPool(100, 64)
+    pool = nbp.create_buffer_pool(1, 1)
+    buf = pool.request_buffer()
+    assert pool.request_buffer() is None
+
+    class Listener:
+        def __init__(self, take):
+            self.take, self.got = take, []
+
+        def notify_buffer_available(self, b):
+            if self.take:
+                self.got.append(b)
+            return self.take
+
+    declining, taking = Listener(False), Listener(True)
+    assert pool.add_buffer_listener(declining) and pool.add_buffer_listener(taking)
+    buf.recycle()
+    assert declining.got == [] and len(taking.got) == 1
+    taking.got[0].recycle()
+    assert pool.num_available == 1
+
+
+async def test_unpooled_request_waits_for_excess_to_be_returned(autojump_clock):
+    import trio
+
+    nbp = NetworkBufferPool(4, 64, exclusive_request_timeout=5.0)
+    pool = nbp.create_buffer_pool(1, 4)
+    builders = [pool.request_buffer_builder() for _ in range(4)]
+    assert nbp.num_available_segments == 0
+
+    async def give_back():
+        await trio.sleep(1)
+        for b in builders:
+            b.close()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(give_back)
+        segments = await nbp.request_unpooled_segments(2)
+    assert len(segments) == 2 and trio.current_time() == pytest.approx(1.0)
+    assert pool.num_buffers == 2  # min 1 + the one segment not required by anyone
+    nbp.recycle_unpooled_segments(segments)
+    assert pool.num_buffers == 4
+
+
+async def test_unpooled_request_times_out_with_flink_hint(autojump_clock):
+    nbp = NetworkBufferPool(2, 64, exclusive_request_timeout=1.0)
+    pool = nbp.create_buffer_pool(1, 2)
+    held = [pool.request_buffer_builder(), pool.request_buffer_builder()]
+    with pytest.raises(InsufficientBuffersError, match="exclusive-buffers-request-timeout"):
+        await nbp.request_unpooled_segments(1)
+    assert nbp.num_total_required_buffers == 1
+    for b in held:
+        b.close()
