@@ -1,0 +1,1 @@
+"""The Netty-style protocol: messages, framing, server and client handlers."""

@@ -1,0 +1,336 @@
+"""The Netty message catalogue and its framing (Flink's `NET/netty/NettyMessage.java`).
+
+Frame: 4-byte big-endian frame length (including itself), magic `0xBADC0FFE`, 1-byte
+message id, then the message's fields as one msgpack array (its header). A
+`BufferResponse` puts a 2-byte big-endian header length before its header and the raw
+buffer bytes after it, so the payload is sliced out without parsing or copying; its size
+is the rest of the frame (Flink's `bufferSize`).
+
+Ids are `str`: `receiver_id` names the consumer's input channel (Flink's 16-byte
+`InputChannelID`), `partition_id` the result partition (the execution graph's
+`partition_id`). Error causes travel as class name and message (not Java-serialized).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import Any, ClassVar
+
+import msgpack
+
+from shuffle.buffer.data_type import DataType
+
+MAGIC_NUMBER = 0xBADC0FFE
+FRAME_HEADER_LENGTH = 9  # frame length (4), magic number (4), message id (1)
+
+_FRAME_HEADER = struct.Struct(">iIB")
+_BUFFER_FRAME_HEADER = struct.Struct(">iIBH")  # ... plus the msgpack header's length
+_FRAME_LENGTH = struct.Struct(">i")
+_DATA_TYPES = tuple(DataType)
+
+
+class CorruptedStreamError(ValueError):
+    """The byte stream does not follow the framing (wrong magic, bad length, unknown id)."""
+
+
+class NettyMessage:
+    """Base of all messages; `ID` is Flink's message id."""
+
+    __slots__ = ()
+    ID: ClassVar[int]
+    _header: ClassVar[Any]  # message -> tuple of header fields
+
+
+def _message(cls: type) -> type:
+    """Make `cls` a slotted dataclass and derive its header getter from its fields."""
+    cls = dataclass(slots=True)(cls)
+    names = [f.name for f in fields(cls) if f.name != "buffer"]
+    if len(names) == 0:
+        cls._header = staticmethod(lambda _msg: ())
+    elif len(names) == 1:
+        getter = attrgetter(names[0])
+        cls._header = staticmethod(lambda msg: (getter(msg),))
+    else:
+        cls._header = staticmethod(attrgetter(*names))
+    return cls
+
+
+def _check_positive(value: int, text: str) -> None:
+    if value <= 0:
+        raise ValueError(f"{text} (got {value})")
+
+
+@_message
+class BufferResponse(NettyMessage):
+    """S->C: one buffer (data or event) of a subpartition, with the producer's backlog."""
+
+    ID: ClassVar[int] = 0
+    receiver_id: str
+    sequence_number: int
+    backlog: int
+    data_type: DataType
+    buffer: bytes | bytearray | memoryview
+    subpartition_id: int = 0
+    is_compressed: bool = False
+
+    @property
+    def buffer_size(self) -> int:
+        return len(self.buffer)
+
+    @property
+    def is_buffer(self) -> bool:
+        return self.data_type.is_buffer
+
+
+@_message
+class ErrorResponse(NettyMessage):
+    """S->C: a failure; without `receiver_id` it is fatal for the whole connection."""
+
+    ID: ClassVar[int] = 1
+    error_class: str
+    message: str
+    receiver_id: str | None = None
+
+    @property
+    def is_fatal_error(self) -> bool:
+        return self.receiver_id is None
+
+
+@_message
+class PartitionRequest(NettyMessage):
+    """C->S: start reading a subpartition; `credit` is the channel's initial credit."""
+
+    ID: ClassVar[int] = 2
+    partition_id: str
+    subpartition_index: int
+    receiver_id: str
+    credit: int
+
+
+@_message
+class TaskEventRequest(NettyMessage):
+    """C->S: a serialized task event for the producer (iterations)."""
+
+    ID: ClassVar[int] = 3
+    event: bytes
+    partition_id: str
+    receiver_id: str
+
+
+@_message
+class CancelPartitionRequest(NettyMessage):
+    """C->S: release the reader of `receiver_id`."""
+
+    ID: ClassVar[int] = 4
+    receiver_id: str
+
+
+@_message
+class CloseRequest(NettyMessage):
+    """C->S: release all readers of this connection."""
+
+    ID: ClassVar[int] = 5
+
+
+@_message
+class AddCredit(NettyMessage):
+    """C->S: incremental credit of one channel."""
+
+    ID: ClassVar[int] = 6
+    credit: int
+    receiver_id: str
+
+    def __post_init__(self) -> None:
+        _check_positive(self.credit, "The announced credit should be greater than 0")
+
+
+@_message
+class ResumeConsumption(NettyMessage):
+    """C->S: unblock a subpartition blocked by an aligned barrier or recovery completion."""
+
+    ID: ClassVar[int] = 7
+    receiver_id: str
+
+
+@_message
+class AckAllUserRecordsProcessed(NettyMessage):
+    """C->S: everything up to `EndOfData` was processed."""
+
+    ID: ClassVar[int] = 8
+    receiver_id: str
+
+
+@_message
+class BacklogAnnouncement(NettyMessage):
+    """S->C: backlog of a channel that has no credit (zero exclusive buffers)."""
+
+    ID: ClassVar[int] = 9
+    backlog: int
+    receiver_id: str
+
+    def __post_init__(self) -> None:
+        _check_positive(self.backlog, "Must be positive.")
+
+
+@_message
+class NewBufferSize(NettyMessage):
+    """C->S: the buffer size chosen by debloating."""
+
+    ID: ClassVar[int] = 10
+    buffer_size: int
+    receiver_id: str
+
+    def __post_init__(self) -> None:
+        _check_positive(self.buffer_size, "The new buffer size should be greater than 0")
+
+
+@_message
+class SegmentId(NettyMessage):
+    """C->S: the segment a hybrid-shuffle consumer needs."""
+
+    ID: ClassVar[int] = 11
+    subpartition_id: int
+    segment_id: int
+    receiver_id: str
+
+    def __post_init__(self) -> None:
+        _check_positive(self.segment_id, "The segmentId should be greater than 0")
+
+
+_BY_ID: dict[int, type] = {
+    cls.ID: cls
+    for cls in (
+        BufferResponse,
+        ErrorResponse,
+        PartitionRequest,
+        TaskEventRequest,
+        CancelPartitionRequest,
+        CloseRequest,
+        AddCredit,
+        ResumeConsumption,
+        AckAllUserRecordsProcessed,
+        BacklogAnnouncement,
+        NewBufferSize,
+        SegmentId,
+    )
+}
+
+_packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def encode(msg: NettyMessage) -> list[bytes | bytearray | memoryview]:
+    """The frame of `msg` as parts to write in order; a buffer payload is its own part (not copied)."""
+    header = _packb(msg._header(msg))
+    if type(msg) is BufferResponse:
+        payload = msg.buffer
+        length = _BUFFER_FRAME_HEADER.size + len(header) + len(payload)
+        return [_BUFFER_FRAME_HEADER.pack(length, MAGIC_NUMBER, 0, len(header)) + header, payload]
+    return [_FRAME_HEADER.pack(FRAME_HEADER_LENGTH + len(header), MAGIC_NUMBER, msg.ID) + header]
+
+
+def _unpackb(data: memoryview) -> Any:
+    return msgpack.unpackb(data, raw=False, use_list=True)
+
+
+def _decode_frame(frame: memoryview) -> NettyMessage:
+    """Decode one whole frame (length field included)."""
+    _, magic, msg_id = _FRAME_HEADER.unpack_from(frame)
+    if magic != MAGIC_NUMBER:
+        raise CorruptedStreamError("Network stream corrupted: received incorrect magic number.")
+    if msg_id == BufferResponse.ID:
+        (header_length,) = struct.unpack_from(">H", frame, FRAME_HEADER_LENGTH)
+        start = _BUFFER_FRAME_HEADER.size
+        receiver_id, sequence_number, backlog, data_type, subpartition_id, is_compressed = _unpackb(
+            frame[start : start + header_length]
+        )
+        return BufferResponse(
+            receiver_id,
+            sequence_number,
+            backlog,
+            _DATA_TYPES[data_type],
+            frame[start + header_length :],
+            subpartition_id,
+            is_compressed,
+        )
+    cls = _BY_ID.get(msg_id)
+    if cls is None:
+        raise CorruptedStreamError(f"Received unknown message id {msg_id}")
+    return cls(*_unpackb(frame[FRAME_HEADER_LENGTH:]))
+
+
+class FrameDecoder:
+    """Splits a byte stream fed in arbitrary chunks into messages.
+
+    `feed(data)` takes ownership of `data` (it must not change afterwards); iterating
+    yields every complete message. A `BufferResponse` payload is a memoryview into the
+    fed data (or into one joined copy when its frame spanned chunks): copy it into a
+    network buffer and drop the message.
+    """
+
+    __slots__ = ("_chunks", "_offset", "_available")
+
+    def __init__(self) -> None:
+        self._chunks: deque[memoryview] = deque()
+        self._offset = 0  # consumed bytes of the first chunk
+        self._available = 0
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        if len(data):
+            self._chunks.append(memoryview(data).cast("B"))
+            self._available += len(data)
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes fed but not yet decoded (an incomplete frame)."""
+        return self._available
+
+    def __iter__(self) -> Iterator[NettyMessage]:
+        return self
+
+    def __next__(self) -> NettyMessage:
+        if self._available < 4:
+            raise StopIteration
+        first = self._chunks[0]
+        offset = self._offset
+        if len(first) - offset >= 4:
+            (length,) = _FRAME_LENGTH.unpack_from(first, offset)
+        else:
+            (length,) = _FRAME_LENGTH.unpack(self._peek(4))
+        if length < FRAME_HEADER_LENGTH:
+            raise CorruptedStreamError(f"Network stream corrupted: frame length {length}")
+        if self._available < length:
+            raise StopIteration
+        if len(first) - offset >= length:
+            frame = first[offset : offset + length]
+            self._consume(length)
+        else:
+            frame = memoryview(self._take(length))
+        return _decode_frame(frame)
+
+    def _peek(self, n: int) -> bytes:
+        parts, need, offset = [], n, self._offset
+        for chunk in self._chunks:
+            part = chunk[offset : offset + need]
+            parts.append(part)
+            need -= len(part)
+            offset = 0
+            if not need:
+                break
+        return b"".join(parts)
+
+    def _take(self, n: int) -> bytes:
+        data = self._peek(n)
+        self._consume(n)
+        return data
+
+    def _consume(self, n: int) -> None:
+        self._available -= n
+        chunks = self._chunks
+        offset = self._offset + n
+        while chunks and offset >= len(chunks[0]):
+            offset -= len(chunks.popleft())
+        self._offset = offset

@@ -1,0 +1,168 @@
+"""Netty message catalogue and framing (spec 3.1, 3.2)."""
+
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from shuffle.buffer.data_type import DataType
+from shuffle.netty.messages import (
+    MAGIC_NUMBER,
+    AckAllUserRecordsProcessed,
+    AddCredit,
+    BacklogAnnouncement,
+    BufferResponse,
+    CancelPartitionRequest,
+    CloseRequest,
+    CorruptedStreamError,
+    ErrorResponse,
+    FrameDecoder,
+    NewBufferSize,
+    PartitionRequest,
+    ResumeConsumption,
+    SegmentId,
+    TaskEventRequest,
+    encode,
+)
+
+EXAMPLES = [
+    BufferResponse("ch-1", 5, 2, DataType.DATA_BUFFER, b"\x01\x02\x03", subpartition_id=4),
+    BufferResponse("ch-1", 6, 0, DataType.ALIGNED_CHECKPOINT_BARRIER, b"", is_compressed=True),
+    ErrorResponse("PartitionNotFoundException", "Partition p-1 not found.", "ch-1"),
+    ErrorResponse("IOException", "connection lost"),
+    PartitionRequest("p-1", 3, "ch-1", 2),
+    TaskEventRequest(b"\x00\x00\x00\x02", "p-1", "ch-1"),
+    CancelPartitionRequest("ch-1"),
+    CloseRequest(),
+    AddCredit(3, "ch-1"),
+    ResumeConsumption("ch-1"),
+    AckAllUserRecordsProcessed("ch-1"),
+    BacklogAnnouncement(7, "ch-1"),
+    NewBufferSize(1024, "ch-1"),
+    SegmentId(0, 9, "ch-1"),
+]
+
+
+def frame_bytes(msg):
+    return b"".join(bytes(part) for part in encode(msg))
+
+
+def test_ids_are_flinks():
+    assert [type(m).ID for m in EXAMPLES] == [0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+
+
+@pytest.mark.parametrize("msg", EXAMPLES, ids=lambda m: type(m).__name__)
+def test_frame_layout_and_round_trip(msg):
+    data = frame_bytes(msg)
+    length, magic, msg_id = struct.unpack_from(">iIB", data)
+    assert (length, magic, msg_id) == (len(data), 0xBADC0FFE, type(msg).ID)
+    decoder = FrameDecoder()
+    decoder.feed(data)
+    assert list(decoder) == [msg]
+    assert decoder.buffered_bytes == 0
+
+
+def test_buffer_response_payload_is_not_copied_on_encode_and_sliced_on_decode():
+    payload = bytearray(b"x" * 1000)
+    msg = BufferResponse("ch-9", 1, 0, DataType.DATA_BUFFER, memoryview(payload))
+    header, body = encode(msg)
+    assert body.obj is payload  # the very payload memory, no copy
+    decoder = FrameDecoder()
+    decoder.feed(header + bytes(body))
+    (decoded,) = decoder
+    assert isinstance(decoded.buffer, memoryview)
+    assert decoded.buffer_size == 1000 and bytes(decoded.buffer) == bytes(payload)
+    assert decoded.is_buffer and decoded.data_type is DataType.DATA_BUFFER
+
+
+def test_validation_like_flink():
+    with pytest.raises(ValueError, match="The announced credit should be greater than 0"):
+        AddCredit(0, "ch")
+    with pytest.raises(ValueError, match="Must be positive."):
+        BacklogAnnouncement(0, "ch")
+    with pytest.raises(ValueError, match="The new buffer size should be greater than 0"):
+        NewBufferSize(-1, "ch")
+    with pytest.raises(ValueError, match="The segmentId should be greater than 0"):
+        SegmentId(0, 0, "ch")
+    assert ErrorResponse("E", "m").is_fatal_error and not ErrorResponse("E", "m", "ch").is_fatal_error
+
+
+def test_validation_applies_to_decoded_frames():
+    data = bytearray(frame_bytes(AddCredit(1, "ch")))
+    header_start = 9
+    assert data[header_start : header_start + 2] == b"\x92\x01"  # msgpack [1, "ch"]
+    data[header_start + 1] = 0
+    decoder = FrameDecoder()
+    decoder.feed(bytes(data))
+    with pytest.raises(ValueError, match="greater than 0"):
+        next(decoder)
+
+
+def test_wrong_magic_is_flinks_error():
+    data = bytearray(frame_bytes(CloseRequest()))
+    data[4:8] = struct.pack(">I", 0xDEADBEEF)
+    decoder = FrameDecoder()
+    decoder.feed(bytes(data))
+    with pytest.raises(CorruptedStreamError, match="Network stream corrupted: received incorrect magic number"):
+        list(decoder)
+
+
+def test_unknown_id_and_bad_length():
+    decoder = FrameDecoder()
+    decoder.feed(struct.pack(">iIB", 10, MAGIC_NUMBER, 99) + b"\x90")
+    with pytest.raises(CorruptedStreamError, match="unknown message id 99"):
+        next(decoder)
+    decoder = FrameDecoder()
+    decoder.feed(struct.pack(">i", 3))
+    with pytest.raises(CorruptedStreamError, match="frame length 3"):
+        next(decoder)
+
+
+def test_partial_frame_waits_for_more():
+    data = frame_bytes(EXAMPLES[0])
+    decoder = FrameDecoder()
+    decoder.feed(data[:-1])
+    assert list(decoder) == []
+    assert decoder.buffered_bytes == len(data) - 1
+    decoder.feed(data[-1:])
+    assert list(decoder) == [EXAMPLES[0]]
+
+
+ids = st.text(min_size=1, max_size=20)
+ints = st.integers(0, 2**31 - 1)
+messages = st.one_of(
+    st.builds(
+        BufferResponse,
+        ids,
+        ints,
+        ints,
+        st.sampled_from(DataType),
+        st.binary(max_size=3000),
+        ints,
+        st.booleans(),
+    ),
+    st.builds(ErrorResponse, ids, st.text(), st.none() | ids),
+    st.builds(PartitionRequest, ids, ints, ids, ints),
+    st.builds(AddCredit, st.integers(1, 2**31 - 1), ids),
+    st.builds(BacklogAnnouncement, st.integers(1, 2**31 - 1), ids),
+    st.builds(NewBufferSize, st.integers(1, 2**31 - 1), ids),
+    st.just(CloseRequest()),
+    st.builds(ResumeConsumption, ids),
+)
+
+
+@given(st.lists(messages, max_size=12), st.data())
+def test_any_chunking_round_trips(msgs, data):
+    stream = b"".join(frame_bytes(m) for m in msgs)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=25)))
+    decoder = FrameDecoder()
+    decoded = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)]):
+        decoder.feed(stream[start:end])
+        for msg in decoder:
+            if isinstance(msg, BufferResponse):
+                msg.buffer = bytes(msg.buffer)  # the caller copies the payload out
+            decoded.append(msg)
+    assert decoded == msgs
+    assert decoder.buffered_bytes == 0
