@@ -13,7 +13,7 @@ Stage keys (``[[job.stages]]``), a linear pipeline from one source to one sink:
   rescale, shuffle, broadcast, global, hash; absent: as Flink chooses), ``cost``
   (modelled time per record) and ``cost_changes = [{from, to, cost}]``;
 - source: ``rate`` (records/s per subtask, 0 = unthrottled), ``record_size`` (bytes, at
-  least 16), ``count`` (records, bounded source), ``keys = {distribution, num_keys,
+  least 16), ``count`` (records per subtask: a bounded source), ``keys = {distribution, num_keys,
   exponent (zipf), hot_fraction (hot_key)}``;
 - filter: ``selectivity``; flat_map: ``fan_out``; key_by_reduce: always hash-partitioned.
 
@@ -330,6 +330,9 @@ def _cost_changes(value: Any, where: _Where) -> tuple[CostChange, ...]:
     for i, change in enumerate(changes):
         if change.end <= change.start:
             raise where.item(i).error("'to' must be after 'from'")
+        for j, other in enumerate(changes[:i]):
+            if change.start < other.end and other.start < change.end:
+                raise where.item(i).error(f"overlaps cost_changes[{j}]")
     return changes
 
 

@@ -166,6 +166,7 @@ def test_bad_keys_and_values_name_file_and_key(tmp_path, extra, message):
         ('[[job.stages]]\nkind = "source"\nkeys = { distribution = "uniform", exponent = 2.0 }\n[[job.stages]]\nkind = "sink"', "job.stages[0].keys.exponent: only for distribution = \"zipf\""),
         ('[[job.stages]]\nkind = "source"\nkeys = { distribution = "hot_key", hot_fraction = 1.5 }\n[[job.stages]]\nkind = "sink"', "job.stages[0].keys.hot_fraction: 1.5 must be between 0 and 1"),
         ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "sink"\ncost_changes = [{ from = "20s", to = "10s", cost = "1ms" }]', "job.stages[1].cost_changes[0]: 'to' must be after 'from'"),
+        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "sink"\ncost_changes = [{ from = "1s", to = "5s", cost = "1ms" }, { from = "4s", to = "6s", cost = "2ms" }]', "job.stages[1].cost_changes[1]: overlaps cost_changes[0]"),
         ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "sink"\ncost_changes = [{ from = "1s", cost = "1ms" }]', "missing key 'job.stages[1].cost_changes[0].to'"),
         ('[[job.stages]]\nkind = "source"\nrecord_size = 8\n[[job.stages]]\nkind = "sink"', "job.stages[0].record_size: 8 must be >= 16"),
         ('[[job.stages]]\nname = "A"\n[[job.stages]]\nkind = "sink"', "missing key 'job.stages[0].kind'"),

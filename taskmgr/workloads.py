@@ -1,0 +1,116 @@
+"""Synthetic data of generator sources: vectorized keys, record batches and rate schedules.
+
+Keys are drawn in numpy batches from a `graph.KeyDistribution` with one random generator
+per source subtask (`subtask_rng`, seeded from the run's seed), so a run is reproducible.
+Records are `FixedWidthRecords` whose sequence numbers start at 0 and increase by one per
+record of a subtask, so sinks can check loss, duplication and order.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from shuffle.serialization.records import FixedWidthRecords
+
+if TYPE_CHECKING:
+    from graph import GeneratorSource, KeyDistribution
+
+
+def subtask_rng(seed: int, vertex: str, subtask: int) -> np.random.Generator:
+    """The random generator of one source subtask: a function of (seed, vertex name, index)."""
+    entropy = [seed & 0xFFFF_FFFF_FFFF_FFFF, zlib.crc32(vertex.encode()), subtask]
+    return np.random.default_rng(np.random.SeedSequence(entropy))
+
+
+class KeySampler:
+    """Draws int64 keys in [0, num_keys) from a `KeyDistribution`.
+
+    - uniform: every key equally likely;
+    - zipf: key k (rank k + 1) with weight 1 / (k + 1) ** zipf_exponent, bounded to num_keys;
+    - hot_key: key 0 with probability hot_key_fraction, else uniform over the other keys
+      (so key 0's share is exactly the fraction).
+    """
+
+    def __init__(self, distribution: KeyDistribution) -> None:
+        self.distribution = distribution
+        self._zipf_cdf: np.ndarray | None = None
+        if distribution.kind == "zipf":
+            weights = np.arange(1, distribution.num_keys + 1, dtype=np.float64) ** -distribution.zipf_exponent
+            cdf = np.cumsum(weights)
+            self._zipf_cdf = cdf / cdf[-1]
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        num_keys = self.distribution.num_keys
+        if self._zipf_cdf is not None:
+            keys = np.searchsorted(self._zipf_cdf, rng.random(n), side="right")
+            return np.minimum(keys, num_keys - 1).astype(np.int64)
+        if self.distribution.kind == "hot_key" and num_keys > 1:
+            hot = rng.random(n) < self.distribution.hot_key_fraction
+            keys = rng.integers(1, num_keys, n, dtype=np.int64)
+            keys[hot] = 0
+            return keys
+        return rng.integers(0, num_keys, n, dtype=np.int64)
+
+
+@dataclass
+class GeneratorState:
+    """What one generator source subtask has emitted; hands out the next batches."""
+
+    keys: KeySampler
+    rng: np.random.Generator
+    record_size: int
+    #: Records this subtask still emits; None: unbounded.
+    remaining: int | None = None
+    next_seq: int = 0
+
+    @classmethod
+    def for_subtask(cls, source: GeneratorSource, seed: int, vertex: str, subtask: int) -> GeneratorState:
+        """The state of subtask `subtask` of generator source `source` (`StreamNode.source`)."""
+        return cls(KeySampler(source.keys), subtask_rng(seed, vertex, subtask), source.record_size, source.count)
+
+    @property
+    def exhausted(self) -> bool:
+        return self.remaining == 0
+
+    def next_batch(self, n: int, timestamp_ms: int) -> FixedWidthRecords:
+        """The next (at most) `n` records, all stamped `timestamp_ms`; fewer at the end of a bounded source."""
+        if self.remaining is not None:
+            n = min(n, self.remaining)
+            self.remaining -= n
+        seqs = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64)
+        self.next_seq += n
+        return FixedWidthRecords.make(self.keys.sample(self.rng, n), seqs, timestamp_ms, self.record_size)
+
+
+@dataclass(frozen=True)
+class RateSchedule:
+    """Records due at `rate` records/s from time `start`: the n-th record is due at start + n / rate.
+
+    A throttled source emits `records_due(now) - emitted` records, then sleeps until
+    `time_due(emitted + 1)`; both come from the same formula, so it never drifts or spins.
+    """
+
+    rate: float
+    start: float
+
+    def __post_init__(self) -> None:
+        if not self.rate > 0:
+            raise ValueError(f"rate must be > 0 records/s, got {self.rate!r}")
+
+    def time_due(self, n: int) -> float:
+        """When a total of `n` records is due."""
+        return self.start + n / self.rate
+
+    def records_due(self, now: float) -> int:
+        """How many records are due by `now` in total: the largest n with time_due(n) <= now."""
+        n = max(0, math.floor((now - self.start) * self.rate))
+        if self.time_due(n + 1) <= now:
+            n += 1
+        elif n > 0 and self.time_due(n) > now:
+            n -= 1
+        return n
