@@ -153,7 +153,7 @@ class RemoteInputChannel(InputChannel):
     def on_error(self, cause: BaseException) -> None:
         self.set_error(cause)
 
-    async def on_failed_partition_request(self) -> None:
+    def on_failed_partition_request(self) -> None:
         """The producer's partition did not appear in time: retry while backoff allows (1.18+)."""
         if self.partition_request_timeout <= 0:
             self.set_error(PartitionNotFoundError(self.partition_id))

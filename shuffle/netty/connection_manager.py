@@ -1,0 +1,78 @@
+"""ConnectionManager: the TaskManager's Netty server and its client connections (spec 3.3).
+
+One server accepts consumers' connections; one client connection per remote producer
+TaskManager is shared by every remote input channel that reads from it (Flink's default
+of one TCP connection per TaskManager pair and direction).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import trio
+
+from shuffle.config import NetworkConfig
+from shuffle.netty.client_handler import CreditBasedPartitionRequestClientHandler
+from shuffle.netty.server_handler import PartitionRequestServerHandler
+from shuffle.partition.result_partition_manager import ResultPartitionManager
+from shuffle.trace import Tracer
+
+
+class Transport(Protocol):
+    """Byte streams between TaskManagers: a simulated link or TCP (shuffle/transport)."""
+
+    async def serve(self, address: Any, handler, *, task_status=trio.TASK_STATUS_IGNORED) -> None: ...
+
+    async def connect(self, address: Any) -> trio.abc.Stream: ...
+
+
+class ConnectionManager:
+    def __init__(self, transport: Transport, partition_manager: ResultPartitionManager,
+                 config: NetworkConfig, tracer: Tracer) -> None:
+        self.transport = transport
+        self.partition_manager = partition_manager
+        self.config = config
+        self.tracer = tracer
+        self.address: Any = None
+        self._nursery: trio.Nursery | None = None
+        self._clients: dict[Any, CreditBasedPartitionRequestClientHandler] = {}
+        self._connecting: dict[Any, trio.Lock] = {}
+        self._server_streams: set[trio.abc.Stream] = set()
+
+    async def start(self, nursery: trio.Nursery, address: Any) -> Any:
+        """Start serving in `nursery`; returns the address consumers connect to."""
+        self._nursery = nursery
+        self.address = await nursery.start(self.transport.serve, address, self._serve_connection)
+        return self.address
+
+    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
+        self._server_streams.add(stream)
+        try:
+            await PartitionRequestServerHandler(stream, self.partition_manager, self.config, self.tracer).run()
+        finally:
+            self._server_streams.discard(stream)
+
+    async def create_partition_request_client(self, address: Any) -> CreditBasedPartitionRequestClientHandler:
+        """The shared connection to `address`, connecting on first use."""
+        client = self._clients.get(address)
+        if client is not None:
+            return client
+        lock = self._connecting.setdefault(address, trio.Lock())
+        async with lock:
+            client = self._clients.get(address)
+            if client is None:
+                if self._nursery is None:
+                    raise RuntimeError("connection manager is not started")
+                stream = await self.transport.connect(address)
+                client = CreditBasedPartitionRequestClientHandler(stream, address, self.config.credit_based, self.tracer)
+                self._clients[address] = client
+                self._nursery.start_soon(client.run)
+        return client
+
+    async def close(self) -> None:
+        """Close every connection, client and server side."""
+        for client in self._clients.values():
+            await trio.aclose_forcefully(client.stream)
+        for stream in list(self._server_streams):
+            await trio.aclose_forcefully(stream)
+        self._clients.clear()

@@ -1,0 +1,133 @@
+"""PartitionRequestQueue: the server side of one connection (spec 3.4).
+
+Readers that have something sendable wait in a FIFO; one writer loop sends one buffer at
+a time (a write must complete before the next starts) and puts a reader that has more
+to send at the back, so readers take turns on the shared connection.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+import trio
+
+from shuffle.netty.messages import BacklogAnnouncement, BufferResponse, ErrorResponse, NettyMessage, encode
+from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
+from shuffle.trace import Tracer
+
+
+class PartitionRequestQueue:
+    def __init__(self, stream: trio.abc.SendStream, tracer: Tracer) -> None:
+        self.stream = stream
+        self.tracer = tracer
+        self.available_readers: deque[CreditBasedSequenceNumberingViewReader] = deque()
+        self.all_readers: dict[str, CreditBasedSequenceNumberingViewReader] = {}
+        self._control: deque[NettyMessage] = deque()
+        self.fatal_error = False
+        self._wakeup: trio.Event | None = None
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+            self._wakeup = None
+
+    def send_control(self, msg: NettyMessage) -> None:
+        """Queue a non-buffer message (error, backlog announcement) ahead of buffers."""
+        self._control.append(msg)
+        self._wake()
+
+    def notify_reader_created(self, reader: CreditBasedSequenceNumberingViewReader) -> None:
+        self.all_readers[reader.receiver_id] = reader
+        self.enqueue_available_reader(reader)
+
+    def notify_reader_non_empty(self, reader: CreditBasedSequenceNumberingViewReader) -> None:
+        self.enqueue_available_reader(reader)
+
+    def enqueue_available_reader(self, reader: CreditBasedSequenceNumberingViewReader) -> None:
+        if reader.is_registered_as_available or self.fatal_error or reader.view is None:
+            return
+        available, backlog = reader.get_availability_and_backlog()
+        if not available:
+            if backlog > 0 and reader.need_announce_backlog():
+                self.send_control(BacklogAnnouncement(backlog, reader.receiver_id))
+            return
+        self.available_readers.append(reader)
+        reader.is_registered_as_available = True
+        if len(self.available_readers) == 1:
+            self._wake()
+
+    def add_credit_or_resume_consumption(self, receiver_id: str,
+                                         op: Callable[[CreditBasedSequenceNumberingViewReader], None]) -> None:
+        if self.fatal_error:
+            return
+        reader = self.all_readers.get(receiver_id)
+        if reader is None:
+            raise RuntimeError(f"No reader for receiverId = {receiver_id} exists.")
+        op(reader)
+        self.enqueue_available_reader(reader)
+
+    def acknowledge_all_records_processed(self, receiver_id: str) -> None:
+        reader = self.all_readers.get(receiver_id)
+        if reader is not None and reader.view is not None:
+            reader.view.acknowledge_all_data_processed()
+
+    def notify_new_buffer_size(self, receiver_id: str, size: int) -> None:
+        reader = self.all_readers.get(receiver_id)
+        if reader is not None and reader.view is not None:
+            reader.view.notify_new_buffer_size(size)
+
+    def cancel(self, receiver_id: str) -> None:
+        reader = self.all_readers.pop(receiver_id, None)
+        if reader is not None:
+            self._release(reader)
+
+    def close(self) -> None:
+        """Release every reader of this connection (CloseRequest, or the connection ended)."""
+        for reader in list(self.all_readers.values()):
+            self._release(reader)
+        self.all_readers.clear()
+
+    def _release(self, reader: CreditBasedSequenceNumberingViewReader) -> None:
+        if reader.is_registered_as_available:
+            self.available_readers.remove(reader)
+            reader.is_registered_as_available = False
+        reader.release_all_resources()
+
+    async def _send(self, msg: NettyMessage) -> None:
+        await self.stream.send_all(b"".join(encode(msg)))
+
+    async def run_writer(self) -> None:
+        """Write control messages and buffers, one at a time, until cancelled."""
+        tracer = self.tracer
+        while True:
+            if self._control:
+                await self._send(self._control.popleft())
+                continue
+            if not self.available_readers:
+                self._wakeup = trio.Event()
+                await self._wakeup.wait()
+                continue
+            reader = self.available_readers.popleft()
+            reader.is_registered_as_available = False
+            try:
+                nxt = reader.get_next_buffer()
+            except Exception as exc:  # a broken reader fails only its own channel
+                self.send_control(ErrorResponse(type(exc).__name__, str(exc), reader.receiver_id))
+                self.all_readers.pop(reader.receiver_id, None)
+                self._release(reader)
+                continue
+            if nxt is None:
+                continue
+            if nxt.more_available:
+                self.available_readers.append(reader)
+                reader.is_registered_as_available = True
+            buffer = nxt.buffer
+            if tracer.enabled:
+                tracer.emit("buffer_sent", channel=reader.channel_name, seq=nxt.sequence_number,
+                            backlog=nxt.backlog, bytes=buffer.size, data_type=buffer.data_type.name)
+            msg = BufferResponse(reader.receiver_id, nxt.sequence_number, nxt.backlog, buffer.data_type,
+                                 buffer.memory(), reader.subpartition_index)
+            frame = b"".join(encode(msg))
+            buffer.recycle()
+            await self.stream.send_all(frame)

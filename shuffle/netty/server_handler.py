@@ -1,0 +1,116 @@
+"""PartitionRequestServerHandler: serves one inbound connection (spec 3.4).
+
+Decodes the consumer's requests and hands them to the connection's PartitionRequestQueue.
+A request for a partition that is not registered yet waits up to
+`partition_request_timeout`, then answers PartitionNotFound for that receiver only.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from shuffle.config import NetworkConfig
+from shuffle.netty.messages import (
+    AckAllUserRecordsProcessed,
+    AddCredit,
+    CancelPartitionRequest,
+    CloseRequest,
+    ErrorResponse,
+    FrameDecoder,
+    NettyMessage,
+    NewBufferSize,
+    PartitionRequest,
+    ResumeConsumption,
+    encode,
+)
+from shuffle.netty.partition_request_queue import PartitionRequestQueue
+from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
+from shuffle.partition.result_partition_manager import PartitionNotFoundError, ResultPartitionManager
+from shuffle.trace import Tracer
+
+RECEIVE_SIZE = 256 * 1024
+
+
+class PartitionRequestServerHandler:
+    def __init__(self, stream: trio.abc.Stream, partition_manager: ResultPartitionManager,
+                 config: NetworkConfig, tracer: Tracer) -> None:
+        self.stream = stream
+        self.partition_manager = partition_manager
+        self.config = config
+        self.tracer = tracer
+        self.queue = PartitionRequestQueue(stream, tracer)
+
+    async def run(self) -> None:
+        """Serve until the client closes the connection; then release every reader."""
+        decoder = FrameDecoder()
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.queue.run_writer)
+                try:
+                    while True:
+                        data = await self.stream.receive_some(RECEIVE_SIZE)
+                        if not data:
+                            break
+                        decoder.feed(data)
+                        for msg in decoder:
+                            self._handle(msg, nursery)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+                except Exception as exc:
+                    # Anything unexpected is fatal for the connection, as in Flink.
+                    self.queue.fatal_error = True
+                    with trio.move_on_after(1):
+                        await self.stream.send_all(b"".join(encode(ErrorResponse(type(exc).__name__, str(exc)))))
+                nursery.cancel_scope.cancel()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the peer went away while we were writing
+        finally:
+            self.queue.close()
+            await trio.aclose_forcefully(self.stream)
+
+    def _handle(self, msg: NettyMessage, nursery: trio.Nursery) -> None:
+        queue = self.queue
+        kind = type(msg)
+        if kind is AddCredit:
+            if self.tracer.enabled:
+                reader = queue.all_readers.get(msg.receiver_id)
+                self.tracer.emit("credit_received", channel=reader.channel_name if reader else msg.receiver_id,
+                                 credit=msg.credit)
+            queue.add_credit_or_resume_consumption(msg.receiver_id, lambda r: r.add_credit(msg.credit))
+        elif kind is PartitionRequest:
+            reader = CreditBasedSequenceNumberingViewReader(
+                msg.receiver_id, msg.credit, queue, self.config.credit_based,
+                f"{msg.partition_id}#{msg.subpartition_index}")
+            try:
+                reader.request_subpartition_view(self.partition_manager, msg.partition_id, msg.subpartition_index)
+            except PartitionNotFoundError:
+                nursery.start_soon(self._request_when_registered, msg, reader)
+                return
+            queue.notify_reader_created(reader)
+        elif kind is ResumeConsumption:
+            queue.add_credit_or_resume_consumption(msg.receiver_id, lambda r: r.resume_consumption())
+        elif kind is CancelPartitionRequest:
+            queue.cancel(msg.receiver_id)
+        elif kind is CloseRequest:
+            queue.close()
+        elif kind is AckAllUserRecordsProcessed:
+            queue.acknowledge_all_records_processed(msg.receiver_id)
+        elif kind is NewBufferSize:
+            queue.notify_new_buffer_size(msg.receiver_id, msg.buffer_size)
+        else:
+            raise ValueError(f"Unexpected message from the consumer: {kind.__name__}")
+
+    async def _request_when_registered(self, msg: PartitionRequest,
+                                       reader: CreditBasedSequenceNumberingViewReader) -> None:
+        timeout = self.config.partition_request_timeout
+        if await self.partition_manager.wait_for_partition(msg.partition_id, timeout):
+            try:
+                reader.request_subpartition_view(self.partition_manager, msg.partition_id, msg.subpartition_index)
+            except Exception as exc:
+                self.queue.send_control(ErrorResponse(type(exc).__name__, str(exc), msg.receiver_id))
+                return
+            self.queue.notify_reader_created(reader)
+        else:
+            exc = PartitionNotFoundError(msg.partition_id)
+            self.queue.send_control(ErrorResponse(type(exc).__name__, str(exc), msg.receiver_id))
+

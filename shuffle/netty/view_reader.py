@@ -1,0 +1,89 @@
+"""CreditBasedSequenceNumberingViewReader: the server's reader of one subpartition (spec 3.4).
+
+Counts the credit the consumer announced; a data buffer costs one credit, events none.
+Without credit-based flow control (pre-1.5 mode) credit is unlimited.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from shuffle.buffer.buffer import Buffer
+from shuffle.buffer.data_type import DataType
+from shuffle.partition.result_partition_manager import ResultPartitionManager
+from shuffle.partition.subpartition_view import PipelinedSubpartitionView
+
+if TYPE_CHECKING:
+    from shuffle.netty.partition_request_queue import PartitionRequestQueue
+
+
+class ReaderBuffer(NamedTuple):
+    buffer: Buffer
+    backlog: int
+    sequence_number: int
+    more_available: bool
+
+
+class CreditBasedSequenceNumberingViewReader:
+    def __init__(self, receiver_id: str, initial_credit: int, queue: PartitionRequestQueue,
+                 credit_based: bool = True, channel_name: str = "") -> None:
+        self.receiver_id = receiver_id
+        self.initial_credit = initial_credit
+        self.num_credits_available = initial_credit
+        self.queue = queue
+        self.credit_based = credit_based
+        self.channel_name = channel_name
+        self.subpartition_index = 0
+        self.view: PipelinedSubpartitionView | None = None
+        self.is_registered_as_available = False
+
+    def request_subpartition_view(self, manager: ResultPartitionManager, partition_id: str,
+                                  subpartition_index: int) -> None:
+        self.subpartition_index = subpartition_index
+        self.view = manager.create_subpartition_view(partition_id, subpartition_index, self)
+
+    def add_credit(self, delta: int) -> None:
+        self.num_credits_available += delta
+
+    def resume_consumption(self) -> None:
+        if self.initial_credit == 0:
+            # The consumer gave up its floating buffers while blocked; it announces anew.
+            self.num_credits_available = 0
+        self.view.resume_consumption()
+
+    def need_announce_backlog(self) -> bool:
+        return self.credit_based and self.initial_credit == 0 and self.num_credits_available == 0
+
+    def _has_credit(self) -> bool:
+        return self.num_credits_available > 0 or not self.credit_based
+
+    def get_availability_and_backlog(self) -> tuple[bool, int]:
+        return self.view.get_availability_and_backlog(self._has_credit())
+
+    def get_next_buffer(self) -> ReaderBuffer | None:
+        nxt = self.view.get_next_buffer()
+        if nxt is None:
+            return None
+        if nxt.buffer.is_buffer and self.credit_based:
+            self.num_credits_available -= 1
+            if self.num_credits_available < 0:
+                nxt.buffer.recycle()
+                raise RuntimeError("no credit available")
+        next_type = nxt.next_data_type
+        more = next_type is not DataType.NONE and (self._has_credit() or next_type.is_event)
+        return ReaderBuffer(nxt.buffer, nxt.buffers_in_backlog, nxt.sequence_number, more)
+
+    # BufferAvailabilityListener
+    def notify_data_available(self) -> None:
+        self.queue.notify_reader_non_empty(self)
+
+    def notify_priority_event(self, sequence_number: int) -> None:
+        self.queue.notify_reader_non_empty(self)
+
+    @property
+    def is_released(self) -> bool:
+        return self.view is not None and self.view.is_released
+
+    def release_all_resources(self) -> None:
+        if self.view is not None:
+            self.view.release_all_resources()
