@@ -120,8 +120,8 @@ def _args(event: Mapping[str, Any]) -> dict[str, Any]:
 
 def _trace_event(event: Mapping[str, Any], lanes: _Lanes, ph: str, **extra: Any) -> dict[str, Any]:
     pid, tid = lanes.of(event)
-    chrome = {"name": event["event"], "ph": ph, "ts": event["t"] * 1e6, "pid": pid, "tid": tid, "args": _args(event)}
-    return chrome | extra
+    chrome = {"name": event["event"], "ph": ph, "ts": event["t"] * 1e6, "pid": pid, "tid": tid}
+    return chrome | {"args": _args(event)} | extra
 
 
 def perfetto_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -148,7 +148,8 @@ def perfetto_events(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
             out.append(_trace_event(event, lanes, "i", s="t"))
         else:
             duration = (event["t"] - start["t"]) * 1e6
-            out.append(_trace_event(start, lanes, "X", name=closed, dur=duration, args=_args(start) | _args(event)))
+            args = _args(start) | _args(event)
+            out.append(_trace_event(start, lanes, "X", name=closed, dur=duration, args=args))
     out.extend(_trace_event(span, lanes, "i", s="t") for span in open_spans.values())
     return lanes.metadata + out
 

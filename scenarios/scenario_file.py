@@ -63,7 +63,10 @@ Parser = Callable[[Any, _Where], Any]
 
 
 def _show(value: Any) -> str:
-    return repr(value) if isinstance(value, str) else str(value).lower() if isinstance(value, bool) else str(value)
+    """A value as the user wrote it: strings quoted, booleans as TOML's true/false."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def _leaf(convert: Callable[[Any], Any]) -> Parser:
@@ -78,7 +81,11 @@ def _leaf(convert: Callable[[Any], Any]) -> Parser:
     return parse
 
 
-def _with_units(parse: Callable[[str], float], what: str, example: str, *, numbers_ok: bool = False) -> Callable[[Any], float]:
+def _with_units(
+    parse: Callable[[str], float], what: str, example: str, *, numbers_ok: bool = False
+) -> Callable[[Any], float]:
+    """A string with units parsed by `parse`; plain integers too if `numbers_ok` (sizes in bytes)."""
+
     def convert(value: Any) -> float:
         if numbers_ok and type(value) is int:
             return value
@@ -211,7 +218,9 @@ def _build(cls: type, table: Any, where: _Where, **given: Any) -> Any:
         required = f.default is MISSING and f.default_factory is MISSING and f.name not in given
         if key not in table and required:
             raise ScenarioError(f"{where.file}: missing key {where.child(key).key!r}")
-    parsed = {specs[key].name: specs[key].metadata["parse"](value, where.child(key)) for key, value in table.items()}
+    parsed = {
+        specs[key].name: specs[key].metadata["parse"](value, where.child(key)) for key, value in table.items()
+    }
     return cls(**(given | parsed))
 
 
@@ -244,7 +253,7 @@ class NetworkSettings:
     flow_control: str = field(default="credit", metadata=_opt(_leaf(_choice("credit", "tcp"))))
     debloat: bool = field(default=False, metadata=_opt(BOOL))
     #: Simulated link (sim mode): 10 Gbit/s in bytes/s, 50 us.
-    link_bandwidth: float = field(default=10e9 / 8, metadata=_opt(_leaf(_at_least(_as_bandwidth, 0, strict=True))))
+    link_bandwidth: float = field(default=10e9 / 8, metadata=_opt(_leaf(_as_bandwidth)))
     link_latency: float = field(default=50e-6, metadata=_opt(DURATION))
     #: Socket send buffer of the simulated link: Netty's high write watermark, 2 x 32 KiB.
     send_window: int = field(default=64 * 1024, metadata=_opt(_size_from(1)))
@@ -258,7 +267,9 @@ class NetworkSettings:
 
         known = {f.name for f in fields(NetworkConfig)}
         kwargs = {f.name: getattr(self, f.name) for f in fields(self) if f.name in known}
-        unsupported = [f.name for f in fields(self) if f.name not in known and getattr(self, f.name) != f.default]
+        unsupported = [
+            f.name for f in fields(self) if f.name not in known and getattr(self, f.name) != f.default
+        ]
         if unsupported:
             name = unsupported[0]
             raise ScenarioError(
@@ -424,11 +435,15 @@ class Scenario:
     seed: int = field(default=0, metadata=_opt(INT))
     mode: str = field(default="sim", metadata=_opt(_leaf(_choice("sim", "realtime"))))
     cluster: ClusterConfig = field(default_factory=ClusterConfig, metadata=_opt(_section(ClusterConfig)))
-    network: NetworkSettings = field(default_factory=NetworkSettings, metadata=_opt(_section(NetworkSettings)))
+    network: NetworkSettings = field(
+        default_factory=NetworkSettings, metadata=_opt(_section(NetworkSettings))
+    )
     checkpoints: CheckpointSettings = field(
         default_factory=CheckpointSettings, metadata=_opt(_section(CheckpointSettings))
     )
-    metrics: MetricsSettings = field(default_factory=MetricsSettings, metadata=_opt(_section(MetricsSettings)))
+    metrics: MetricsSettings = field(
+        default_factory=MetricsSettings, metadata=_opt(_section(MetricsSettings))
+    )
 
     @property
     def folder(self) -> Path:
@@ -445,7 +460,9 @@ def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
     scenario = _build(Scenario, raw, where, source_path=path, name=path.stem)
     memory = scenario.cluster.network_memory
     if memory is not None and memory < scenario.network.buffer_size:
-        raise where.child("cluster.network_memory").error(f"must hold at least one buffer ({scenario.network.buffer_size} bytes)")
+        raise where.child("cluster.network_memory").error(
+            f"must hold at least one buffer ({scenario.network.buffer_size} bytes)"
+        )
     return scenario
 
 
@@ -564,7 +581,8 @@ class Sweep:
 
     def scenario(self, point: Mapping[str, Any]) -> Scenario:
         """The scenario of one grid point."""
-        return _scenario(_apply(_read_toml(self.scenario_path), point, f"{self.source_path}: grid"), self.scenario_path)
+        raw = _apply(_read_toml(self.scenario_path), point, f"{self.source_path}: grid")
+        return _scenario(raw, self.scenario_path)
 
 
 def _grid(value: Any, where: _Where) -> tuple[tuple[str, tuple[Any, ...]], ...]:

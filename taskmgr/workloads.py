@@ -71,14 +71,15 @@ class GeneratorState:
     @classmethod
     def for_subtask(cls, source: GeneratorSource, seed: int, vertex: str, subtask: int) -> GeneratorState:
         """The state of subtask `subtask` of generator source `source` (`StreamNode.source`)."""
-        return cls(KeySampler(source.keys), subtask_rng(seed, vertex, subtask), source.record_size, source.count)
+        rng = subtask_rng(seed, vertex, subtask)
+        return cls(KeySampler(source.keys), rng, source.record_size, source.count)
 
     @property
     def exhausted(self) -> bool:
         return self.remaining == 0
 
     def next_batch(self, n: int, timestamp_ms: int) -> FixedWidthRecords:
-        """The next (at most) `n` records, all stamped `timestamp_ms`; fewer at the end of a bounded source."""
+        """The next `n` records, all stamped `timestamp_ms` (fewer at the end of a bounded source)."""
         if self.remaining is not None:
             n = min(n, self.remaining)
             self.remaining -= n

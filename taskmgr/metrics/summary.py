@@ -58,14 +58,16 @@ def vertex_summaries(
     summaries = []
     for layout in vertices:
         subtasks = [
-            {"index": index, "task_manager": tm, "metrics": dict(sorted(per_subtask[layout.name, index].items()))}
-            for index, tm in enumerate(layout.task_managers)
+            {"index": i, "task_manager": tm, "metrics": dict(sorted(per_subtask[layout.name, i].items()))}
+            for i, tm in enumerate(layout.task_managers)
         ]
         by_metric: dict[str, list[float]] = defaultdict(list)
         for subtask in subtasks:
             for metric, value in subtask["metrics"].items():
                 by_metric[metric].append(value)
-        ratios = [s["metrics"][BACKPRESSURE_METRIC] / 1000.0 for s in subtasks if BACKPRESSURE_METRIC in s["metrics"]]
+        ratios = [
+            s["metrics"][BACKPRESSURE_METRIC] / 1000.0 for s in subtasks if BACKPRESSURE_METRIC in s["metrics"]
+        ]
         summaries.append(
             {
                 "name": layout.name,

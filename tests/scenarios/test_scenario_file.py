@@ -154,29 +154,57 @@ def test_bad_keys_and_values_name_file_and_key(tmp_path, extra, message):
     assert f"{tmp_path}/{message}" in error_of(tmp_path, text)
 
 
+def stages(*bodies):
+    return "".join(f"[[job.stages]]\n{body}\n" for body in bodies)
+
+
+SOURCE, MAP, SINK = 'kind = "source"', 'kind = "map"', 'kind = "sink"'
+REDUCE = 'kind = "key_by_reduce"'
+
+
 @pytest.mark.parametrize(
-    "stages, message",
+    "job, message",
     [
-        ('[[job.stages]]\nkind = "map"\n[[job.stages]]\nkind = "sink"', "job.stages: the first stage, and only the first, must be a 'source'"),
-        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "map"', "job.stages: the last stage, and only the last, must be a 'sink'"),
-        ('[[job.stages]]\nkind = "source"\ncost = "1ms"\n[[job.stages]]\nkind = "sink"', "job.stages[0].cost: a 'source' stage takes no 'cost'"),
-        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "map"\nselectivity = 0.5\n[[job.stages]]\nkind = "sink"', "job.stages[1].selectivity: a 'map' stage takes no 'selectivity'"),
-        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "mapp"', "job.stages[1].kind: 'mapp' is not one of"),
-        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "key_by_reduce"\npartitioner = "rebalance"\n[[job.stages]]\nkind = "sink"', "job.stages[1].partitioner: a 'key_by_reduce' stage is always hash-partitioned"),
-        ('[[job.stages]]\nkind = "source"\nkeys = { distribution = "uniform", exponent = 2.0 }\n[[job.stages]]\nkind = "sink"', "job.stages[0].keys.exponent: only for distribution = \"zipf\""),
-        ('[[job.stages]]\nkind = "source"\nkeys = { distribution = "hot_key", hot_fraction = 1.5 }\n[[job.stages]]\nkind = "sink"', "job.stages[0].keys.hot_fraction: 1.5 must be between 0 and 1"),
-        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "sink"\ncost_changes = [{ from = "20s", to = "10s", cost = "1ms" }]', "job.stages[1].cost_changes[0]: 'to' must be after 'from'"),
-        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "sink"\ncost_changes = [{ from = "1s", to = "5s", cost = "1ms" }, { from = "4s", to = "6s", cost = "2ms" }]', "job.stages[1].cost_changes[1]: overlaps cost_changes[0]"),
-        ('[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "sink"\ncost_changes = [{ from = "1s", cost = "1ms" }]', "missing key 'job.stages[1].cost_changes[0].to'"),
-        ('[[job.stages]]\nkind = "source"\nrecord_size = 8\n[[job.stages]]\nkind = "sink"', "job.stages[0].record_size: 8 must be >= 16"),
-        ('[[job.stages]]\nname = "A"\n[[job.stages]]\nkind = "sink"', "missing key 'job.stages[0].kind'"),
-        ('[job]\nprogram = "not a program"', "job.program: 'not a program' is not \"module:function\""),
-        ('[job]\nprogram = "m:f"\n[[job.stages]]\nkind = "source"\n[[job.stages]]\nkind = "sink"', "job: give either 'program' or [[job.stages]], not both or neither"),
+        (stages(MAP, SINK), "job.stages: the first stage, and only the first, must be a 'source'"),
+        (stages(SOURCE, MAP), "job.stages: the last stage, and only the last, must be a 'sink'"),
+        (stages(SOURCE, SOURCE, SINK), "job.stages: the first stage, and only the first, must be a 'source'"),
+        (stages(SOURCE + '\ncost = "1ms"', SINK), "job.stages[0].cost: a 'source' stage takes no 'cost'"),
+        (stages(SOURCE, MAP + "\nselectivity = 0.5", SINK), "job.stages[1].selectivity: a 'map' stage takes no"),
+        (stages(SOURCE, 'kind = "mapp"'), "job.stages[1].kind: 'mapp' is not one of"),
+        (
+            stages(SOURCE, REDUCE + '\npartitioner = "rebalance"', SINK),
+            "job.stages[1].partitioner: a 'key_by_reduce' stage is always hash-partitioned",
+        ),
+        (
+            stages(SOURCE + '\nkeys = { distribution = "uniform", exponent = 2.0 }', SINK),
+            'job.stages[0].keys.exponent: only for distribution = "zipf"',
+        ),
+        (
+            stages(SOURCE + '\nkeys = { distribution = "hot_key", hot_fraction = 1.5 }', SINK),
+            "job.stages[0].keys.hot_fraction: 1.5 must be between 0 and 1",
+        ),
+        (
+            stages(SOURCE, SINK + '\ncost_changes = [{ from = "20s", to = "10s", cost = "1ms" }]'),
+            "job.stages[1].cost_changes[0]: 'to' must be after 'from'",
+        ),
+        (
+            stages(SOURCE, SINK + '\ncost_changes = [{ from = "1s", to = "5s", cost = "1ms" },'
+                   ' { from = "4s", to = "6s", cost = "2ms" }]'),
+            "job.stages[1].cost_changes[1]: overlaps cost_changes[0]",
+        ),
+        (
+            stages(SOURCE, SINK + '\ncost_changes = [{ from = "1s", cost = "1ms" }]'),
+            "missing key 'job.stages[1].cost_changes[0].to'",
+        ),
+        (stages(SOURCE + "\nrecord_size = 8", SINK), "job.stages[0].record_size: 8 must be >= 16"),
+        (stages('name = "A"', SINK), "missing key 'job.stages[0].kind'"),
+        ('[job]\nprogram = "not a program"', 'job.program: \'not a program\' is not "module:function"'),
+        ('[job]\nprogram = "m:f"\n' + stages(SOURCE, SINK), "job: give either 'program' or [[job.stages]]"),
         ("[job]", "job: give either 'program' or [[job.stages]], not both or neither"),
     ],
 )
-def test_bad_stages(tmp_path, stages, message):
-    assert message in error_of(tmp_path, 'duration = "10s"\n' + stages)
+def test_bad_stages(tmp_path, job, message):
+    assert message in error_of(tmp_path, 'duration = "10s"\n' + job)
 
 
 def test_missing_required_and_bad_toml(tmp_path):
