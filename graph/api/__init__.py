@@ -1,0 +1,1 @@
+"""The DataStream API (PyFlink's names) and the simulator's workload descriptions."""

@@ -1,0 +1,43 @@
+"""Parallelism rules: validation of user values and Flink's default max parallelism."""
+
+from __future__ import annotations
+
+UPPER_BOUND_MAX_PARALLELISM = 1 << 15  # KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM
+DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 1 << 7
+
+
+def default_max_parallelism(parallelism: int) -> int:
+    """Flink's ``computeDefaultMaxParallelism``:
+    min(max(roundUpToPowerOfTwo(p + p/2), 128), 32768)."""
+    wanted = parallelism + parallelism // 2
+    power = 1 << max(wanted - 1, 0).bit_length()
+    return min(max(power, DEFAULT_LOWER_BOUND_MAX_PARALLELISM), UPPER_BOUND_MAX_PARALLELISM)
+
+
+def resolve_max_parallelism(max_parallelism: int, parallelism: int) -> int:
+    """The configured max parallelism, or the default rule where it is -1."""
+    return max_parallelism if max_parallelism > 0 else default_max_parallelism(parallelism)
+
+
+def check_parallelism(owner: str, parallelism: object) -> int:
+    if isinstance(parallelism, bool) or not isinstance(parallelism, int):
+        raise TypeError(f"{owner}: parallelism must be an int, got {parallelism!r}")
+    if parallelism < 1:
+        raise ValueError(f"{owner}: parallelism must be at least 1, got {parallelism}")
+    return parallelism
+
+
+def check_max_parallelism(owner: str, max_parallelism: object, parallelism: int | None) -> int:
+    """Flink's bounds: 0 < max parallelism <= 32768, and not below the parallelism."""
+    if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int):
+        raise TypeError(f"{owner}: max parallelism must be an int, got {max_parallelism!r}")
+    if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise ValueError(
+            f"{owner}: max parallelism must be in 1..{UPPER_BOUND_MAX_PARALLELISM}, "
+            f"got {max_parallelism}"
+        )
+    if parallelism is not None and max_parallelism < parallelism:
+        raise ValueError(
+            f"{owner}: max parallelism {max_parallelism} is below the parallelism {parallelism}"
+        )
+    return max_parallelism
