@@ -1,0 +1,1 @@
+"""Experiments: scenario files, building and running them, run outputs, the CLI."""

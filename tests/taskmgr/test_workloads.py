@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from graph.api.workload import GeneratorSource, KeyDistribution
+from graph import GeneratorSource, KeyDistribution
 from taskmgr.workloads import GeneratorState, KeySampler, RateSchedule, subtask_rng
 
 N = 100_000
