@@ -1,0 +1,116 @@
+"""API misuse fails at the call with a clear message naming the operator and value."""
+
+import pytest
+
+from graph import (
+    CoMapFunction,
+    OutputTag,
+    StreamExecutionEnvironment,
+    UnsupportedOperationException,
+)
+
+
+@pytest.fixture
+def env():
+    return StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+
+
+@pytest.mark.parametrize("value, error", [(0, ValueError), (-2, ValueError), ("2", TypeError), (1.5, TypeError)])
+def test_parallelism_below_one_or_not_int(env, value, error):
+    with pytest.raises(error, match=f"Map: parallelism .*{value}"):
+        env.from_sequence(1, 10).map(lambda x: x).set_parallelism(value)
+    with pytest.raises(error, match="StreamExecutionEnvironment"):
+        env.set_parallelism(value)
+
+
+def test_max_parallelism_below_parallelism(env):
+    with pytest.raises(ValueError, match="Filter: max parallelism 1 is below the parallelism 2"):
+        env.from_sequence(1, 10).filter(lambda x: True).set_max_parallelism(1)
+
+
+def test_parallelism_above_max_parallelism(env):
+    stream = env.from_sequence(1, 10).map(lambda x: x).set_max_parallelism(4)
+    with pytest.raises(ValueError, match="Map: parallelism 5 is above the max parallelism 4"):
+        stream.set_parallelism(5)
+
+
+def test_max_parallelism_bounds(env):
+    with pytest.raises(ValueError, match="32768"):
+        env.set_max_parallelism(40000)
+
+
+@pytest.mark.parametrize("method", ["map", "flat_map", "filter", "process"])
+def test_non_callable_function(env, method):
+    with pytest.raises(TypeError, match=f"{method}: expected a callable .* got 42"):
+        getattr(env.from_sequence(1, 10), method)(42)
+
+
+def test_key_by_and_partition_custom_need_callables(env):
+    with pytest.raises(TypeError, match="key_by"):
+        env.from_sequence(1, 10).key_by("field")
+    with pytest.raises(TypeError, match="partition_custom"):
+        env.from_sequence(1, 10).partition_custom(3, lambda x: x)
+
+
+def test_synthetic_operator_arguments(env):
+    stream = env.from_sequence(1, 10)
+    with pytest.raises(ValueError, match="selectivity must be in \\[0, 1\\], got 1.5"):
+        stream.filter(selectivity=1.5)
+    with pytest.raises(TypeError, match="filter: give either"):
+        stream.filter()
+    with pytest.raises(ValueError, match="fan_out must be an int >= 0, got -1"):
+        stream.flat_map(fan_out=-1)
+    with pytest.raises(ValueError, match="map: invalid cost 'slow'"):
+        stream.map(cost="slow")
+
+
+def test_co_functions_must_be_function_objects(env):
+    connected = env.from_sequence(1, 10).connect(env.from_sequence(1, 10))
+    with pytest.raises(TypeError, match="map: expected a CoMapFunction"):
+        connected.map(lambda x: x)
+    assert connected.map(type("M", (CoMapFunction,), {})()) is not None
+
+
+def test_operator_settings_on_a_partitioning_are_rejected(env):
+    with pytest.raises(TypeError, match="set_parallelism: applies to an operator"):
+        env.from_sequence(1, 10).shuffle().set_parallelism(3)
+
+
+def test_keyed_stream_partitioning_cannot_be_overridden(env):
+    with pytest.raises(UnsupportedOperationException, match="Cannot override partitioning for KeyedStream."):
+        env.from_sequence(1, 10).key_by(lambda x: x).rebalance()
+
+
+def test_streams_of_different_environments_do_not_mix(env):
+    other = StreamExecutionEnvironment.get_execution_environment()
+    with pytest.raises(ValueError, match="union: the streams belong to different environments"):
+        env.from_sequence(1, 10).union(other.from_sequence(1, 10))
+
+
+def test_side_output_needs_a_tag(env):
+    with pytest.raises(TypeError, match="get_side_output: expected an OutputTag"):
+        env.from_sequence(1, 10).process(lambda v, ctx: [v]).get_side_output("late")
+    with pytest.raises(ValueError):
+        OutputTag("")
+
+
+def test_environment_settings_are_validated(env):
+    with pytest.raises(TypeError, match="runtime mode"):
+        env.set_runtime_mode("BATCH")
+    with pytest.raises(ValueError, match="buffer timeout"):
+        env.set_buffer_timeout(-5)
+    with pytest.raises(ValueError, match="checkpoint interval"):
+        env.enable_checkpointing(0)
+
+
+def test_empty_program_has_no_graph(env):
+    with pytest.raises(RuntimeError, match="No operators defined"):
+        env.get_stream_graph()
+
+
+def test_each_environment_is_fresh():
+    first = StreamExecutionEnvironment.get_execution_environment()
+    first.from_sequence(1, 2).print()
+    second = StreamExecutionEnvironment.get_execution_environment()
+    assert second is not first and second.transformations == []
+    assert second.from_sequence(1, 2).transformation.id == 1
