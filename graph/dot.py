@@ -25,8 +25,8 @@ def to_dot(graph: StreamGraph | JobGraph | ExecutionGraph) -> str:
 def _stream_graph_dot(graph: StreamGraph) -> str:
     lines = ["digraph StreamGraph {", "  rankdir=LR;", "  node [shape=box];"]
     for node in graph.nodes.values():
-        label = f"{node.operator_name}\\nid {node.id}, p={node.parallelism}\\nssg {node.slot_sharing_group}"
-        lines.append(f'  n{abs(node.id)}{"m" if node.id < 0 else ""} [label="{_quote(label)[1:-1]}"];')
+        label = f"{node.operator_name}\nid {node.id}, p={node.parallelism}\nssg {node.slot_sharing_group}"
+        lines.append(f"  {_node_ref(node.id)} [label={_quote(label)}];")
     for edge in graph.edges:
         label = edge.partitioner.name + (f" [{edge.output_tag.tag_id}]" if edge.output_tag else "")
         if edge.type_number:
@@ -36,7 +36,8 @@ def _stream_graph_dot(graph: StreamGraph) -> str:
 
 
 def _node_ref(node_id: int) -> str:
-    return f"n{abs(node_id)}{'m' if node_id < 0 else ''}"
+    """DOT name of a StreamNode; iteration nodes have negative ids."""
+    return f"n{node_id}" if node_id >= 0 else f"n_{-node_id}"
 
 
 def _job_graph_dot(graph: JobGraph) -> str:
