@@ -170,7 +170,10 @@ class StreamExecutionEnvironment:
         """Non-parallel source (p=1) of the elements, named ``Source: Collection Source``."""
         if isinstance(collection, (str, bytes)) or not hasattr(collection, "__iter__"):
             raise TypeError(f"from_collection: expected a collection, got {collection!r}")
-        stream = self._add_source("Collection Source", CollectionSource(tuple(collection)))
+        elements = tuple(collection)
+        if not elements:
+            raise ValueError("from_collection: the collection must not be empty")
+        stream = self._add_source("Collection Source", CollectionSource(elements))
         return stream.set_parallelism(1)
 
     def from_generator(self, rate: float = 0, record_size: int = MIN_RECORD_SIZE,

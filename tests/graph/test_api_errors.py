@@ -103,6 +103,15 @@ def test_environment_settings_are_validated(env):
         env.enable_checkpointing(0)
 
 
+def test_sources_are_validated(env):
+    with pytest.raises(ValueError, match="from_collection: the collection must not be empty"):
+        env.from_collection([])
+    with pytest.raises(TypeError, match="from_collection: expected a collection"):
+        env.from_collection("abc")
+    with pytest.raises(ValueError, match="from_sequence: start 5 is after end 1"):
+        env.from_sequence(5, 1)
+
+
 def test_empty_program_has_no_graph(env):
     with pytest.raises(RuntimeError, match="No operators defined"):
         env.get_stream_graph()
