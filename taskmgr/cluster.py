@@ -1,0 +1,110 @@
+"""In-process deployment: a JobManager and N TaskManagers in one trio run.
+
+`sim` mode: virtual time and one simulated network (`SimNetwork`) shared by everyone,
+addresses are names ("jobmanager", "tm-0", ...). `realtime` mode: the real clock and TCP
+on loopback, addresses "127.0.0.1:port". TaskManagers find everything through the
+JobManager's address, as they would in separate processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from graph import ExecutionGraph, StreamExecutionEnvironment
+from shuffle.config import NetworkConfig
+from shuffle.netty.connection_manager import Transport
+from shuffle.trace import NULL_TRACER, Tracer
+from taskmgr import clock
+from taskmgr.jobmanager import JobConfig, JobManager, JobResult
+from taskmgr.taskmanager import TaskManager
+
+LOOPBACK = "127.0.0.1:0"
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    mode: str = "sim"
+    task_managers: int = 1
+    slots_per_task_manager: int = 1
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+
+    def __post_init__(self) -> None:
+        if self.mode not in clock.MODES:
+            raise ValueError(f"mode must be one of {clock.MODES}, got {self.mode!r}")
+        if self.task_managers < 1 or self.slots_per_task_manager < 1:
+            raise ValueError("a cluster needs at least one TaskManager with at least one slot")
+
+
+def create_transport(config: ClusterConfig) -> Transport:
+    if config.mode == "sim":
+        from shuffle.transport.sim_link import SimNetwork
+
+        network = config.network
+        return SimNetwork(network.link_bandwidth, network.link_latency, network.send_window)
+    from shuffle.transport.tcp import TcpTransport
+
+    return TcpTransport()
+
+
+class MiniCluster:
+    """Start it in a nursery, `execute` jobs on it, `kill_task_manager` to test failures."""
+
+    def __init__(self, config: ClusterConfig, tracer: Tracer = NULL_TRACER) -> None:
+        self.config = config
+        self.tracer = tracer
+        self.transport = create_transport(config)
+        self.jobmanager = JobManager(self.transport, "jobmanager" if config.mode == "sim" else LOOPBACK)
+        self.task_managers: dict[str, TaskManager] = {}
+        self._scopes: dict[str, trio.CancelScope] = {}
+
+    async def start(self, nursery: trio.Nursery) -> None:
+        address = await nursery.start(self.jobmanager.run)
+        for i in range(self.config.task_managers):
+            name = f"tm-{i}"
+            shuffle_address = name if self.config.mode == "sim" else LOOPBACK
+            tm = TaskManager(name, address, self.transport, self.config.network,
+                             self.config.slots_per_task_manager, self.tracer, shuffle_address)
+            self.task_managers[name] = tm
+            await nursery.start(self._run_task_manager, tm)
+
+    async def _run_task_manager(self, tm: TaskManager, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        with trio.CancelScope() as scope:
+            self._scopes[tm.name] = scope
+            await tm.run(task_status=task_status)
+
+    def kill_task_manager(self, name: str) -> None:
+        """The TaskManager dies at once: its connections close, its tasks vanish."""
+        self._scopes[name].cancel()
+
+    async def execute(self, graph: ExecutionGraph, job: JobConfig) -> JobResult:
+        return await self.jobmanager.submit_job(graph, job)
+
+
+def _execution_graph(program: StreamExecutionEnvironment | ExecutionGraph) -> ExecutionGraph:
+    if isinstance(program, ExecutionGraph):
+        return program
+    return program.get_execution_graph()
+
+
+async def run_job(program: StreamExecutionEnvironment | ExecutionGraph, cluster: ClusterConfig, job: JobConfig,
+                  tracer: Tracer = NULL_TRACER) -> JobResult:
+    """Start a cluster, run one job on it, shut it down (inside a trio run)."""
+    graph = _execution_graph(program)
+    async with trio.open_nursery() as nursery:
+        mini = MiniCluster(cluster, tracer)
+        await mini.start(nursery)
+        result = await mini.execute(graph, job)
+        nursery.cancel_scope.cancel()
+    return result
+
+
+def execute(program: StreamExecutionEnvironment | ExecutionGraph, *, duration: float, mode: str = "sim",
+            task_managers: int = 1, slots_per_task_manager: int = 1, network: NetworkConfig | None = None,
+            seed: int = 0, sample_period: float = 1.0, tracer: Tracer = NULL_TRACER) -> JobResult:
+    """Run `program` on a fresh in-process cluster (its own trio run) and return the result."""
+    cluster = ClusterConfig(mode, task_managers, slots_per_task_manager, network or NetworkConfig())
+    job = JobConfig(duration, seed, sample_period, task_managers)
+    return clock.run(run_job, program, cluster, job, tracer, mode=mode, seed=seed)

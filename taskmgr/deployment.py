@@ -1,0 +1,103 @@
+"""Deployment descriptors: what the JobManager tells a TaskManager about one subtask.
+
+Flink's `TaskDeploymentDescriptor`: which partitions the task produces, and for every
+input gate where each channel's producer runs (its TaskManager's shuffle address: the
+TaskManager makes the channel local when that is its own address, remote otherwise).
+Descriptors are plain data so they travel as messages (`to_message` / `from_message`);
+the job itself (operators, user code) travels by reference (`job_ref`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from graph import ExecutionGraph, ExecutionVertex
+
+
+@dataclass(frozen=True)
+class ResultPartitionDeploymentDescriptor:
+    partition_id: str
+    #: Index of the data set among the producing vertex's `produced_data_sets`.
+    data_set_index: int
+    num_subpartitions: int
+    partition_type: str
+
+
+@dataclass(frozen=True)
+class InputChannelDeploymentDescriptor:
+    partition_id: str
+    subpartition_index: int
+    producer_address: Any
+
+
+@dataclass(frozen=True)
+class InputGateDeploymentDescriptor:
+    gate_index: int
+    channels: tuple[InputChannelDeploymentDescriptor, ...]
+
+
+@dataclass(frozen=True)
+class JobInformation:
+    """Job-wide settings every task needs."""
+
+    job_id: str
+    job_ref: str
+    seed: int
+    #: Seconds since the job started when the JobManager deployed (aligns task clocks).
+    start_offset: float
+    duration: float
+    sample_period: float
+
+
+@dataclass(frozen=True)
+class TaskDeploymentDescriptor:
+    execution_id: str
+    job: JobInformation
+    vertex_id: str
+    subtask_index: int
+    produced_partitions: tuple[ResultPartitionDeploymentDescriptor, ...]
+    input_gates: tuple[InputGateDeploymentDescriptor, ...]
+
+    def to_message(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_message(cls, data: dict[str, Any]) -> TaskDeploymentDescriptor:
+        gates = tuple(
+            InputGateDeploymentDescriptor(g["gate_index"], tuple(InputChannelDeploymentDescriptor(**c)
+                                                                 for c in g["channels"]))
+            for g in data["input_gates"]
+        )
+        partitions = tuple(ResultPartitionDeploymentDescriptor(**p) for p in data["produced_partitions"])
+        return cls(data["execution_id"], JobInformation(**data["job"]), data["vertex_id"],
+                   data["subtask_index"], partitions, gates)
+
+
+def execution_id(vertex: ExecutionVertex) -> str:
+    """The id of a subtask's (single) execution attempt."""
+    return f"{vertex.job_vertex.id}#{vertex.subtask_index}"
+
+
+def create_descriptor(vertex: ExecutionVertex, job: JobInformation,
+                      shuffle_address_of: dict[str, Any]) -> TaskDeploymentDescriptor:
+    """The descriptor of `vertex`; `shuffle_address_of[execution id]` is where each subtask runs."""
+    producing = vertex.job_vertex.produced_data_sets
+    partitions = tuple(
+        ResultPartitionDeploymentDescriptor(p.partition_id, producing.index(p.data_set), p.num_subpartitions,
+                                            p.result_partition_type)
+        for p in vertex.produced_partitions
+    )
+    gates = tuple(
+        InputGateDeploymentDescriptor(gate_index, tuple(
+            InputChannelDeploymentDescriptor(partition.partition_id, subpartition,
+                                             shuffle_address_of[execution_id(partition.producer)])
+            for partition, subpartition in channels))
+        for gate_index, channels in enumerate(vertex.input_gates)
+    )
+    return TaskDeploymentDescriptor(execution_id(vertex), job, vertex.job_vertex.id, vertex.subtask_index,
+                                    partitions, gates)
+
+
+def find_execution_vertex(graph: ExecutionGraph, vertex_id: str, subtask_index: int) -> ExecutionVertex:
+    return graph.task_vertices[vertex_id][subtask_index]

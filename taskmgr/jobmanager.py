@@ -1,0 +1,324 @@
+"""JobManager: TaskManager registration, scheduling, deployment, job status, job end.
+
+TaskManagers connect and register (slots, shuffle address). `submit_job` waits for the
+TaskManagers it needs, allocates slots (taskmgr.scheduler), deploys every subtask with
+a descriptor saying where each input's producer runs, and follows the task states:
+
+- every task FINISHED: the job is FINISHED (bounded sources ran out);
+- a task FAILED or a TaskManager is lost: the job FAILS with that root cause and the other
+  tasks are cancelled;
+- the run's duration is over: sources are stopped and the pipeline drains (modelled costs
+  off), then the job is FINISHED; a job that does not drain in time is cancelled.
+
+At the end every TaskManager releases the job and reports (metrics, collected records,
+verification, buffer pool state); the JobManager merges the reports into a `JobResult`.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import trio
+
+from graph import ExecutionGraph
+from shuffle.netty.connection_manager import Transport
+from taskmgr.deployment import JobInformation, create_descriptor, execution_id
+from taskmgr.metrics.table import MetricTable
+from taskmgr.operators.sinks import Verification
+from taskmgr.rpc import REGISTRY, RpcConnection, RpcError
+from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
+from taskmgr.task import ExecutionState
+
+#: Operator kinds that emit exactly one record per input record.
+_ONE_TO_ONE = frozenset({"source", "map", "keyed_reduce", "sink"})
+
+
+class JobStatus(str, enum.Enum):
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    CANCELED = "CANCELED"
+
+
+class JobExecutionError(RuntimeError):
+    """The job failed; the root cause is `__cause__`."""
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """How to run a job: its duration (seconds of the run's clock) and the run's settings."""
+
+    duration: float
+    seed: int = 0
+    sample_period: float = 1.0
+    task_managers: int = 1
+    registration_timeout: float = 10.0
+    drain_timeout: float = 30.0
+    cancel_timeout: float = 10.0
+
+
+@dataclass
+class JobResult:
+    job_id: str
+    status: JobStatus
+    duration: float
+    error: BaseException | None = None
+    collected: dict[str, list[Any]] = field(default_factory=dict)
+    verifications: dict[str, dict[str, Any]] = field(default_factory=dict)
+    records_emitted: int = 0
+    records_received: int = 0
+    metrics: pa.Table = field(default_factory=lambda: MetricTable().to_arrow())
+    invariants: dict[str, Any] = field(default_factory=dict)
+    #: Vertex name -> the TaskManager of each subtask.
+    placement: dict[str, list[str]] = field(default_factory=dict)
+
+    def raise_for_status(self) -> JobResult:
+        """Raise JobExecutionError (root cause chained) unless the job finished."""
+        if self.status is not JobStatus.FINISHED:
+            raise JobExecutionError(f"Job {self.job_id} {self.status.value.lower()}: {self.error}") from self.error
+        return self
+
+    def invariant_violations(self) -> list[str]:
+        """The end-of-run invariants that do not hold (empty when all hold)."""
+        broken = []
+        if self.invariants.get("records_match") is False:
+            broken.append(f"sources emitted {self.records_emitted} records, sinks received {self.records_received}")
+        if self.invariants.get("buffers_leaked"):
+            broken.append(f"{self.invariants['buffers_leaked']} network buffers not back in their pools")
+        if self.invariants.get("credit_violations"):
+            broken.append(f"{self.invariants['credit_violations']} credit violations")
+        broken += [f"verifying sink {name!r}: {report}" for name, report in self.verifications.items()
+                   if not report["ok"]]
+        return broken
+
+
+def is_lossless(graph: ExecutionGraph) -> bool:
+    """Whether every source record reaches exactly one sink (so emitted == received)."""
+    nodes = [node for vertex in graph.job_graph.vertices for node in vertex.operators]
+    edges = [edge for node in nodes for edge in node.out_edges]
+    return (all(node.kind in _ONE_TO_ONE for node in nodes)
+            and sum(node.kind == "sink" for node in nodes) == 1
+            and all(edge.partitioner.name != "BROADCAST" and edge.output_tag is None for edge in edges))
+
+
+@dataclass
+class _TaskManagerRecord:
+    name: str
+    shuffle_address: Any
+    num_slots: int
+    connection: RpcConnection
+
+
+class _JobExecution:
+    """The JobManager's view of a running job: task states, failure, reports."""
+
+    def __init__(self, job_id: str, placement: dict[str, str]) -> None:
+        self.job_id = job_id
+        self.placement = placement  # execution id -> TaskManager
+        self.states = dict.fromkeys(placement, ExecutionState.DEPLOYING)
+        self.failure: BaseException | None = None
+        self.reports: dict[str, dict[str, Any]] = {}
+        self._changed = trio.Event()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_for(self, predicate: Callable[[], bool]) -> None:
+        while not predicate():
+            await self._changed.wait()
+
+    @property
+    def all_terminal(self) -> bool:
+        return all(state.is_terminal for state in self.states.values())
+
+    @property
+    def all_finished(self) -> bool:
+        return all(state is ExecutionState.FINISHED for state in self.states.values())
+
+    def fail(self, cause: BaseException) -> None:
+        if self.failure is None:
+            self.failure = cause
+        self._notify()
+
+    def on_task_state(self, message: dict[str, Any]) -> None:
+        state = ExecutionState(message["state"])
+        self.states[message["execution_id"]] = state
+        if state is ExecutionState.FAILED:
+            cause = REGISTRY.pop(message["error_ref"]) if "error_ref" in message else RuntimeError(message["error"])
+            self.fail(cause)
+        self._notify()
+
+    def on_report(self, task_manager: str, report: dict[str, Any]) -> None:
+        self.reports[task_manager] = report
+        self._notify()
+
+    def on_task_manager_lost(self, name: str) -> None:
+        if name in self.placement.values() and name not in self.reports:
+            self.fail(RuntimeError(f"TaskManager {name} is lost (its connection to the JobManager closed)"))
+
+
+class JobManager:
+    def __init__(self, transport: Transport, address: Hashable = "jobmanager") -> None:
+        self.transport = transport
+        self.address = address
+        self.task_managers: dict[str, _TaskManagerRecord] = {}
+        self._registered = trio.Event()
+        self._jobs: dict[str, _JobExecution] = {}
+        self._job_ids = itertools.count()
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Accept TaskManagers until cancelled; reports the bound address via task_status."""
+        async with trio.open_nursery() as nursery:
+            self.address = await nursery.start(self.transport.serve, self.address, self._serve_task_manager)
+            task_status.started(self.address)
+
+    async def _serve_task_manager(self, stream: trio.abc.Stream) -> None:
+        connection = RpcConnection(stream)
+        message = await connection.receive()
+        if message is None:
+            return
+        if message["type"] != "register_task_manager":
+            raise RpcError(f"a TaskManager must register first, got {message['type']!r}")
+        record = _TaskManagerRecord(message["task_manager"], message["shuffle_address"], message["num_slots"],
+                                    connection)
+        self.task_managers[record.name] = record
+        self._registered.set()
+        self._registered = trio.Event()
+        try:
+            while True:
+                message = await connection.receive()
+                if message is None:
+                    break
+                job = self._jobs.get(message.get("job_id"))
+                if job is None:
+                    continue
+                if message["type"] == "task_state":
+                    job.on_task_state(message)
+                elif message["type"] == "job_report":
+                    job.on_report(record.name, REGISTRY.pop(message["report_ref"]))
+        finally:
+            self.task_managers.pop(record.name, None)
+            for job in self._jobs.values():
+                job.on_task_manager_lost(record.name)
+
+    async def _wait_for_task_managers(self, n: int, timeout: float) -> None:
+        with trio.move_on_after(timeout):
+            while len(self.task_managers) < n:
+                await self._registered.wait()
+            return
+        raise NoResourceAvailableError(
+            f"only {len(self.task_managers)} of {n} TaskManagers registered within {timeout} s")
+
+    async def submit_job(self, graph: ExecutionGraph, config: JobConfig) -> JobResult:
+        """Run the job to its end and return its result (never raises for a failed job)."""
+        job_id = f"job-{next(self._job_ids)}"
+        start = trio.current_time()
+        try:
+            await self._wait_for_task_managers(config.task_managers, config.registration_timeout)
+            offers = [SlotOffer(tm.name, tm.num_slots) for tm in self.task_managers.values()]
+            slots = allocate_slots(graph, offers)
+        except NoResourceAvailableError as exc:
+            return JobResult(job_id, JobStatus.FAILED, 0.0, error=exc)
+        placement = {eid: slot.task_manager for eid, slot in slots.items()}
+        job = _JobExecution(job_id, placement)
+        self._jobs[job_id] = job
+        try:
+            duration = await self._execute(job, graph, config, start)
+            return await self._finish(job, graph, config, duration)
+        finally:
+            del self._jobs[job_id]
+
+    async def _send(self, task_manager: str, kind: str, **fields: Any) -> None:
+        record = self.task_managers.get(task_manager)
+        if record is None:
+            return
+        try:
+            await record.connection.send(kind, **fields)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # lost TaskManagers fail the job through their connection loop
+
+    async def _execute(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig, start: float) -> float:
+        """Deploy, run until the end of the job; returns the run's measured duration."""
+        job_ref = REGISTRY.put(graph)
+        try:
+            addresses = {eid: self.task_managers[tm].shuffle_address for eid, tm in job.placement.items()}
+            for vertex in graph.all_execution_vertices:
+                info = JobInformation(job.job_id, job_ref, config.seed, trio.current_time() - start,
+                                      config.duration, config.sample_period)
+                descriptor = create_descriptor(vertex, info, addresses)
+                await self._send(job.placement[execution_id(vertex)], "deploy_task",
+                                 descriptor=descriptor.to_message())
+            with trio.move_on_at(start + config.duration):
+                await job.wait_for(lambda: job.all_terminal or job.failure is not None)
+            duration = min(config.duration, trio.current_time() - start)
+            if not job.all_terminal and job.failure is None:
+                for task_manager in set(job.placement.values()):
+                    await self._send(task_manager, "stop_sources", job_id=job.job_id)
+                with trio.move_on_after(config.drain_timeout):
+                    await job.wait_for(lambda: job.all_terminal or job.failure is not None)
+                if not job.all_terminal and job.failure is None:
+                    job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s"))
+            if not job.all_terminal:
+                for eid, state in job.states.items():
+                    if not state.is_terminal:
+                        await self._send(job.placement[eid], "cancel_task", execution_id=eid)
+                with trio.move_on_after(config.cancel_timeout):
+                    await job.wait_for(lambda: job.all_terminal)
+            return duration
+        finally:
+            REGISTRY.pop(job_ref)
+
+    async def _finish(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
+                      duration: float) -> JobResult:
+        """Release the job everywhere, merge the TaskManagers' reports."""
+        hosts = [tm for tm in dict.fromkeys(job.placement.values()) if tm in self.task_managers]
+        for task_manager in hosts:
+            await self._send(task_manager, "release_job", job_id=job.job_id)
+        with trio.move_on_after(config.cancel_timeout):
+            await job.wait_for(lambda: all(tm in job.reports or tm not in self.task_managers for tm in hosts))
+        if job.failure is not None:
+            status = JobStatus.FAILED
+        elif job.all_finished:
+            status = JobStatus.FINISHED
+        else:
+            status = JobStatus.CANCELED
+        return _merge_reports(job, graph, status, duration)
+
+
+def _merge_reports(job: _JobExecution, graph: ExecutionGraph, status: JobStatus, duration: float) -> JobResult:
+    reports = list(job.reports.values())
+    collected: dict[str, list[Any]] = {}
+    verifications: dict[str, Verification] = {}
+    emitted_per_origin: dict[int, int] = {}
+    for report in reports:
+        for name, values in report.get("collected", {}).items():
+            collected.setdefault(name, []).extend(values)
+        for name, verification in report.get("verifications", {}).items():
+            verifications.setdefault(name, Verification()).merge(verification)
+        for origin, n in report.get("emitted_per_origin", {}).items():
+            emitted_per_origin[origin] = emitted_per_origin.get(origin, 0) + n
+    tables = [report["metrics"] for report in reports if "metrics" in report]
+    emitted = sum(report.get("records_emitted", 0) for report in reports)
+    received = sum(report.get("records_received", 0) for report in reports)
+    lossless = status is JobStatus.FINISHED and is_lossless(graph)
+    placement = {vertex.name: [job.placement[execution_id(ev)] for ev in graph.task_vertices[vertex.id]]
+                 for vertex in graph.job_graph.vertices}
+    return JobResult(
+        job.job_id, status, duration, error=job.failure, collected=collected,
+        verifications={name: v.report(emitted_per_origin) for name, v in verifications.items()},
+        records_emitted=emitted, records_received=received,
+        metrics=pa.concat_tables(tables) if tables else MetricTable().to_arrow(),
+        invariants={
+            "records_match": (emitted == received) if lossless else None,
+            "buffers_leaked": sum(r["total_segments"] - r["available_segments"] for r in reports),
+            "credit_violations": sum(r.get("credit_violations", 0) for r in reports),
+            "task_managers_reported": len(reports),
+        },
+        placement=placement,
+    )

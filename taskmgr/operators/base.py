@@ -1,0 +1,145 @@
+"""What every operator of a chain shares: its context, its output, modelled cost.
+
+Chained operators call each other directly (`await output.emit(records)` runs the next
+operator's `process`); records leaving the task go through a `RecordWriterOutput`.
+Records carry no output tag; an emission names its tag (None: the main output) and
+reaches the edges with that tag.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import trio
+
+from graph import Cost, OutputTag, StreamNode
+from shuffle.consumer.input_channel import InputChannelInfo
+from shuffle.serialization.records import FixedWidthFormat, FixedWidthRecords
+from shuffle.writer.record_writer import RecordWriter
+from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
+from taskmgr.operators.records import Records, as_generic
+
+if TYPE_CHECKING:
+    from taskmgr.taskmanager import TaskServices
+
+
+@dataclass
+class RunControl:
+    """The job's clock origin in this process and the drain switch, shared by a job's tasks.
+
+    `t0` is when the job started (trio time): `Cost.at` and timestamps use time since then.
+    After the run's duration the JobManager drains the job: sources stop and modelled
+    costs are switched off so that the records in flight reach the sinks quickly.
+    """
+
+    t0: float
+    costs_enabled: bool = True
+
+    def job_time(self) -> float:
+        return trio.current_time() - self.t0
+
+
+@dataclass
+class OperatorContext:
+    """What an operator knows about the subtask it runs in."""
+
+    task_name: str
+    vertex_name: str
+    subtask_index: int
+    parallelism: int
+    #: Identifies this subtask among the job's sources (generator sequence numbers carry it).
+    origin: int
+    seed: int
+    run: RunControl
+    io: TaskIOMetricGroup
+    services: TaskServices
+    #: Channel of the buffer being processed (the input processor sets it).
+    current_channel: InputChannelInfo | None = None
+    records_emitted: int = 0
+    records_received: int = 0
+
+    def rng(self, purpose: str) -> np.random.Generator:
+        """A generator for one purpose of this subtask, a function of the run's seed."""
+        entropy = [self.seed & 0xFFFF_FFFF_FFFF_FFFF, zlib.crc32(self.vertex_name.encode()),
+                   zlib.crc32(purpose.encode()), self.subtask_index]
+        return np.random.default_rng(np.random.SeedSequence(entropy))
+
+    def timestamp_ms(self) -> int:
+        return int(self.run.job_time() * 1000)
+
+    async def charge(self, cost: Cost | None, n: int) -> None:
+        """Spend the modelled processing time of `n` records (sleep n * cost now)."""
+        if cost is None or n == 0 or not self.run.costs_enabled:
+            return
+        per_record = cost.at(self.run.job_time())
+        if per_record > 0:
+            await trio.sleep(n * per_record)
+
+
+class RecordWriterOutput:
+    """Writes records to one result partition, in the edge's format."""
+
+    def __init__(self, writer: RecordWriter, io: TaskIOMetricGroup) -> None:
+        self.writer = writer
+        self.io = io
+        self.fixed_width = isinstance(writer.serializer.format, FixedWidthFormat)
+
+    async def write(self, records: Records) -> None:
+        n = len(records)
+        if n == 0:
+            return
+        if self.fixed_width:
+            if not isinstance(records, FixedWidthRecords):
+                raise TypeError(f"generic records sent to a fixed-width edge of {self.writer.partition.owner_name}")
+            await self.writer.emit_batch(records)
+        else:
+            emit = self.writer.emit
+            for value, timestamp in as_generic(records):
+                await emit(value, timestamp)
+        self.io.num_records_out += n
+
+
+class Output:
+    """An operator's outputs: chained operators and record writers, each for one tag."""
+
+    def __init__(self) -> None:
+        self.chained: list[tuple[OutputTag | None, StreamOperator]] = []
+        self.writers: list[tuple[OutputTag | None, RecordWriterOutput]] = []
+
+    async def emit(self, records: Records, tag: OutputTag | None = None) -> None:
+        if not len(records):
+            return
+        for edge_tag, operator in self.chained:
+            if edge_tag == tag:
+                await operator.process(records, 0)
+        for edge_tag, writer in self.writers:
+            if edge_tag == tag:
+                await writer.write(records)
+
+
+class StreamOperator:
+    """Base of all operators: `process` a run of records from input `input_index`
+    (0 for one-input operators, 1 or 2 for the inputs of a two-input operator)."""
+
+    def __init__(self, node: StreamNode, ctx: OperatorContext, output: Output) -> None:
+        self.node = node
+        self.ctx = ctx
+        self.output = output
+
+    async def process(self, records: Records, input_index: int) -> None:
+        raise NotImplementedError
+
+    def cost_per_record(self) -> float:
+        """The modelled cost of one record now (0 without a cost or while draining)."""
+        cost = self.node.cost
+        if cost is None or not self.ctx.run.costs_enabled:
+            return 0.0
+        return cost.at(self.ctx.run.job_time())
+
+
+def user_method(function: Any, method: str) -> Any:
+    """The callable of a user function: the interface method, or the plain callable."""
+    return getattr(function, method) if hasattr(function, method) else function

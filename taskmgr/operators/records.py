@@ -1,0 +1,39 @@
+"""How records travel between operators of a task.
+
+Fixed-width synthetic records stay `FixedWidthRecords` batches (vectorized on the hot
+path); generic records are lists of `(value, timestamp)`. A user function never sees a
+batch: each fixed-width row is handed over as a `SyntheticRecord(key, seq, timestamp)`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple, Union
+
+from shuffle.serialization.records import FixedWidthRecords
+
+GenericRecords = list[tuple[Any, int]]
+Records = Union[FixedWidthRecords, GenericRecords]
+
+
+class SyntheticRecord(NamedTuple):
+    """One fixed-width row as user functions see it."""
+
+    key: int
+    seq: int
+    timestamp: int
+
+
+def as_generic(records: Records) -> GenericRecords:
+    """`records` as `(value, timestamp)` pairs (fixed-width rows become SyntheticRecords)."""
+    if isinstance(records, FixedWidthRecords):
+        keys, seqs, stamps = records.keys.tolist(), records.seqs.tolist(), records.timestamps.tolist()
+        return [(SyntheticRecord(k, s, t), t) for k, s, t in zip(keys, seqs, stamps)]
+    return records
+
+
+def split(records: Records, n: int) -> tuple[Records, Records]:
+    """The first `n` records and the rest."""
+    if isinstance(records, FixedWidthRecords):
+        return (FixedWidthRecords(records.rows[:n], records.format),
+                FixedWidthRecords(records.rows[n:], records.format))
+    return records[:n], records[n:]

@@ -1,0 +1,125 @@
+"""Sink operators, the verifying sink, and the iteration tail.
+
+What a sink does depends on the sink object of the program: `DiscardingSink` counts,
+`CollectSink(name)` gathers values for the job result, `PrintSink` prints, a
+`VerifyingSink(name)` checks generator records (per channel and source subtask the
+sequence numbers increase; at the end of the job, no record lost or duplicated), any
+other `SinkFunction` or callable is invoked per value.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from graph import CollectSink, DiscardingSink, PrintSink, SinkFunction, StreamNode
+from shuffle.serialization.records import FixedWidthRecords
+from taskmgr.operators.base import OperatorContext, Output, StreamOperator, user_method
+from taskmgr.operators.records import Records, as_generic
+from taskmgr.operators.sources import ORIGIN_SHIFT
+
+
+class VerifyingSink(SinkFunction):
+    """Checks the generator's sequence numbers: order per channel, no loss, no duplicates."""
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"VerifyingSink name must be a non-empty string, got {name!r}")
+        self.name = name
+
+    def invoke(self, value: Any) -> None:
+        raise RuntimeError("VerifyingSink records are checked by the runtime")
+
+    def __repr__(self) -> str:
+        return f"VerifyingSink({self.name!r})"
+
+
+@dataclass
+class Verification:
+    """What the verifying sinks of one name saw: sequence numbers per source subtask
+    (origin) and how often the order per (channel, origin) broke."""
+
+    seqs: dict[int, list[np.ndarray]] = field(default_factory=lambda: defaultdict(list))
+    out_of_order: int = 0
+
+    def merge(self, other: Verification) -> None:
+        for origin, arrays in other.seqs.items():
+            self.seqs[origin].extend(arrays)
+        self.out_of_order += other.out_of_order
+
+    def report(self, emitted_per_origin: dict[int, int]) -> dict[str, Any]:
+        """Counts of received, out-of-order, duplicated and missing records."""
+        received = duplicates = missing = 0
+        for origin in set(self.seqs) | set(emitted_per_origin):
+            arrays = self.seqs.get(origin, [])
+            seqs = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
+            distinct = np.unique(seqs)
+            received += len(seqs)
+            duplicates += len(seqs) - len(distinct)
+            expected = emitted_per_origin.get(origin, 0)
+            base = origin << ORIGIN_SHIFT
+            valid = int(np.count_nonzero((distinct >= base) & (distinct < base + expected)))
+            missing += expected - valid
+        ok = duplicates == 0 and missing == 0 and self.out_of_order == 0
+        return {"received": received, "out_of_order": self.out_of_order, "duplicates": duplicates,
+                "missing": missing, "ok": ok}
+
+
+class SinkOperator(StreamOperator):
+    def __init__(self, node: StreamNode, ctx: OperatorContext, output: Output) -> None:
+        super().__init__(node, ctx, output)
+        sink = node.sink
+        self.sink = sink
+        self.invoke = None
+        if isinstance(sink, CollectSink):
+            self.collected = ctx.services.collected[sink.name]
+        elif isinstance(sink, VerifyingSink):
+            self.verification = ctx.services.verifications[sink.name]
+            self.last_seq: dict[tuple[Any, int], int] = {}
+        elif not isinstance(sink, DiscardingSink):
+            self.invoke = print if isinstance(sink, PrintSink) else user_method(sink, "invoke")
+
+    async def process(self, records: Records, input_index: int) -> None:
+        await self.ctx.charge(self.node.cost, len(records))
+        self.ctx.records_received += len(records)
+        sink = self.sink
+        if isinstance(sink, DiscardingSink):
+            return
+        if isinstance(sink, CollectSink):
+            self.collected.extend(value for value, _ in as_generic(records))
+        elif isinstance(sink, VerifyingSink):
+            self._verify(records)
+        else:
+            for value, _ in as_generic(records):
+                self.invoke(value)
+
+    def _verify(self, records: Records) -> None:
+        if isinstance(records, FixedWidthRecords):
+            seqs = records.seqs
+        else:
+            seqs = np.fromiter((value[1] for value, _ in records), dtype=np.int64, count=len(records))
+        origins = seqs >> ORIGIN_SHIFT
+        channel = self.ctx.current_channel
+        for origin in np.unique(origins).tolist():
+            own = seqs[origins == origin]
+            last = self.last_seq.get((channel, origin), -1)
+            self.verification.out_of_order += int(own[0] <= last) + int(np.count_nonzero(np.diff(own) <= 0))
+            self.last_seq[channel, origin] = int(own[-1])
+            self.verification.seqs[origin].append(own)
+
+
+class IterationTailOperator(StreamOperator):
+    """Feeds records back to the iteration head of the same slot (dropped once it ended)."""
+
+    def __init__(self, node: StreamNode, ctx: OperatorContext, output: Output) -> None:
+        super().__init__(node, ctx, output)
+        broker = node.sink
+        self.channel = ctx.services.iteration_channel(broker.broker_id, ctx.subtask_index)
+
+    async def process(self, records: Records, input_index: int) -> None:
+        await self.ctx.charge(self.node.cost, len(records))
+        for record in as_generic(records):
+            self.channel.feed(record)

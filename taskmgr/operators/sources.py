@@ -1,0 +1,162 @@
+"""Source operators: the input of a source task (they drive the mailbox like an input processor).
+
+`process_input` emits the next batch (at most about one network buffer of records, so
+the mailbox checks output availability at least once per buffer) or says that nothing
+is due; `wait_available` waits until something is (that wait is idle time, as for a
+FLIP-27 source waiting on its rate limiter). `stop()` ends the source at the next call.
+
+A source without a modelled cost spends `DEFAULT_SOURCE_COST` per record, so that a
+pipeline of free operators still advances virtual time.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import trio
+
+from graph import CollectionSource, GeneratorSource, SequenceSource, StreamNode
+from shuffle.serialization.records import FixedWidthFormat
+from taskmgr.input_processor import InputStatus
+from taskmgr.operators.base import OperatorContext, Output, StreamOperator
+from taskmgr.operators.records import Records
+from taskmgr.workloads import GeneratorState, RateSchedule
+
+#: Modelled cost of producing one record when the program gives none (10 M records/s).
+DEFAULT_SOURCE_COST = 1e-7
+#: Sequence numbers of generator subtask i start at i << ORIGIN_SHIFT, so a sink can tell
+#: which source subtask a record comes from.
+ORIGIN_SHIFT = 40
+#: Records per emission of sources of generic records.
+GENERIC_BATCH = 512
+
+
+class SourceOperator(StreamOperator):
+    """Base of sources: `next_records(n)` hands out up to n records, None at the end."""
+
+    def __init__(self, node: StreamNode, ctx: OperatorContext, output: Output, batch_size: int) -> None:
+        super().__init__(node, ctx, output)
+        self.batch_size = max(1, batch_size)
+        self.stopped = False
+        self.finished = False
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def due(self) -> int:
+        """How many records may go out now (rate limits override this)."""
+        return self.batch_size
+
+    def next_records(self, n: int) -> Records | None:
+        raise NotImplementedError
+
+    async def process_input(self) -> InputStatus:
+        if self.stopped or self.finished:
+            return InputStatus.END_OF_INPUT
+        n = min(self.due(), self.batch_size)
+        if n <= 0:
+            return InputStatus.NOTHING_AVAILABLE
+        records = self.next_records(n)
+        if records is None:
+            self.finished = True
+            return InputStatus.END_OF_INPUT
+        count = len(records)
+        self.ctx.records_emitted += count
+        if self.node.cost is None:
+            if self.ctx.run.costs_enabled:
+                await trio.sleep(count * DEFAULT_SOURCE_COST)
+        else:
+            await self.ctx.charge(self.node.cost, count)
+        await self.output.emit(records)
+        return InputStatus.MORE_AVAILABLE
+
+    async def wait_available(self) -> None:
+        await trio.sleep_forever()
+
+
+class GeneratorSourceOperator(SourceOperator):
+    """Synthetic fixed-width rows (taskmgr.workloads), rate-limited or as fast as possible."""
+
+    def __init__(self, node: StreamNode, ctx: OperatorContext, output: Output, buffer_size: int) -> None:
+        source: GeneratorSource = node.source
+        wire_size = FixedWidthFormat(source.record_size).wire_size
+        super().__init__(node, ctx, output, buffer_size // wire_size)
+        self.state = GeneratorState.for_subtask(source, ctx.seed, ctx.vertex_name, ctx.subtask_index)
+        self.state.next_seq = ctx.origin << ORIGIN_SHIFT
+        self.schedule = RateSchedule(source.rate, ctx.run.t0) if source.rate > 0 else None
+        self.emitted = 0
+
+    def due(self) -> int:
+        if self.schedule is None:
+            return self.batch_size
+        return self.schedule.records_due(trio.current_time()) - self.emitted
+
+    def next_records(self, n: int) -> Records | None:
+        if self.state.exhausted:
+            return None
+        batch = self.state.next_batch(n, self.ctx.timestamp_ms())
+        self.emitted += len(batch)
+        self.ctx.services.emitted_per_origin[self.ctx.origin] += len(batch)
+        return batch
+
+    async def wait_available(self) -> None:
+        if self.schedule is None:
+            await trio.sleep_forever()
+        await trio.sleep_until(self.schedule.time_due(self.emitted + 1))
+
+
+class ListSourceOperator(SourceOperator):
+    """`from_sequence` (this subtask's share of the range) and `from_collection` (p=1)."""
+
+    def __init__(self, node: StreamNode, ctx: OperatorContext, output: Output) -> None:
+        super().__init__(node, ctx, output, GENERIC_BATCH)
+        source = node.source
+        if isinstance(source, SequenceSource):
+            total = source.end - source.start + 1
+            first = source.start + ctx.subtask_index * total // ctx.parallelism
+            last = source.start + (ctx.subtask_index + 1) * total // ctx.parallelism
+            self.values: Any = range(first, last)
+        elif isinstance(source, CollectionSource):
+            self.values = source.elements
+        else:
+            raise TypeError(f"unsupported source {source!r} of {node.operator_name}")
+        self.position = 0
+
+    def next_records(self, n: int) -> Records | None:
+        if self.position >= len(self.values):
+            return None
+        timestamp = self.ctx.timestamp_ms()
+        chunk = self.values[self.position:self.position + n]
+        self.position += len(chunk)
+        return [(value, timestamp) for value in chunk]
+
+
+class IterationHeadOperator(SourceOperator):
+    """Emits what the iteration tail of the same slot fed back; ends after waiting
+    `wait_time` seconds for feedback (0: waits until the job stops it)."""
+
+    def __init__(self, node: StreamNode, ctx: OperatorContext, output: Output) -> None:
+        super().__init__(node, ctx, output, GENERIC_BATCH)
+        broker = node.source
+        self.wait_time = broker.wait_time if broker.wait_time > 0 else math.inf
+        self.channel = ctx.services.iteration_channel(broker.broker_id, ctx.subtask_index)
+        self.head: list[tuple[Any, int]] = []
+
+    def next_records(self, n: int) -> Records | None:
+        records, self.head = self.head, []
+        while len(records) < n:
+            try:
+                records.append(self.channel.receive.receive_nowait())
+            except trio.WouldBlock:
+                break
+        return records
+
+    def due(self) -> int:
+        return self.batch_size if self.head or self.channel.pending() else 0
+
+    async def wait_available(self) -> None:
+        with trio.move_on_after(self.wait_time):
+            self.head.append(await self.channel.receive.receive())
+            return
+        self.finished = True

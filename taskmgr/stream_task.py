@@ -1,0 +1,69 @@
+"""StreamTask: the mailbox loop of one task, and where its time goes (spec 7.1).
+
+Each turn first checks the output: if a record writer is not available the task waits
+for it (soft back-pressure), and only then takes the next input. When the input has
+nothing, the task waits for it (idle). A writer blocked on a buffer inside a record is
+hard back-pressure (timed by the partition). Everything else is busy time.
+Sources run the same loop with the source operator as input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import trio
+
+from shuffle.writer.record_writer import RecordWriter
+from taskmgr.input_processor import InputStatus, TaskInput
+from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
+
+
+class StreamTask:
+    def __init__(self, task_input: TaskInput, writers: Sequence[RecordWriter], io: TaskIOMetricGroup) -> None:
+        self.input = task_input
+        self.writers = list(writers)
+        self.io = io
+        self._idle_scope: trio.CancelScope | None = None
+
+    def _outputs_available(self) -> bool:
+        return all(writer.is_available() for writer in self.writers)
+
+    async def _wait_outputs(self) -> None:
+        for writer in self.writers:
+            await writer.wait_available()
+
+    async def invoke(self) -> None:
+        """Run until the input ends, then flush what is buffered."""
+        self.io.mark_task_start()
+        await self.run_mailbox_loop()
+        for writer in self.writers:
+            writer.flush_all()
+
+    async def run_mailbox_loop(self) -> None:
+        io, task_input = self.io, self.input
+        while True:
+            if not self._outputs_available():
+                io.soft_backpressure.mark_start()
+                try:
+                    await self._wait_outputs()
+                finally:
+                    io.soft_backpressure.mark_end()
+                continue
+            status = await task_input.process_input()
+            if status is InputStatus.MORE_AVAILABLE:
+                await trio.lowlevel.checkpoint()
+                continue
+            if status is InputStatus.END_OF_INPUT:
+                return
+            io.idle.mark_start()
+            try:
+                with trio.CancelScope() as self._idle_scope:
+                    await task_input.wait_available()
+            finally:
+                self._idle_scope = None
+                io.idle.mark_end()
+
+    def wake(self) -> None:
+        """End an idle wait now (the input's state changed, e.g. a source was stopped)."""
+        if self._idle_scope is not None:
+            self._idle_scope.cancel()

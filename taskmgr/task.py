@@ -1,0 +1,238 @@
+"""Task: one deployed subtask in a TaskManager, from deployment to release (Flink's `Task`).
+
+Creates the subtask's result partitions and input gates in the TaskManager's shuffle
+environment (a channel is local when its producer runs in this TaskManager), builds the
+operator chain and record writers, runs the StreamTask, and reports its state. A task
+that finishes emits EndOfPartition and leaves its partitions to its consumers; a failed
+or cancelled task releases them.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import trio
+
+from graph import ExecutionGraph, JobVertex
+from shuffle.consumer.single_input_gate import SingleInputGate
+from shuffle.environment import InputChannelDescriptor, NettyShuffleEnvironment
+from shuffle.partition.result_partition import ResultPartition
+from shuffle.partitioner.channel_selectors import create_channel_selector
+from shuffle.serialization.record_serializer import RecordSerializer
+from shuffle.writer.record_writer import RecordWriter
+from taskmgr.deployment import TaskDeploymentDescriptor
+from taskmgr.input_processor import CheckpointedInputGate, PassThroughBarrierHandler, StreamInputProcessor
+from taskmgr.metrics.task_io_metrics import COUNTERS, TaskIOMetricGroup
+from taskmgr.operators import build_operator_chain
+from taskmgr.operators.base import OperatorContext, RunControl
+from taskmgr.operators.formats import output_format
+from taskmgr.stream_task import StreamTask
+
+if TYPE_CHECKING:
+    from taskmgr.taskmanager import TaskServices
+
+#: Subtasks per vertex a source origin id leaves room for (see OperatorContext.origin).
+MAX_ORIGIN_SUBTASKS = 1024
+
+
+class ExecutionState(str, enum.Enum):
+    DEPLOYING = "DEPLOYING"
+    INITIALIZING = "INITIALIZING"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    CANCELED = "CANCELED"
+    FAILED = "FAILED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (ExecutionState.FINISHED, ExecutionState.CANCELED, ExecutionState.FAILED)
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    """The exception itself, or the single exception inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _ratio(used: int, total: int) -> float:
+    return used / total if total else 0.0
+
+
+class TaskMetrics:
+    """A subtask's metric source: Flink's task I/O metrics plus the buffer gauges (spec 7.3)."""
+
+    counters = COUNTERS
+
+    def __init__(self, io: TaskIOMetricGroup, partitions: list[ResultPartition],
+                 gates: list[SingleInputGate]) -> None:
+        self.io = io
+        self.partitions = partitions
+        self.gates = gates
+        self.finished = False
+
+    def on_finished(self) -> None:
+        """The task ended: from now on it is idle and its buffers read as unused."""
+        self.finished = True
+        self.io.idle.mark_start()
+
+    def snapshot(self) -> dict[str, float]:
+        io = self.io
+        io.num_bytes_out = sum(p.num_bytes_out for p in self.partitions)
+        io.num_buffers_out = sum(p.num_buffers_out for p in self.partitions)
+        values = io.snapshot()
+        values.update(self._gauges())
+        return values
+
+    def _gauges(self) -> dict[str, float]:
+        if self.finished:
+            return dict.fromkeys(("outPoolUsage", "outputQueueLength", "inputQueueLength", "inPoolUsage",
+                                  "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage"), 0.0)
+        out_used = out_size = 0
+        for partition in self.partitions:
+            used, size = partition.out_pool_usage()
+            out_used, out_size = out_used + used, out_size + size
+        exclusive_used = exclusive_total = floating_used = floating_total = 0
+        for gate in self.gates:
+            used, total = gate.exclusive_buffers_usage()
+            exclusive_used, exclusive_total = exclusive_used + used, exclusive_total + total
+            used, total = gate.floating_buffers_usage()
+            floating_used, floating_total = floating_used + used, floating_total + total
+        return {
+            "outPoolUsage": _ratio(out_used, out_size),
+            "outputQueueLength": float(sum(p.output_queue_length for p in self.partitions)),
+            "inputQueueLength": float(sum(g.input_queue_length for g in self.gates)),
+            "inPoolUsage": _ratio(exclusive_used + floating_used, exclusive_total + floating_total),
+            "inputExclusiveBuffersUsage": _ratio(exclusive_used, exclusive_total),
+            "inputFloatingBuffersUsage": _ratio(floating_used, floating_total),
+        }
+
+
+class Task:
+    """One subtask; `run()` goes through its whole life and never raises (state tells)."""
+
+    def __init__(self, descriptor: TaskDeploymentDescriptor, graph: ExecutionGraph,
+                 env: NettyShuffleEnvironment, services: TaskServices, run_control: RunControl,
+                 on_state_change: Callable[[Task], None]) -> None:
+        self.descriptor = descriptor
+        self.graph = graph
+        self.vertex: JobVertex = graph.task_vertices[descriptor.vertex_id][descriptor.subtask_index].job_vertex
+        self.name = graph.task_vertices[descriptor.vertex_id][descriptor.subtask_index].name
+        self.env = env
+        self.services = services
+        self.run_control = run_control
+        self.on_state_change = on_state_change
+        self.state = ExecutionState.DEPLOYING
+        self.failure_cause: BaseException | None = None
+        self.context: OperatorContext | None = None
+        self._stream_task: StreamTask | None = None
+        self._source = None
+        self._cancel_scope = trio.CancelScope()
+        self._partitions: list[ResultPartition] = []
+        self._gates: list[SingleInputGate] = []
+
+    @property
+    def execution_id(self) -> str:
+        return self.descriptor.execution_id
+
+    def _transition(self, state: ExecutionState, cause: BaseException | None = None) -> None:
+        if self.state.is_terminal:
+            return
+        self.state = state
+        self.failure_cause = cause
+        self.on_state_change(self)
+
+    async def run(self) -> None:
+        with self._cancel_scope:
+            try:
+                await self._run()
+                self._transition(ExecutionState.FINISHED)
+            except Exception as exc:
+                self._transition(ExecutionState.FAILED, root_cause(exc))
+            finally:
+                self._release()
+        if self._cancel_scope.cancelled_caught:
+            self._transition(ExecutionState.CANCELED)
+
+    def cancel(self) -> None:
+        self._cancel_scope.cancel()
+
+    def stop_source(self) -> None:
+        """Stop a source task's source (the job is draining); no-op for other tasks."""
+        if self._source is not None:
+            self._source.stop()
+            self._stream_task.wake()
+
+    async def _run(self) -> None:
+        self._transition(ExecutionState.INITIALIZING)
+        descriptor, vertex, env = self.descriptor, self.vertex, self.env
+        io = TaskIOMetricGroup()
+        for produced in descriptor.produced_partitions:
+            partition = env.create_result_partition(produced.partition_id, produced.num_subpartitions,
+                                                    produced.partition_type, self.name)
+            partition.hard_back_pressure_timer = io.hard_backpressure
+            self._partitions.append(partition)
+        for gate_descriptor in descriptor.input_gates:
+            channels = [InputChannelDescriptor(c.partition_id, c.subpartition_index, c.producer_address)
+                        for c in gate_descriptor.channels]
+            gate = env.create_input_gate(gate_descriptor.gate_index, self.name, channels)
+            self._gates.append(gate)
+            await gate.setup()
+        ctx = OperatorContext(self.name, vertex.name, descriptor.subtask_index, vertex.parallelism,
+                              descriptor.job.seed, vertex.index * MAX_ORIGIN_SUBTASKS + descriptor.subtask_index,
+                              self.run_control, io, self.services)
+        self.context = ctx
+        writers = [self._record_writer(partition, index, ctx)
+                   for index, partition in zip((p.data_set_index for p in descriptor.produced_partitions),
+                                               self._partitions)]
+        chain = build_operator_chain(vertex, ctx, writers, env.config.buffer_size)
+        self._source = chain.source
+        task_input = self._source or self._input_processor(chain, io, ctx)
+        self._stream_task = StreamTask(task_input, writers, io)
+        metrics = TaskMetrics(io, self._partitions, self._gates)
+        self.services.register_metrics(vertex.name, descriptor.subtask_index, metrics)
+        self._transition(ExecutionState.RUNNING)
+        try:
+            async with trio.open_nursery() as nursery:
+                for gate in self._gates:
+                    nursery.start_soon(gate.request_partitions)
+                for writer in writers:
+                    nursery.start_soon(writer.run_output_flusher)
+                await self._stream_task.invoke()
+                for partition in self._partitions:
+                    partition.finish()
+                nursery.cancel_scope.cancel()
+        finally:
+            metrics.on_finished()
+
+    def _record_writer(self, partition: ResultPartition, data_set_index: int, ctx: OperatorContext) -> RecordWriter:
+        data_set = self.vertex.produced_data_sets[data_set_index]
+        producer = data_set.consumers[0].stream_edges[0].source
+        spec = data_set.partitioner
+        selector = create_channel_selector(spec.name, key_selector=spec.key_selector,
+                                           max_parallelism=spec.max_parallelism,
+                                           custom_partitioner=spec.custom_partitioner,
+                                           rng=ctx.rng(f"partitioner-{data_set.id}"))
+        timeout = producer.buffer_timeout
+        if timeout is None:
+            timeout = self.graph.job_graph.buffer_timeout
+        return RecordWriter(partition, selector, RecordSerializer(output_format(producer)), timeout)
+
+    def _input_processor(self, chain, io: TaskIOMetricGroup, ctx: OperatorContext) -> StreamInputProcessor:
+        by_input: dict[int, list[SingleInputGate]] = {}
+        formats = {}
+        for gate, edge in zip(self._gates, self.vertex.inputs, strict=True):
+            by_input.setdefault(edge.type_number, []).append(gate)
+            formats[gate.gate_index] = output_format(edge.stream_edges[0].source)
+        handler = PassThroughBarrierHandler()
+        inputs = [CheckpointedInputGate(gates, input_index, handler) for input_index, gates in by_input.items()]
+        return StreamInputProcessor(inputs, formats, chain.head, chain.cost_per_record, io, ctx)
+
+    def _release(self) -> None:
+        for gate in self._gates:
+            gate.close()
+        if self.state is not ExecutionState.FINISHED:
+            for partition in self._partitions:
+                partition.release()

@@ -1,0 +1,238 @@
+"""TaskManager: slots, a shuffle environment, and the tasks the JobManager deploys.
+
+A TaskManager needs only the JobManager's address: it starts its shuffle environment
+(NetworkBufferPool sized from its network memory, partition manager, connection
+manager serving its partitions), connects to the JobManager, registers its slots and
+shuffle address, then follows the JobManager's messages: deploy and cancel tasks, stop
+sources (drain), release a job (send its report), shut down. It samples its tasks'
+metrics for the job and reports them at release.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from graph import ExecutionGraph
+from shuffle.config import NetworkConfig
+from shuffle.environment import NettyShuffleEnvironment
+from shuffle.netty.connection_manager import Transport
+from shuffle.trace import NULL_TRACER, Tracer
+from taskmgr.deployment import TaskDeploymentDescriptor
+from taskmgr.metrics.sampler import MetricSampler, MetricSource
+from taskmgr.operators.base import RunControl
+from taskmgr.operators.sinks import Verification
+from taskmgr.rpc import REGISTRY, RpcConnection, RpcError
+from taskmgr.task import Task
+
+#: What a credit violation (the Netty reader's negative credit) shows as in a task failure.
+CREDIT_VIOLATION = "no credit available"
+
+
+class IterationChannel:
+    """The feedback queue between an iteration tail and head of one slot (Flink's broker)."""
+
+    def __init__(self) -> None:
+        self.send, self.receive = trio.open_memory_channel[tuple[Any, int]](math.inf)
+
+    def feed(self, record: tuple[Any, int]) -> None:
+        try:
+            self.send.send_nowait(record)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass  # the head has ended: feedback is dropped
+
+    def pending(self) -> bool:
+        return self.receive.statistics().current_buffer_used > 0
+
+
+@dataclass
+class TaskServices:
+    """What the tasks of one job share within a TaskManager, besides the network."""
+
+    task_manager: str
+    sampler: MetricSampler
+    collected: defaultdict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
+    verifications: defaultdict[str, Verification] = field(default_factory=lambda: defaultdict(Verification))
+    emitted_per_origin: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
+    iteration_channels: dict[tuple[str, int], IterationChannel] = field(default_factory=dict)
+
+    def register_metrics(self, vertex: str, subtask: int, source: MetricSource) -> None:
+        self.sampler.register(vertex, subtask, self.task_manager, source)
+
+    def iteration_channel(self, broker_id: str, subtask: int) -> IterationChannel:
+        return self.iteration_channels.setdefault((broker_id, subtask), IterationChannel())
+
+
+def _mentions(exc: BaseException | None, text: str) -> bool:
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if text in str(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+class _JobSession:
+    """One job's tasks, clock, sampling and shared services in this TaskManager."""
+
+    def __init__(self, name: str, job_id: str, graph: ExecutionGraph, start_offset: float,
+                 duration: float, sample_period: float) -> None:
+        now = trio.current_time()
+        self.job_id = job_id
+        self.graph = graph
+        self.run_control = RunControl(now - start_offset)
+        self.end = self.run_control.t0 + duration
+        sampler = MetricSampler(sample_period)
+        sampler.t0 = self.run_control.t0
+        self.services = TaskServices(name, sampler)
+        self.tasks: dict[str, Task] = {}
+        self.sampling = trio.CancelScope()
+        self.last_sample = -math.inf
+
+    async def run_sampler(self) -> None:
+        """Sample every period until the end of the run (then once at the end)."""
+        sampler = self.services.sampler
+        with self.sampling:
+            k = 1
+            while sampler.t0 + k * sampler.period <= self.end:
+                await trio.sleep_until(sampler.t0 + k * sampler.period)
+                self._sample()
+                k += 1
+            await trio.sleep_until(self.end)
+            self.stop_sampling()
+
+    def stop_sampling(self) -> None:
+        """Take the last sample now (unless just taken) and stop sampling."""
+        self.sampling.cancel()
+        if trio.current_time() > self.last_sample:
+            self._sample()
+        self.last_sample = math.inf
+
+    def _sample(self) -> None:
+        if self.last_sample != math.inf:
+            self.services.sampler.sample()
+            self.last_sample = trio.current_time()
+
+
+class TaskManager:
+    def __init__(self, name: str, jobmanager_address: Hashable, transport: Transport, config: NetworkConfig,
+                 num_slots: int = 1, tracer: Tracer = NULL_TRACER, shuffle_address: Hashable | None = None) -> None:
+        self.name = name
+        self.jobmanager_address = jobmanager_address
+        self.transport = transport
+        self.config = config
+        self.num_slots = num_slots
+        self.shuffle_address = name if shuffle_address is None else shuffle_address
+        self.env = NettyShuffleEnvironment(config, transport, tracer.for_task_manager(name))
+        self._jobs: dict[str, _JobSession] = {}
+        self._connection: RpcConnection | None = None
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve partitions, register at the JobManager, follow it until shutdown or disconnect."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                address = await self.env.start(nursery, self.shuffle_address)
+                self._connection = RpcConnection(await self.transport.connect(self.jobmanager_address))
+                await self._connection.send("register_task_manager", task_manager=self.name,
+                                            shuffle_address=address, num_slots=self.num_slots)
+                task_status.started()
+                await self._follow_jobmanager()
+                nursery.cancel_scope.cancel()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.env.close()
+                if self._connection is not None:
+                    await self._connection.aclose()
+
+    async def _follow_jobmanager(self) -> None:
+        while True:
+            message = await self._connection.receive()
+            if message is None or message["type"] == "shutdown":
+                return
+            handler = getattr(self, f"_on_{message['type']}", None)
+            if handler is None:
+                raise RpcError(f"{self.name}: unexpected message {message['type']!r} from the JobManager")
+            await handler(message)
+
+    async def _on_deploy_task(self, message: dict[str, Any]) -> None:
+        descriptor = TaskDeploymentDescriptor.from_message(message["descriptor"])
+        info = descriptor.job
+        job = self._jobs.get(info.job_id)
+        if job is None:
+            job = _JobSession(self.name, info.job_id, REGISTRY.get(info.job_ref), info.start_offset,
+                              info.duration, info.sample_period)
+            self._jobs[info.job_id] = job
+            self._nursery.start_soon(job.run_sampler)
+        task = Task(descriptor, job.graph, self.env, job.services, job.run_control, self._report_state)
+        job.tasks[task.execution_id] = task
+        self._nursery.start_soon(task.run)
+
+    def _report_state(self, task: Task) -> None:
+        cause = task.failure_cause
+        fields: dict[str, Any] = {"job_id": task.descriptor.job.job_id, "execution_id": task.execution_id,
+                                  "state": task.state.value}
+        if cause is not None:
+            fields["error"] = f"{type(cause).__name__}: {cause}"
+            fields["error_ref"] = REGISTRY.put(cause)
+        self._nursery.start_soon(self._send, "task_state", fields)
+
+    async def _send(self, kind: str, fields: dict[str, Any]) -> None:
+        try:
+            await self._connection.send(kind, **fields)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the JobManager is gone; the connection loop ends on its own
+
+    async def _on_cancel_task(self, message: dict[str, Any]) -> None:
+        for job in self._jobs.values():
+            task = job.tasks.get(message["execution_id"])
+            if task is not None:
+                task.cancel()
+
+    async def _on_stop_sources(self, message: dict[str, Any]) -> None:
+        """The run's duration is over: stop sampling, stop sources, drain without costs."""
+        job = self._jobs.get(message["job_id"])
+        if job is None:
+            return
+        job.stop_sampling()
+        job.run_control.costs_enabled = False
+        for task in job.tasks.values():
+            task.stop_source()
+
+    async def _on_release_job(self, message: dict[str, Any]) -> None:
+        job = self._jobs.pop(message["job_id"], None)
+        report: dict[str, Any] = {}
+        if job is not None:
+            job.stop_sampling()
+            for task in job.tasks.values():
+                task.cancel()
+            for channel in job.services.iteration_channels.values():
+                channel.receive.close()
+            for partition in self.env.partition_manager.partitions:
+                partition.release()
+            await trio.lowlevel.checkpoint()
+            report = self._job_report(job)
+        pool = self.env.network_pool
+        report.update(task_manager=self.name, available_segments=pool.num_available_segments,
+                      total_segments=pool.total_segments)
+        await self._connection.send("job_report", job_id=message["job_id"], report_ref=REGISTRY.put(report))
+
+    def _job_report(self, job: _JobSession) -> dict[str, Any]:
+        contexts = [task.context for task in job.tasks.values() if task.context is not None]
+        return {
+            "metrics": job.services.sampler.table.to_arrow(),
+            "collected": dict(job.services.collected),
+            "verifications": dict(job.services.verifications),
+            "emitted_per_origin": dict(job.services.emitted_per_origin),
+            "records_emitted": sum(c.records_emitted for c in contexts),
+            "records_received": sum(c.records_received for c in contexts),
+            "credit_violations": sum(_mentions(t.failure_cause, CREDIT_VIOLATION) for t in job.tasks.values()),
+            "task_states": {t.execution_id: t.state.value for t in job.tasks.values()},
+        }
