@@ -89,10 +89,22 @@ def _execution_graph(program: StreamExecutionEnvironment | ExecutionGraph) -> Ex
     return program.get_execution_graph()
 
 
+def default_timeout(job: JobConfig) -> float:
+    """Longest a whole run may take: every phase at its own timeout, plus a margin."""
+    return job.registration_timeout + job.duration + job.drain_timeout + 2 * job.cancel_timeout + 10.0
+
+
 async def run_job(program: StreamExecutionEnvironment | ExecutionGraph, cluster: ClusterConfig, job: JobConfig,
                   tracer: Tracer = NULL_TRACER) -> JobResult:
-    """Start a cluster, run one job on it, shut it down (inside a trio run)."""
+    """Start a cluster, run one job on it, shut it down (inside a trio run; bounded by
+    `default_timeout`, in the run's clock)."""
     graph = _execution_graph(program)
+    with trio.fail_after(default_timeout(job)):
+        return await _run_on_new_cluster(graph, cluster, job, tracer)
+
+
+async def _run_on_new_cluster(graph: ExecutionGraph, cluster: ClusterConfig, job: JobConfig,
+                              tracer: Tracer) -> JobResult:
     async with trio.open_nursery() as nursery:
         mini = MiniCluster(cluster, tracer)
         await mini.start(nursery)

@@ -28,6 +28,7 @@ import trio
 from graph import ExecutionGraph
 from shuffle.netty.connection_manager import Transport
 from taskmgr.deployment import JobInformation, create_descriptor, execution_id
+from taskmgr.metrics.summary import VertexLayout, vertex_summaries
 from taskmgr.metrics.table import MetricTable
 from taskmgr.operators.sinks import Verification
 from taskmgr.rpc import REGISTRY, RpcConnection, RpcError
@@ -82,6 +83,22 @@ class JobResult:
         if self.status is not JobStatus.FINISHED:
             raise JobExecutionError(f"Job {self.job_id} {self.status.value.lower()}: {self.error}") from self.error
         return self
+
+    def vertex_summaries(self) -> list[dict[str, Any]]:
+        """Steady state of every vertex (summary.json's `vertices`), in topological order."""
+        layouts = [VertexLayout(name, task_managers) for name, task_managers in self.placement.items()]
+        return vertex_summaries(self.metrics, layouts, self.duration)
+
+    def vertex_summary(self, name: str) -> dict[str, Any]:
+        """The steady state of the vertex named `name` (or whose chained name starts with it)."""
+        summaries = self.vertex_summaries()
+        for summary in summaries:
+            if summary["name"] == name:
+                return summary
+        for summary in summaries:
+            if summary["name"].startswith(name):
+                return summary
+        raise KeyError(f"no vertex {name!r} in {[s['name'] for s in summaries]}")
 
     def invariant_violations(self) -> list[str]:
         """The end-of-run invariants that do not hold (empty when all hold)."""

@@ -1,0 +1,59 @@
+"""The backpressure case every Flink user knows: a fast source and a 5 ms map (sim mode).
+
+Real Flink 2.3.0: the source back-pressured (~1000 ms/s, HIGH, output pool full), the map
+busy (~1000 ms/s, OK) at ~200 records/s; a local channel leaves the map's input buffer
+usages at 0, a remote one fills its exclusive and floating buffers.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from graph import DiscardingSink, StreamExecutionEnvironment
+from taskmgr.cluster import execute
+
+
+def slow_map(rate: float = 0, map_parallelism: int = 1, remote: bool = False) -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    mapped = env.from_generator(rate=rate).name("Seq").rebalance().map(cost="5ms").name("SlowMap")
+    mapped = mapped.set_parallelism(map_parallelism)
+    if remote:
+        mapped = mapped.slot_sharing_group("slow")
+    mapped.sink_to(DiscardingSink())
+    return env
+
+
+def run(env: StreamExecutionEnvironment, task_managers: int):
+    result = execute(env, duration=10, task_managers=task_managers, seed=7).raise_for_status()
+    assert result.invariant_violations() == []
+    return result.vertex_summary("Source: Seq"), result.vertex_summary("SlowMap")
+
+
+@pytest.mark.parametrize("remote", [False, True], ids=["local", "remote"])
+def test_unthrottled_source_is_backpressured_by_slow_map(remote: bool) -> None:
+    source, slow = run(slow_map(remote=remote), task_managers=2 if remote else 1)
+    assert source["backpressure_level"] == "high"
+    assert source["metrics"]["backPressuredTimeMsPerSecond"] > 990
+    assert source["metrics"]["outPoolUsage"] == pytest.approx(1.0)
+    assert slow["backpressure_level"] == "ok"
+    assert slow["metrics"]["busyTimeMsPerSecond"] > 990
+    assert slow["metrics"]["numRecordsInPerSecond"] == pytest.approx(200, rel=0.02)
+    if remote:
+        assert source["subtasks"][0]["task_manager"] != slow["subtasks"][0]["task_manager"]
+        assert slow["metrics"]["inputExclusiveBuffersUsage"] == pytest.approx(1.0)
+        assert slow["metrics"]["inputFloatingBuffersUsage"] == pytest.approx(1.0)
+        assert slow["metrics"]["inPoolUsage"] == pytest.approx(1.0)
+    else:
+        assert source["subtasks"][0]["task_manager"] == slow["subtasks"][0]["task_manager"]
+        for metric in ("inPoolUsage", "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage"):
+            assert slow["metrics"][metric] == 0
+
+
+def test_throttled_source_leaves_everyone_idle() -> None:
+    source, slow = run(slow_map(rate=200, map_parallelism=2), task_managers=2)
+    for vertex in (source, slow):
+        assert vertex["backpressure_level"] == "ok"
+        assert vertex["metrics"]["backPressuredTimeMsPerSecond"] < 1
+    assert source["metrics"]["idleTimeMsPerSecond"] > 990
+    assert slow["metrics"]["idleTimeMsPerSecond"] == pytest.approx(500, abs=60)
+    assert slow["metrics"]["numRecordsInPerSecond"] == pytest.approx(100, rel=0.05)
