@@ -4,10 +4,10 @@
 `CheckpointedInputGate` reads one logical input (one gate, or several gates of a union,
 round-robin) and passes every event through a barrier handler; the handler is a
 pass-through until barriers arrive (a later issue), and this is its hook.
-`StreamInputProcessor` deserializes buffers per channel, recycles them at once (that is
-what gives credit back), and hands the records to the operator chain in chunks of at
-most `MAX_CHUNK_TIME` of modelled cost, so that the mailbox checks output availability
-between chunks as Flink does between records.
+`StreamInputProcessor` deserializes buffers per channel and hands the records to the
+operator chain in chunks of at most `MAX_CHUNK_TIME` of modelled cost, so that the
+mailbox checks output availability between chunks as Flink does between records; a
+buffer is recycled (which gives credit back) once its records are processed.
 """
 
 from __future__ import annotations
@@ -15,17 +15,18 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import trio
 
+from shuffle.buffer.buffer import Buffer
 from shuffle.consumer.input_channel import InputChannelInfo
 from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.operators.base import OperatorContext, StreamOperator
 from taskmgr.operators.formats import RecordFormat
-from taskmgr.operators.records import Records, split
+from taskmgr.operators.records import Records, concat, same_kind, split
 
 #: Longest modelled processing time of one chunk of records (seconds).
 MAX_CHUNK_TIME = 0.010
@@ -103,28 +104,57 @@ class CheckpointedInputGate:
         await wait_any_available([gate.wait_available for gate in self.gates if not gate.is_finished])
 
 
+class _Pending(NamedTuple):
+    """Records of one buffer not processed yet; the buffer is recycled once they are."""
+
+    records: Records
+    input_index: int
+    channel: InputChannelInfo
+    buffer: Buffer
+
+
 class StreamInputProcessor:
-    """Deserializes the task's inputs and feeds the head operator, one chunk per call."""
+    """Deserializes the task's inputs and feeds the head operator, one chunk per call.
+
+    A chunk is at most `MAX_CHUNK_TIME` of modelled cost. When records are cheap, a chunk
+    takes the records of several buffers (of one input; of one channel if the chain
+    needs to know the channel of its records, as a verifying sink does). A buffer stays
+    in use, and gives its credit back, only once all its records are processed.
+    """
 
     def __init__(self, inputs: Sequence[CheckpointedInputGate], formats: dict[int, RecordFormat],
                  head: StreamOperator, chain_cost: Callable[[], float], io: TaskIOMetricGroup,
-                 ctx: OperatorContext) -> None:
+                 ctx: OperatorContext, per_channel: bool) -> None:
         self.inputs = list(inputs)
         self.head = head
         self.chain_cost = chain_cost
         self.io = io
         self.ctx = ctx
+        self.per_channel = per_channel
         self._deserializers = {
             (gate.gate_index, channel.channel_index): SpanningRecordDeserializer(formats[gate.gate_index])
             for checkpointed in inputs for gate in checkpointed.gates for channel in gate.channels
         }
-        self._pending: deque[tuple[Records, int, InputChannelInfo]] = deque()
+        self._pending: deque[_Pending] = deque()
+        self._num_pending = 0
         self._next = 0
 
     async def process_input(self) -> InputStatus:
+        cost = self.chain_cost()
+        wanted = max(1, int(MAX_CHUNK_TIME / cost + 1e-9)) if cost > 0 else 1
+        while self._num_pending < wanted and self._poll():
+            pass
         if self._pending:
-            await self._process_chunk()
+            if cost <= 0:
+                wanted = len(self._pending[0].records)
+            await self._process_chunk(wanted)
             return InputStatus.MORE_AVAILABLE
+        if all(checkpointed.is_finished for checkpointed in self.inputs):
+            return InputStatus.END_OF_INPUT
+        return InputStatus.NOTHING_AVAILABLE
+
+    def _poll(self) -> bool:
+        """Take the next buffer or event of any input (round-robin); False if none has one."""
         inputs = self.inputs
         for _ in range(len(inputs)):
             checkpointed = inputs[self._next]
@@ -132,10 +162,8 @@ class StreamInputProcessor:
             result = checkpointed.poll_next()
             if result is not None:
                 self._take(result, checkpointed.input_index)
-                return InputStatus.MORE_AVAILABLE
-        if all(checkpointed.is_finished for checkpointed in inputs):
-            return InputStatus.END_OF_INPUT
-        return InputStatus.NOTHING_AVAILABLE
+                return True
+        return False
 
     def _take(self, result: BufferOrEvent, input_index: int) -> None:
         self.io.num_bytes_in += result.size
@@ -146,25 +174,61 @@ class StreamInputProcessor:
         deserializer = self._deserializers[channel.gate_index, channel.channel_index]
         try:
             deserializer.add_buffer(buffer.memory())
-        finally:
+            records = deserializer.read()
+        except BaseException:
             buffer.recycle()
-        records = deserializer.read()
+            raise
         if len(records):
-            self._pending.append((records, input_index, channel))
-
-    async def _process_chunk(self) -> None:
-        records, input_index, channel = self._pending[0]
-        cost = self.chain_cost()
-        n = len(records) if cost <= 0 else max(1, int(MAX_CHUNK_TIME / cost))
-        if n >= len(records):
-            self._pending.popleft()
-            chunk = records
+            self._pending.append(_Pending(records, input_index, channel, buffer))
+            self._num_pending += len(records)
         else:
-            chunk, rest = split(records, n)
-            self._pending[0] = (rest, input_index, channel)
+            buffer.recycle()
+
+    def _next_run(self, wanted: int) -> tuple[Records, list[Buffer]]:
+        """Up to `wanted` records from the front of the queue that can go as one chunk."""
+        first = self._pending[0]
+        parts: list[Records] = []
+        done: list[Buffer] = []
+        taken = 0
+        while self._pending and taken < wanted:
+            entry = self._pending[0]
+            if parts and not self._mergeable(first, entry):
+                break
+            n = wanted - taken
+            if n >= len(entry.records):
+                self._pending.popleft()
+                parts.append(entry.records)
+                done.append(entry.buffer)
+                n = len(entry.records)
+            else:
+                head, rest = split(entry.records, n)
+                self._pending[0] = entry._replace(records=rest)
+                parts.append(head)
+            taken += n
+        self._num_pending -= taken
+        return concat(parts), done
+
+    def _mergeable(self, first: _Pending, entry: _Pending) -> bool:
+        return (entry.input_index == first.input_index
+                and (not self.per_channel or entry.channel == first.channel)
+                and same_kind(first.records, entry.records))
+
+    async def _process_chunk(self, wanted: int) -> None:
+        first = self._pending[0]
+        chunk, done = self._next_run(wanted)
         self.io.num_records_in += len(chunk)
-        self.ctx.current_channel = channel
-        await self.head.process(chunk, input_index)
+        self.ctx.current_channel = first.channel
+        try:
+            await self.head.process(chunk, first.input_index)
+        finally:
+            for buffer in done:
+                buffer.recycle()
 
     async def wait_available(self) -> None:
         await wait_any_available([c.wait_available for c in self.inputs if not c.is_finished])
+
+    def close(self) -> None:
+        """Recycle the buffers of records that will not be processed (the task ends early)."""
+        while self._pending:
+            self._pending.popleft().buffer.recycle()
+        self._num_pending = 0

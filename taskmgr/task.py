@@ -25,9 +25,10 @@ from shuffle.writer.record_writer import RecordWriter
 from taskmgr.deployment import TaskDeploymentDescriptor
 from taskmgr.input_processor import CheckpointedInputGate, PassThroughBarrierHandler, StreamInputProcessor
 from taskmgr.metrics.task_io_metrics import COUNTERS, TaskIOMetricGroup
-from taskmgr.operators import build_operator_chain
+from taskmgr.operators import OperatorChain, build_operator_chain
 from taskmgr.operators.base import OperatorContext, RunControl
 from taskmgr.operators.formats import output_format
+from taskmgr.operators.sources import SourceOperator
 from taskmgr.stream_task import StreamTask
 
 if TYPE_CHECKING:
@@ -128,7 +129,8 @@ class Task:
         self.failure_cause: BaseException | None = None
         self.context: OperatorContext | None = None
         self._stream_task: StreamTask | None = None
-        self._source = None
+        self._source: SourceOperator | None = None
+        self._input_processor: StreamInputProcessor | None = None
         self._cancel_scope = trio.CancelScope()
         self._partitions: list[ResultPartition] = []
         self._gates: list[SingleInputGate] = []
@@ -189,7 +191,9 @@ class Task:
                                                self._partitions)]
         chain = build_operator_chain(vertex, ctx, writers, env.config.buffer_size)
         self._source = chain.source
-        task_input = self._source or self._input_processor(chain, io, ctx)
+        if self._source is None:
+            self._input_processor = self._create_input_processor(chain, io, ctx)
+        task_input = self._source or self._input_processor
         self._stream_task = StreamTask(task_input, writers, io)
         metrics = TaskMetrics(io, self._partitions, self._gates)
         self.services.register_metrics(vertex.name, descriptor.subtask_index, metrics)
@@ -220,7 +224,7 @@ class Task:
             timeout = self.graph.job_graph.buffer_timeout
         return RecordWriter(partition, selector, RecordSerializer(output_format(producer)), timeout)
 
-    def _input_processor(self, chain, io: TaskIOMetricGroup, ctx: OperatorContext) -> StreamInputProcessor:
+    def _create_input_processor(self, chain: OperatorChain, io: TaskIOMetricGroup, ctx: OperatorContext) -> StreamInputProcessor:
         by_input: dict[int, list[SingleInputGate]] = {}
         formats = {}
         for gate, edge in zip(self._gates, self.vertex.inputs, strict=True):
@@ -228,9 +232,12 @@ class Task:
             formats[gate.gate_index] = output_format(edge.stream_edges[0].source)
         handler = PassThroughBarrierHandler()
         inputs = [CheckpointedInputGate(gates, input_index, handler) for input_index, gates in by_input.items()]
-        return StreamInputProcessor(inputs, formats, chain.head, chain.cost_per_record, io, ctx)
+        return StreamInputProcessor(inputs, formats, chain.head, chain.cost_per_record, io, ctx,
+                                    per_channel=chain.needs_channel)
 
     def _release(self) -> None:
+        if self._input_processor is not None:
+            self._input_processor.close()
         for gate in self._gates:
             gate.close()
         if self.state is not ExecutionState.FINISHED:

@@ -21,7 +21,7 @@ from taskmgr.operators.one_input import (
     MapOperator,
     ProcessOperator,
 )
-from taskmgr.operators.sinks import IterationTailOperator, SinkOperator
+from taskmgr.operators.sinks import IterationTailOperator, SinkOperator, VerifyingSink
 from taskmgr.operators.sources import (
     GeneratorSourceOperator,
     IterationHeadOperator,
@@ -60,15 +60,20 @@ class OperatorChain:
         head = self.head
         return head if isinstance(head, SourceOperator) else None
 
+    @property
+    def needs_channel(self) -> bool:
+        """Whether an operator checks which channel its records came from (verifying sinks)."""
+        return any(isinstance(op, SinkOperator) and isinstance(op.sink, VerifyingSink) for op in self.operators)
+
     def cost_per_record(self) -> float:
         """Modelled cost of one record through the whole chain, now."""
         return sum(operator.cost_per_record() for operator in self.operators)
 
 
-def _create(node: StreamNode, ctx: OperatorContext, output: Output, buffer_size: int) -> StreamOperator:
+def _create(node: StreamNode, ctx: OperatorContext, output: Output, batch_bytes: int) -> StreamOperator:
     if node.kind == "source":
         if isinstance(node.source, GeneratorSource):
-            return GeneratorSourceOperator(node, ctx, output, buffer_size)
+            return GeneratorSourceOperator(node, ctx, output, batch_bytes)
         return ListSourceOperator(node, ctx, output)
     try:
         cls = _OPERATORS[node.kind]
@@ -79,7 +84,12 @@ def _create(node: StreamNode, ctx: OperatorContext, output: Output, buffer_size:
 
 def build_operator_chain(vertex: JobVertex, ctx: OperatorContext, writers: Sequence[RecordWriter],
                          buffer_size: int) -> OperatorChain:
-    """The chain of `vertex`; `writers[i]` writes `vertex.produced_data_sets[i]`."""
+    """The chain of `vertex`; `writers[i]` writes `vertex.produced_data_sets[i]`.
+
+    A generator source emits batches of about one buffer per output subpartition, so a
+    batch fills about one buffer of each channel between two output availability checks.
+    """
+    channels = max((w.num_subpartitions for w in writers if not w.selector.is_broadcast), default=1)
     output_of_edge = {}
     for data_set, writer in zip(vertex.produced_data_sets, writers, strict=True):
         writer_output = RecordWriterOutput(writer, ctx.io)
@@ -95,5 +105,5 @@ def build_operator_chain(vertex: JobVertex, ctx: OperatorContext, writers: Seque
             entry = (edge.output_tag, output_of_edge[edge])
             if not any(tag == entry[0] and writer is entry[1] for tag, writer in output.writers):
                 output.writers.append(entry)
-        operators[node.id] = _create(node, ctx, output, buffer_size)
+        operators[node.id] = _create(node, ctx, output, buffer_size * channels)
     return OperatorChain([operators[node.id] for node in vertex.operators])

@@ -1,7 +1,7 @@
 """Source operators: the input of a source task (they drive the mailbox like an input processor).
 
-`process_input` emits the next batch (at most about one network buffer of records, so
-the mailbox checks output availability at least once per buffer) or says that nothing
+`process_input` emits the next batch (about one network buffer of records per output
+channel, so the mailbox checks output availability at least once per buffer of a channel) or says that nothing
 is due; `wait_available` waits until something is (that wait is idle time, as for a
 FLIP-27 source waiting on its rate limiter). `stop()` ends the source at the next call.
 
@@ -78,10 +78,10 @@ class SourceOperator(StreamOperator):
 class GeneratorSourceOperator(SourceOperator):
     """Synthetic fixed-width rows (taskmgr.workloads), rate-limited or as fast as possible."""
 
-    def __init__(self, node: StreamNode, ctx: OperatorContext, output: Output, buffer_size: int) -> None:
+    def __init__(self, node: StreamNode, ctx: OperatorContext, output: Output, batch_bytes: int) -> None:
         source: GeneratorSource = node.source
         wire_size = FixedWidthFormat(source.record_size).wire_size
-        super().__init__(node, ctx, output, buffer_size // wire_size)
+        super().__init__(node, ctx, output, batch_bytes // wire_size)
         self.state = GeneratorState.for_subtask(source, ctx.seed, ctx.vertex_name, ctx.subtask_index)
         self.state.next_seq = ctx.origin << ORIGIN_SHIFT
         self.schedule = RateSchedule(source.rate, ctx.run.t0) if source.rate > 0 else None
