@@ -12,12 +12,14 @@ buffer:
   up to `max_bytes`.
 
 No background tasks: a reader sleeps until the next arrival (one wakeup per batch), a
-writer parks until the reader frees window space. Connecting takes one round trip.
+writer sleeps until the reader frees window space. Connecting takes one round trip;
+closing sends EOF behind the data already accepted, and the peer's writes then fail.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from collections.abc import Hashable
 from typing import Any
@@ -31,22 +33,32 @@ _EOF = None  # chunk marking the end of the stream (the peer's FIN)
 
 
 class _Direction:
-    """Bytes travelling one way on a connection, with their arrival times."""
+    """Bytes travelling one way on a connection, with their arrival times.
 
-    __slots__ = ("chunks", "unread", "link_free_at", "reader_lot", "writer_lot", "writer_closed", "reader_closed")
+    A waiting reader sleeps in a cancel scope kept here, so the writer can move its wakeup
+    to an arrival time (`deadline`) and a close can wake it (`cancel()`) without extra
+    tasks; a writer waiting for window space parks in `writer_lot`.
+    """
+
+    __slots__ = ("chunks", "unread", "link_free_at", "reader_wait", "writer_lot", "reader_closed")
 
     def __init__(self) -> None:
         self.chunks: deque[tuple[float, bytes | None]] = deque()  # (arrival time, data or EOF)
         self.unread = 0  # data bytes in the window
         self.link_free_at = -math.inf  # when the link finishes serializing what it has
-        self.reader_lot = trio.lowlevel.ParkingLot()
+        self.reader_wait: trio.CancelScope | None = None
         self.writer_lot = trio.lowlevel.ParkingLot()
-        self.writer_closed = False
         self.reader_closed = False
 
-    def wake_all(self) -> None:
-        self.reader_lot.unpark_all()
-        self.writer_lot.unpark_all()
+
+async def _wait_for_arrival(direction: _Direction, deadline: float) -> None:
+    """Sleep until `deadline`, or until the writer or a close moves or cancels it."""
+    with trio.CancelScope(deadline=deadline) as scope:
+        direction.reader_wait = scope
+        try:
+            await trio.sleep_forever()
+        finally:
+            direction.reader_wait = None
 
 
 class SimStream(trio.abc.Stream):
@@ -63,39 +75,51 @@ class SimStream(trio.abc.Stream):
         self._receiving = False
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        if self._sending:
-            raise trio.BusyResourceError("another task is already sending on this stream")
-        self._sending = True
+        """Accept `data` into the window (waiting for space while it is full)."""
+        self._enter_send()
         try:
-            await self._send_all(data)
+            out = self._out
+            network = self._network
+            window = network.send_window_bytes
+            data = bytes(data)  # the caller may reuse its buffer once send_all returns
+            sent = 0
+            blocked = False
+            self._check_writable()
+            while sent < len(data):
+                if out.unread >= window:
+                    await out.writer_lot.park()
+                    blocked = True
+                    self._check_writable()
+                    continue
+                size = min(len(data) - sent, window - out.unread)
+                chunk = data if size == len(data) else data[sent : sent + size]
+                sent += size
+                out.unread += size
+                arrival = network._schedule(out, size)
+                if not out.chunks and out.reader_wait is not None:
+                    out.reader_wait.deadline = arrival
+                out.chunks.append((arrival, chunk))
+            if not blocked:
+                await trio.lowlevel.checkpoint()
         finally:
             self._sending = False
 
-    async def _send_all(self, data: bytes | bytearray | memoryview) -> None:
-        out = self._out
-        network = self._network
-        window = network.send_window_bytes
-        data = bytes(data)  # the caller may reuse its buffer once send_all returns
-        sent = 0
-        blocked = False
-        while sent < len(data) or not blocked:
+    async def wait_send_all_might_not_block(self) -> None:
+        self._enter_send()
+        try:
             self._check_writable()
-            if out.unread >= window:
-                await out.writer_lot.park()
-                blocked = True
-                continue
-            if sent == len(data):
-                break
-            size = min(len(data) - sent, window - out.unread)
-            chunk = data if size == len(data) else data[sent : sent + size]
-            sent += size
-            out.unread += size
-            was_empty = not out.chunks
-            out.chunks.append((network._schedule(out, size), chunk))
-            if was_empty:
-                out.reader_lot.unpark_all()
-        if not blocked:
-            await trio.lowlevel.checkpoint()
+            if self._out.unread < self._network.send_window_bytes:
+                await trio.lowlevel.checkpoint()
+                return
+            await self._out.writer_lot.park()
+            self._check_writable()
+        finally:
+            self._sending = False
+
+    def _enter_send(self) -> None:
+        if self._sending:
+            raise trio.BusyResourceError("another task is already sending on this stream")
+        self._sending = True
 
     def _check_writable(self) -> None:
         if self._closed:
@@ -103,47 +127,31 @@ class SimStream(trio.abc.Stream):
         if self._out.reader_closed:
             raise trio.BrokenResourceError("the peer closed the connection")
 
-    async def wait_send_all_might_not_block(self) -> None:
-        out = self._out
-        while True:
-            self._check_writable()
-            if out.unread < self._network.send_window_bytes:
-                await trio.lowlevel.checkpoint()
-                return
-            await out.writer_lot.park()
-
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        if max_bytes is None:
-            max_bytes = DEFAULT_RECEIVE_SIZE
-        elif max_bytes < 1:
+        """Wait for the next arrival; return the arrived bytes (at most `max_bytes`), b"" at EOF."""
+        max_bytes = DEFAULT_RECEIVE_SIZE if max_bytes is None else operator.index(max_bytes)
+        if max_bytes < 1:
             raise ValueError("max_bytes must be >= 1")
         if self._receiving:
             raise trio.BusyResourceError("another task is already receiving on this stream")
         self._receiving = True
         try:
-            return await self._receive_some(max_bytes)
+            inbound = self._in
+            chunks = inbound.chunks
+            waited = False
+            while True:
+                if self._closed:
+                    raise trio.ClosedResourceError("this stream was closed")
+                deadline = chunks[0][0] if chunks else math.inf
+                if deadline <= trio.current_time():
+                    break
+                await _wait_for_arrival(inbound, deadline)
+                waited = True
+            if not waited:
+                await trio.lowlevel.checkpoint()
+            return self._take_arrived(inbound, max_bytes)
         finally:
             self._receiving = False
-
-    async def _receive_some(self, max_bytes: int) -> bytes:
-        inbound = self._in
-        chunks = inbound.chunks
-        waited = False
-        while True:
-            if self._closed:
-                raise trio.ClosedResourceError("this stream was closed")
-            if chunks:
-                arrival = chunks[0][0]
-                if arrival <= trio.current_time():
-                    break
-                with trio.move_on_at(arrival):
-                    await inbound.reader_lot.park()
-            else:
-                await inbound.reader_lot.park()
-            waited = True
-        if not waited:
-            await trio.lowlevel.checkpoint()
-        return self._take_arrived(inbound, max_bytes)
 
     def _take_arrived(self, inbound: _Direction, max_bytes: int) -> bytes:
         chunks = inbound.chunks
@@ -169,17 +177,21 @@ class SimStream(trio.abc.Stream):
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def aclose(self) -> None:
-        """Close this end: pending data still reaches the peer, then EOF; unread data is dropped."""
+        """Close this end: data already sent still reaches the peer, then EOF; unread data is dropped."""
         if not self._closed:
             self._closed = True
             out, inbound = self._out, self._in
-            out.writer_closed = True
-            out.chunks.append((self._network._schedule(out, 0), _EOF))
+            arrival = self._network._schedule(out, 0)
+            if not out.chunks and out.reader_wait is not None:
+                out.reader_wait.deadline = arrival
+            out.chunks.append((arrival, _EOF))
             inbound.reader_closed = True
             inbound.chunks.clear()
             inbound.unread = 0
-            out.wake_all()
-            inbound.wake_all()
+            if inbound.reader_wait is not None:
+                inbound.reader_wait.cancel()  # our own blocked reader: closed
+            out.writer_lot.unpark_all()  # our own blocked writer: closed
+            inbound.writer_lot.unpark_all()  # the peer's blocked writer: broken
         await trio.lowlevel.checkpoint()
 
 
