@@ -1,0 +1,68 @@
+"""`shufflesim bench`: performance figures, one JSON object per line.
+
+A figure is a function registered with `@register_figure("name")` that returns a list of
+dicts, each at least `{"figure": NAME, "value": X}`; other packages' figures are
+registered the same way (the module that defines them is imported in `FIGURE_MODULES`).
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from graph import Cost, DiscardingSink, StreamExecutionEnvironment
+from shuffle.config import NetworkConfig
+from taskmgr.cluster import execute
+
+Figure = Callable[[], list[dict[str, Any]]]
+
+FIGURES: dict[str, Figure] = {}
+#: Modules whose import registers more figures (added by the packages that own them).
+FIGURE_MODULES: list[str] = []
+
+
+def register_figure(name: str) -> Callable[[Figure], Figure]:
+    """Register a figure function under `name` (it may return several related figures)."""
+    def register(fn: Figure) -> Figure:
+        if name in FIGURES:
+            raise ValueError(f"figure {name!r} registered twice")
+        FIGURES[name] = fn
+        return fn
+    return register
+
+
+def run_figures(names: list[str] | None = None) -> Iterator[dict[str, Any]]:
+    """Compute the named figures (all when None), in registration order."""
+    for module in FIGURE_MODULES:
+        importlib.import_module(module)
+    unknown = [name for name in names or () if name not in FIGURES]
+    if unknown:
+        raise KeyError(f"unknown figure {unknown[0]!r}; known: {', '.join(FIGURES)}")
+    for name, fn in FIGURES.items():
+        if names is None or name in names:
+            yield from fn()
+
+
+def keyed_shuffle(duration: float, per_record: float = 1e-6) -> StreamExecutionEnvironment:
+    """4 generator sources -> key_by -> 4 maps (chained sinks), 32-byte records, modelled costs."""
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(4)
+    records = env.from_generator(record_size=32).name("Gen")
+    records.key_by(lambda record: record.key).map(cost=Cost(per_record)).name("KeyedMap").sink_to(DiscardingSink())
+    return env
+
+
+@register_figure("keyed_shuffle_records_per_s")
+def keyed_shuffle_records_per_s(duration: float = 2.0) -> list[dict[str, Any]]:
+    """Simulated records per wall second of a 4x4 keyed shuffle on 2 TaskManagers (sim mode)."""
+    env = keyed_shuffle(duration)
+    start = time.perf_counter()
+    result = execute(env, duration=duration, task_managers=2, slots_per_task_manager=2,
+                     network=NetworkConfig()).raise_for_status()
+    wall = time.perf_counter() - start
+    return [
+        {"figure": "keyed_shuffle_records_per_s", "value": result.records_received / wall,
+         "records": result.records_received, "wall_s": wall, "virtual_s": result.duration, "target": 2_000_000},
+        {"figure": "virtual_to_wall", "value": result.duration / wall, "run": "keyed_shuffle_records_per_s"},
+    ]

@@ -1,0 +1,144 @@
+"""The `shufflesim` command: run, plan, bench.
+
+User mistakes (a missing file, a bad key or value, an unknown program) print one line
+`shufflesim: error: ...` and exit with code 2; a job that fails prints its root cause and
+exits with code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from graph import (
+    IllegalStateException,
+    StreamExecutionEnvironment,
+    UnsupportedOperationException,
+    plan_json,
+    render_plan,
+    to_dot,
+)
+from scenarios.build import build_program
+from scenarios.scenario_file import ScenarioError, load_scenario
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """A mistake on the command line or in the files it names."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="shufflesim", description="Simulate Flink's network data exchange.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run a scenario and write its outputs",
+                              description="Run a scenario file; write plan.json, metrics.parquet, summary.json "
+                                          "(and trace.jsonl with --trace) into --out, print a per-vertex table.")
+    run.add_argument("scenario", metavar="SCENARIO", help="scenario file (.toml)")
+    run.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    run.add_argument("--trace", action="store_true", help="also write trace.jsonl (network events)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a scenario key, e.g. network.buffer_timeout=10ms (repeatable)")
+
+    plan = commands.add_parser("plan", help="print the compiled graphs of a program or scenario",
+                               description="Print the StreamGraph, JobGraph and ExecutionGraph of a DataStream "
+                                           "program ('module:function' taking a StreamExecutionEnvironment) "
+                                           "or of a scenario file.")
+    plan.add_argument("program", metavar="PROGRAM_OR_SCENARIO")
+    output = plan.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print plan.json's content instead")
+    output.add_argument("--dot", action="store_true", help="print the JobGraph in Graphviz DOT instead")
+    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help="override a scenario key (scenario files only)")
+
+    bench = commands.add_parser("bench", help="print performance figures as JSON lines",
+                                description="Compute performance figures; one JSON object per line.")
+    bench.add_argument("figures", nargs="*", metavar="FIGURE", help="figures to compute (default: all)")
+    return parser
+
+
+def _load_environment(target: str, overrides: Sequence[str]) -> StreamExecutionEnvironment:
+    """The program of a scenario file, or of a `module:function`."""
+    if target.endswith(".toml") or Path(target).is_file():
+        return build_program(load_scenario(target, overrides))
+    if overrides:
+        raise UserError("--set applies to scenario files only")
+    module_name, sep, function_name = target.partition(":")
+    if not sep or not module_name or not function_name:
+        raise UserError(f"{target}: not a scenario file, nor a program 'module:function'")
+    if Path(target).suffix or "/" in module_name:
+        raise UserError(f"{target}: no such file")
+    sys.path.insert(0, str(Path.cwd()))
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise UserError(f"{target}: cannot import {module_name!r}: {e}") from None
+    finally:
+        sys.path.pop(0)
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise UserError(f"{target}: module {module_name!r} has no function {function_name!r}")
+    env = StreamExecutionEnvironment.get_execution_environment()
+    function(env)
+    return env
+
+
+def _plan(args: argparse.Namespace) -> int:
+    env = _load_environment(args.program, args.overrides)
+    if args.json:
+        print(json.dumps(plan_json(env), indent=2))
+    elif args.dot:
+        print(to_dot(env.get_job_graph()))
+    else:
+        print(render_plan(env))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from scenarios.run import format_table, run_scenario
+
+    scenario = load_scenario(args.scenario, args.overrides)
+    outcome = run_scenario(scenario, Path(args.out), trace=args.trace)
+    summary = outcome.summary
+    print(f"{scenario.name}: {summary['status']} after {summary['duration_s']:.3f} s ({scenario.mode} mode)")
+    print(format_table(summary))
+    records = summary["records"]
+    print(f"records emitted {records['emitted']}, received {records['received']}")
+    for violation in summary["invariants"]["violations"]:
+        print(f"invariant broken: {violation}")
+    print(f"outputs in {args.out}")
+    if "error" in summary:
+        print(f"shufflesim: job failed: {summary['error']}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_FAILED if summary["invariants"]["violations"] else 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from scenarios.bench import run_figures
+
+    try:
+        for figure in run_figures(args.figures or None):
+            print(json.dumps(figure), flush=True)
+    except KeyError as e:
+        raise UserError(e.args[0]) from None
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    command = {"run": _run, "plan": _plan, "bench": _bench}[args.command]
+    try:
+        return command(args)
+    except (UserError, ScenarioError, UnsupportedOperationException, IllegalStateException) as e:
+        print(f"shufflesim: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

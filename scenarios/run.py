@@ -1,0 +1,92 @@
+"""`shufflesim run`: one scenario on an in-process cluster, and the files of the run.
+
+Builds the scenario's program, compiles it, runs it in the scenario's mode (sim:
+virtual time, deterministic for the seed; realtime: TCP on loopback), then writes
+plan.json, metrics.parquet, summary.json and (with a trace) trace.jsonl.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from graph import plan_json
+from scenarios.build import build_program
+from scenarios.outputs import TRACE_FILE, write_metrics, write_plan, write_summary
+from scenarios.scenario_file import Scenario
+from shuffle.trace import NULL_TRACER, Tracer
+from taskmgr import clock
+from taskmgr.cluster import ClusterConfig, run_job
+from taskmgr.jobmanager import JobConfig, JobResult
+
+#: Metrics of the printed table: (header, Flink metric name, format).
+TABLE_COLUMNS = (
+    ("backpressured", "backPressuredTimeMsPerSecond", "{:.0f}"),
+    ("busy", "busyTimeMsPerSecond", "{:.0f}"),
+    ("idle", "idleTimeMsPerSecond", "{:.0f}"),
+    ("in/s", "numRecordsInPerSecond", "{:.0f}"),
+    ("out/s", "numRecordsOutPerSecond", "{:.0f}"),
+    ("outPool", "outPoolUsage", "{:.2f}"),
+    ("inPool", "inPoolUsage", "{:.2f}"),
+)
+
+
+@dataclass
+class RunOutcome:
+    summary: dict[str, Any]
+    result: JobResult
+
+
+def summary_of(scenario: Scenario, result: JobResult) -> dict[str, Any]:
+    """summary.json (ARCHITECTURE.md): steady state per vertex, record counts, invariants."""
+    summary: dict[str, Any] = {
+        "scenario": scenario.name,
+        "mode": scenario.mode,
+        "seed": scenario.seed,
+        "status": result.status.value,
+        "duration_s": result.duration,
+        "vertices": result.vertex_summaries(),
+        "records": {"emitted": result.records_emitted, "received": result.records_received},
+        "invariants": result.invariants | {"violations": result.invariant_violations()},
+    }
+    if result.error is not None:
+        summary["error"] = f"{type(result.error).__name__}: {result.error}"
+    return summary
+
+
+def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False) -> RunOutcome:
+    """Run `scenario` and write its outputs into `out_dir`."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    env = build_program(scenario)
+    write_plan(out_dir, plan_json(env))
+    graph = env.get_execution_graph()
+    cluster = ClusterConfig(scenario.mode, scenario.cluster.task_managers, scenario.cluster.slots_per_task_manager,
+                            scenario.network_config())
+    job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers)
+    with contextlib.ExitStack() as stack:
+        tracer = NULL_TRACER
+        if trace:
+            tracer = Tracer(out=stack.enter_context(open(out_dir / TRACE_FILE, "w")))
+        result = clock.run(run_job, graph, cluster, job, tracer, mode=scenario.mode, seed=scenario.seed)
+    write_metrics(out_dir, result.metrics)
+    summary = summary_of(scenario, result)
+    write_summary(out_dir, summary)
+    return RunOutcome(summary, result)
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    """The per-vertex table `shufflesim run` prints."""
+    headers = ["vertex", "p", "level"] + [header for header, _, _ in TABLE_COLUMNS]
+    rows = []
+    for vertex in summary["vertices"]:
+        metrics = vertex["metrics"]
+        cells = [vertex["name"], str(vertex["parallelism"]), vertex["backpressure_level"]]
+        cells += [fmt.format(metrics[name]) if name in metrics else "-" for _, name, fmt in TABLE_COLUMNS]
+        rows.append(cells)
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths)))
+             for row in [headers, *rows]]
+    return "\n".join(lines)

@@ -1,0 +1,66 @@
+"""`shufflesim run`, `plan` and `bench`: outputs, summary contract, user errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scenarios import bench
+from scenarios.cli import main
+from scenarios.outputs import read_metrics
+
+LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
+
+
+def test_run_writes_outputs_and_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code = main(["run", str(LIBRARY / "slow-map.toml"), "--out", str(out), "--trace", "--set", "duration=6s"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "SlowMap -> Sink: Writer" in printed and "high" in printed
+    for name in ("plan.json", "metrics.parquet", "summary.json", "trace.jsonl"):
+        assert (out / name).stat().st_size > 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["scenario"], summary["mode"], summary["duration_s"]) == ("slow-map", "sim", 6.0)
+    source, slow = summary["vertices"]
+    assert (source["name"], source["parallelism"], source["backpressure_level"]) == ("Source: Seq", 1, "high")
+    assert slow["backpressure_level"] == "ok"
+    assert slow["metrics"]["numRecordsInPerSecond"] == pytest.approx(200, rel=0.05)
+    assert {"numRecordsInPerSecond", "numRecordsOutPerSecond", "busyTimeMsPerSecond"} <= set(slow["metrics"])
+    assert [s["task_manager"] for s in slow["subtasks"]] == ["tm-0", "tm-1"]
+    assert summary["records"]["emitted"] == summary["records"]["received"] > 0
+    assert summary["invariants"]["buffers_leaked"] == 0
+    assert summary["invariants"]["credit_violations"] == 0
+    assert summary["invariants"]["violations"] == []
+    metrics = read_metrics(out)
+    assert set(metrics["vertex"].to_pylist()) == {"Source: Seq", "SlowMap -> Sink: Writer"}
+    events = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
+    assert {"partition_request", "buffer_sent", "buffer_received"} <= {e["event"] for e in events}
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "missing.toml", "--out", "x"], "cannot read"),
+    (["run", str(LIBRARY / "slow-map.toml"), "--out", "x", "--set", "network.bogus=1"], "network.bogus"),
+    (["plan", "no_such_module:program"], "cannot import"),
+    (["bench", "no_such_figure"], "unknown figure"),
+])
+def test_user_mistakes_exit_2_with_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("shufflesim: error:") and message in err and "\n" not in err
+
+
+def test_plan_prints_graphs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(LIBRARY / "skewed-keys.toml")]) == 0
+    assert "CountPerKey -> Sink: Writer" in capsys.readouterr().out
+    assert main(["plan", str(LIBRARY / "skewed-keys.toml"), "--json"]) == 0
+    assert "job_graph" in json.loads(capsys.readouterr().out)
+
+
+def test_bench_registry_prints_json_lines(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(bench, "FIGURES", {})
+    bench.register_figure("answer")(lambda: [{"figure": "answer", "value": 42}])
+    assert main(["bench"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"figure": "answer", "value": 42}
