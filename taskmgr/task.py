@@ -182,9 +182,10 @@ class Task:
             gate = env.create_input_gate(gate_descriptor.gate_index, self.name, channels)
             self._gates.append(gate)
             await gate.setup()
-        ctx = OperatorContext(self.name, vertex.name, descriptor.subtask_index, vertex.parallelism,
-                              descriptor.job.seed, vertex.index * MAX_ORIGIN_SUBTASKS + descriptor.subtask_index,
-                              self.run_control, io, self.services)
+        ctx = OperatorContext(
+            task_name=self.name, vertex_name=vertex.name, subtask_index=descriptor.subtask_index,
+            parallelism=vertex.parallelism, origin=vertex.index * MAX_ORIGIN_SUBTASKS + descriptor.subtask_index,
+            seed=descriptor.job.seed, run=self.run_control, io=io, services=self.services)
         self.context = ctx
         writers = [self._record_writer(partition, index, ctx)
                    for index, partition in zip((p.data_set_index for p in descriptor.produced_partitions),
