@@ -1,0 +1,64 @@
+"""Failures: a task that raises fails the job with its error; a lost TaskManager fails the
+job; the other tasks are cancelled and nothing hangs (sim mode; every run is bounded by
+the cluster's run timeout in virtual time)."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from graph import CollectSink, DiscardingSink, StreamExecutionEnvironment
+from taskmgr import clock
+from taskmgr.cluster import ClusterConfig, MiniCluster, execute
+from taskmgr.jobmanager import JobConfig, JobExecutionError, JobStatus
+
+
+def explode(x: int) -> int:
+    if x == 50:
+        raise ValueError("boom at 50")
+    return x
+
+
+def test_failing_task_fails_job_with_root_cause() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_sequence(1, 1000).map(explode).set_parallelism(2).sink_to(CollectSink("out"))
+    result = execute(env, duration=30, task_managers=2)
+    assert result.status is JobStatus.FAILED
+    assert isinstance(result.error, ValueError) and str(result.error) == "boom at 50"
+    assert result.invariants["buffers_leaked"] == 0
+    with pytest.raises(JobExecutionError, match="boom at 50") as info:
+        result.raise_for_status()
+    assert info.value.__cause__ is result.error
+
+
+def test_not_enough_slots_fails_with_clear_message() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator().set_parallelism(3).sink_to(DiscardingSink())
+    result = execute(env, duration=1, task_managers=1)
+    assert result.status is JobStatus.FAILED
+    assert "needs 3 slots, the cluster has 1" in str(result.error)
+
+
+def test_lost_task_manager_fails_job() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator(rate=1000).rebalance().map(cost="1ms").set_parallelism(2).sink_to(DiscardingSink())
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            cluster = MiniCluster(ClusterConfig(task_managers=2))
+            await cluster.start(nursery)
+
+            async def kill_later():
+                await trio.sleep(2)
+                cluster.kill_task_manager("tm-1")
+
+            nursery.start_soon(kill_later)
+            with trio.fail_after(60):
+                result = await cluster.execute(env.get_execution_graph(), JobConfig(duration=10, task_managers=2))
+            nursery.cancel_scope.cancel()
+        return result
+
+    result = clock.run(main, mode="sim", seed=1)
+    assert result.status is JobStatus.FAILED
+    assert result.duration < 3
+    assert "TaskManager tm-1 is lost" in str(result.error)
