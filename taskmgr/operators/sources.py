@@ -28,6 +28,9 @@ DEFAULT_SOURCE_COST = 1e-7
 #: Sequence numbers of generator subtask i start at i << ORIGIN_SHIFT, so a sink can tell
 #: which source subtask a record comes from.
 ORIGIN_SHIFT = 40
+#: A rate-limited generator wakes up when this much time's worth of records is due
+#: (seconds; one record at least), rather than once per record.
+RATE_QUANTUM = 0.010
 #: Records per emission of sources of generic records.
 GENERIC_BATCH = 512
 
@@ -101,9 +104,11 @@ class GeneratorSourceOperator(SourceOperator):
         return batch
 
     async def wait_available(self) -> None:
+        """Until the records of one `RATE_QUANTUM` are due (at least one record)."""
         if self.schedule is None:
             await trio.sleep_forever()
-        await trio.sleep_until(self.schedule.time_due(self.emitted + 1))
+        quantum = max(1, int(self.schedule.rate * RATE_QUANTUM))
+        await trio.sleep_until(self.schedule.time_due(self.emitted + quantum))
 
 
 class ListSourceOperator(SourceOperator):
