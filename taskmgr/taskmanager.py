@@ -32,6 +32,8 @@ from taskmgr.task import Task
 
 #: What a credit violation (the Netty reader's negative credit) shows as in a task failure.
 CREDIT_VIOLATION = "no credit available"
+#: Shortest time (in sample periods) the last sample of a run may cover.
+MIN_LAST_SAMPLE = 0.1
 
 
 class IterationChannel:
@@ -108,9 +110,10 @@ class _JobSession:
             self.stop_sampling()
 
     def stop_sampling(self) -> None:
-        """Take the last sample now (unless just taken) and stop sampling."""
+        """Take the last sample now (unless one was taken less than a tenth of a period
+        ago: rates over a sliver of time are noise) and stop sampling."""
         self.sampling.cancel()
-        if trio.current_time() > self.last_sample:
+        if trio.current_time() - self.last_sample >= MIN_LAST_SAMPLE * self.services.sampler.period:
             self._sample()
         self.last_sample = math.inf
 

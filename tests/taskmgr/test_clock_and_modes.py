@@ -1,0 +1,66 @@
+"""Sim runs are deterministic for a seed; realtime mode (TCP on loopback) shows the same
+bottleneck and levels as sim mode."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+from trio._core import _run as trio_run
+
+from graph import KeyDistribution, DiscardingSink, StreamExecutionEnvironment
+from taskmgr import clock
+from taskmgr.cluster import execute
+
+
+def keyed_pipeline() -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    (env.from_generator(rate=3000, keys=KeyDistribution("zipf", num_keys=100)).set_parallelism(2)
+        .key_by(lambda r: r.key).map(cost="0.5ms").set_parallelism(3)
+        .rebalance().sink_to(DiscardingSink()).set_parallelism(2))
+    return env
+
+
+def test_same_seed_gives_same_metrics() -> None:
+    runs = [execute(keyed_pipeline(), duration=5, task_managers=2, slots_per_task_manager=2, seed=3)
+            for _ in range(2)]
+    first, second = (run.metrics.sort_by([("vertex", "ascending"), ("subtask", "ascending"),
+                                          ("metric", "ascending"), ("t", "ascending")]) for run in runs)
+    assert first.num_rows > 0
+    assert first.equals(second)
+    assert runs[0].records_received == runs[1].records_received
+
+
+def test_deterministic_scheduling_is_scoped() -> None:
+    before = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+    with clock.deterministic_scheduling(5):
+        assert trio_run._ALLOW_DETERMINISTIC_SCHEDULING is True
+    assert trio_run._ALLOW_DETERMINISTIC_SCHEDULING is before
+
+
+def test_sim_clock_is_virtual() -> None:
+    async def sleep_an_hour() -> float:
+        await trio.sleep(3600)
+        return trio.current_time()
+
+    assert clock.run(sleep_an_hour, mode="sim") >= 3600
+
+
+def slow_map() -> StreamExecutionEnvironment:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    (env.from_generator().name("Seq").rebalance().map(cost="5ms").name("SlowMap")
+        .slot_sharing_group("slow").sink_to(DiscardingSink()))
+    return env
+
+
+@pytest.mark.tcp
+def test_realtime_shows_the_same_bottleneck_as_sim() -> None:
+    levels = {}
+    for mode in ("sim", "realtime"):
+        result = execute(slow_map(), duration=3, task_managers=2, mode=mode, seed=7).raise_for_status()
+        assert result.invariant_violations() == []
+        source, slow = result.vertex_summary("Source: Seq"), result.vertex_summary("SlowMap")
+        levels[mode] = (source["backpressure_level"], slow["backpressure_level"])
+        assert slow["metrics"]["busyTimeMsPerSecond"] > 900
+        assert slow["metrics"]["numRecordsInPerSecond"] == pytest.approx(200, rel=0.1), mode
+        assert slow["metrics"]["inPoolUsage"] > 0.9
+    assert levels["sim"] == levels["realtime"] == ("high", "ok")
