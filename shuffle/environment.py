@@ -16,12 +16,13 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
 from shuffle.consumer.local_input_channel import LocalInputChannel
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
-from shuffle.consumer.single_input_gate import SingleInputGate
-from shuffle.netty.connection_manager import ConnectionManager, Transport
+from shuffle.consumer.single_input_gate import SingleInputGate, gate_buffers_spec
+from shuffle.netty.connection_manager import ConnectionManager
 from shuffle.partition.result_partition import ResultPartition
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.result_partition_type import ResultPartitionType
 from shuffle.trace import NULL_TRACER, Tracer
+from shuffle.transport import Transport
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,7 @@ class NettyShuffleEnvironment:
         gate = SingleInputGate(gate_index, owner_name, cfg, self.network_pool, blocking)
         # Exclusive buffers per remote channel; in pre-credit mode ("tcp") the channels keep
         # the same buffer budget but announce no credit.
-        exclusive = gate.buffers_spec.exclusive_per_channel
+        exclusive = gate_buffers_spec(len(channels), cfg, blocking).exclusive_per_channel
         for index, descriptor in enumerate(channels):
             if descriptor.producer_address == self.address:
                 channel = LocalInputChannel(gate, index, descriptor.partition_id, descriptor.subpartition_index,

@@ -100,9 +100,9 @@ class CreditBasedPartitionRequestClientHandler:
                 nursery.start_soon(self._write_loop)
                 await self._read_loop()
                 nursery.cancel_scope.cancel()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             self._fail_all(RemoteTransportError(
-                f"Lost connection to task manager '{self.remote_address}': {exc}"))
+                f"Lost connection to task manager '{self.remote_address}': {group.exceptions[0]}"))
         finally:
             await trio.aclose_forcefully(self.stream)
 

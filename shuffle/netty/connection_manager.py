@@ -7,23 +7,17 @@ of one TCP connection per TaskManager pair and direction).
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import trio
 
 from shuffle.config import NetworkConfig
 from shuffle.netty.client_handler import CreditBasedPartitionRequestClientHandler
 from shuffle.netty.server_handler import PartitionRequestServerHandler
+from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.trace import Tracer
-
-
-class Transport(Protocol):
-    """Byte streams between TaskManagers: a simulated link or TCP (shuffle/transport)."""
-
-    async def serve(self, address: Any, handler, *, task_status=trio.TASK_STATUS_IGNORED) -> None: ...
-
-    async def connect(self, address: Any) -> trio.abc.Stream: ...
+from shuffle.transport import Transport
 
 
 class ConnectionManager:
@@ -37,7 +31,7 @@ class ConnectionManager:
         self._nursery: trio.Nursery | None = None
         self._clients: dict[Any, CreditBasedPartitionRequestClientHandler] = {}
         self._connecting: dict[Any, trio.Lock] = {}
-        self._server_streams: set[trio.abc.Stream] = set()
+        self._server_handlers: set[PartitionRequestServerHandler] = set()
 
     async def start(self, nursery: trio.Nursery, address: Any) -> Any:
         """Start serving in `nursery`; returns the address consumers connect to."""
@@ -46,11 +40,23 @@ class ConnectionManager:
         return self.address
 
     async def _serve_connection(self, stream: trio.abc.Stream) -> None:
-        self._server_streams.add(stream)
+        handler = PartitionRequestServerHandler(stream, self.partition_manager, self.config, self.tracer)
+        self._server_handlers.add(handler)
         try:
-            await PartitionRequestServerHandler(stream, self.partition_manager, self.config, self.tracer).run()
+            await handler.run()
         finally:
-            self._server_streams.discard(stream)
+            self._server_handlers.discard(handler)
+
+    def find_reader(self, receiver_id: str) -> CreditBasedSequenceNumberingViewReader | None:
+        """The server-side reader serving `receiver_id` (inspection: harness, metrics)."""
+        for handler in self._server_handlers:
+            reader = handler.queue.all_readers.get(receiver_id)
+            if reader is not None:
+                return reader
+        return None
+
+    def client(self, address: Any) -> CreditBasedPartitionRequestClientHandler | None:
+        return self._clients.get(address)
 
     async def create_partition_request_client(self, address: Any) -> CreditBasedPartitionRequestClientHandler:
         """The shared connection to `address`, connecting on first use."""
@@ -73,6 +79,6 @@ class ConnectionManager:
         """Close every connection, client and server side."""
         for client in self._clients.values():
             await trio.aclose_forcefully(client.stream)
-        for stream in list(self._server_streams):
-            await trio.aclose_forcefully(stream)
+        for handler in list(self._server_handlers):
+            await trio.aclose_forcefully(handler.stream)
         self._clients.clear()

@@ -62,7 +62,7 @@ class PartitionRequestServerHandler:
                     with trio.move_on_after(1):
                         await self.stream.send_all(b"".join(encode(ErrorResponse(type(exc).__name__, str(exc)))))
                 nursery.cancel_scope.cancel()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except* (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the peer went away while we were writing
         finally:
             self.queue.close()

@@ -1,0 +1,296 @@
+"""A scripted credit-flow bench: one producer partition and one consumer gate per subpartition.
+
+For regression tests of credit flow. The producer and the consumers run on simulated
+TaskManagers (or the consumers share the producer's TaskManager: local channels); the test
+drives them step by step and reads the state of both ends:
+
+    async with CreditFlowHarness.open(channels=2) as h:
+        await h.emit_buffers(0, 3)          # three full buffers into subpartition 0
+        await h.settle()                    # let the network run (virtual time)
+        assert h.sender(0).credit == 0 and h.receiver(0).queued == 2
+        h.consume(0)                        # the consumer task reads and recycles one buffer
+        await h.settle()
+        assert h.trace.of("credit_announced")[-1]["credit"] == 1
+
+Nothing consumes unless the test says so (`consume`), or a channel is set to consume
+continuously (`auto_consume`), which `stall`/`resume` pause and restart.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+import trio
+
+from shuffle.buffer.data_type import DataType
+from shuffle.config import NetworkConfig
+from shuffle.consumer.local_input_channel import LocalInputChannel
+from shuffle.consumer.remote_input_channel import RemoteInputChannel
+from shuffle.consumer.single_input_gate import SingleInputGate
+from shuffle.environment import InputChannelDescriptor, NettyShuffleEnvironment
+from shuffle.partition.result_partition import ResultPartition
+from shuffle.serialization.record_serializer import RecordSerializer
+from shuffle.serialization.records import GenericFormat
+from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
+from shuffle.trace import Tracer
+from shuffle.transport.sim_link import SimNetwork
+
+PARTITION_ID = "partition-0"
+
+
+@dataclass(frozen=True)
+class SenderState:
+    """The producer's view of one channel."""
+
+    credit: int | None  # None for a local channel (no credit)
+    backlog: int
+    queued: int
+    blocked: bool
+    pool_buffers: int  # buffers of the subpartition held from the partition's pool
+
+
+@dataclass(frozen=True)
+class ReceiverState:
+    """The consumer's view of one channel."""
+
+    queued: int
+    exclusive_free: int
+    floating_free: int
+    required: int
+    unannounced_credit: int
+    initial_credit: int
+
+
+@dataclass(frozen=True)
+class Consumed:
+    data_type: DataType
+    size: int
+
+
+class CreditFlowHarness:
+    def __init__(self, config: NetworkConfig, producer: NettyShuffleEnvironment,
+                 consumer: NettyShuffleEnvironment, targets: list[tuple[ResultPartition, int]],
+                 gates: list[SingleInputGate], tracer: Tracer, nursery: trio.Nursery) -> None:
+        self.config = config
+        self.producer = producer
+        self.consumer = consumer
+        self.targets = targets  # channel -> (producing partition, subpartition)
+        self.partitions = list(dict.fromkeys(p for p, _ in targets))
+        self.gates = gates
+        self.trace = tracer
+        self._nursery = nursery
+        self._stalled = [False] * len(gates)
+        self._resumed = [trio.Event() for _ in gates]
+        self.consumed: list[list[Consumed]] = [[] for _ in gates]
+        self._serializer = RecordSerializer(GenericFormat())
+        self._deserializers = [SpanningRecordDeserializer(GenericFormat()) for _ in gates]
+        self.received: list[list[object]] = [[] for _ in gates]
+        self._decode = [False] * len(gates)  # channels fed with `emit_values` carry real records
+        self._consumer_scopes: list[trio.CancelScope] = []
+
+    @classmethod
+    async def start(cls, nursery: trio.Nursery, config: NetworkConfig | None = None, channels: int = 1,
+                    local: bool = False, transport: str = "sim",
+                    separate_producers: bool = False) -> "CreditFlowHarness":
+        """Build the setup with its tasks in `nursery`; partitions are requested before it returns.
+
+        Channel i reads subpartition i of one partition, or with `separate_producers` the only
+        subpartition of partition i (independent upstream tasks sharing the connection).
+        `transport` is "sim" (simulated link; run under a virtual clock) or "tcp" (loopback).
+        """
+        config = config or NetworkConfig()
+        tracer = Tracer()
+        if transport == "sim":
+            network, addresses = SimNetwork(config.link_bandwidth, config.link_latency, config.send_window), \
+                ("producer", "consumer")
+        elif transport == "tcp":
+            from shuffle.transport.tcp import TcpTransport  # only the realtime variant needs sockets
+
+            network, addresses = TcpTransport(), ("127.0.0.1:0", "127.0.0.1:0")
+        else:
+            raise ValueError(f"transport must be 'sim' or 'tcp', not {transport!r}")
+        producer = NettyShuffleEnvironment(config, network, tracer.for_task_manager("producer"))
+        producer_address = await producer.start(nursery, addresses[0])
+        consumer = producer
+        if not local:
+            consumer = NettyShuffleEnvironment(config, network, tracer.for_task_manager("consumer"))
+            await consumer.start(nursery, addresses[1])
+        if separate_producers:
+            targets = [(producer.create_result_partition(f"{PARTITION_ID}-{i}", 1, owner_name=f"producer-{i}"), 0)
+                       for i in range(channels)]
+        else:
+            shared = producer.create_result_partition(PARTITION_ID, channels, owner_name="producer")
+            targets = [(shared, i) for i in range(channels)]
+        gates = []
+        for index, (partition, subpartition) in enumerate(targets):
+            descriptor = InputChannelDescriptor(partition.partition_id, subpartition, producer_address)
+            gate = consumer.create_input_gate(0, f"consumer-{index}", [descriptor])
+            await gate.setup()
+            await gate.request_partitions()
+            gates.append(gate)
+        harness = cls(config, producer, consumer, targets, gates, tracer, nursery)
+        await harness.settle()
+        return harness
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, config: NetworkConfig | None = None, channels: int = 1, local: bool = False,
+                   transport: str = "sim", separate_producers: bool = False) -> AsyncIterator["CreditFlowHarness"]:
+        """`start` in a nursery of its own, closed (and checked for leaks) on exit."""
+        async with trio.open_nursery() as nursery:
+            harness = await cls.start(nursery, config, channels, local, transport, separate_producers)
+            yield harness
+            await harness.close()
+            nursery.cancel_scope.cancel()
+
+    # -- driving the producer --------------------------------------------------------------
+
+    async def emit(self, channel: int, nbytes: int, record_size: int = 0) -> None:
+        """Write `nbytes` of record data (records of `record_size` bytes) for a channel."""
+        partition, subpartition = self.targets[channel]
+        await partition.emit_record(bytes(nbytes), subpartition, record_size)
+
+    async def emit_buffers(self, channel: int, n: int) -> None:
+        """Fill `n` whole buffers; they become visible as the next buffer starts (or on flush)."""
+        partition, subpartition = self.targets[channel]
+        size = self.config.buffer_size
+        for _ in range(n):
+            await partition.emit_record(bytes(size), subpartition)
+
+    def producer_available(self, channel: int) -> bool:
+        """Whether the channel's producer may emit without blocking (its pool is available)."""
+        return self.targets[channel][0].is_available()
+
+    async def emit_values(self, channel: int, values: list[object]) -> None:
+        """Serialize msgpack records for a channel; the consumer side collects them in `received`."""
+        self._decode[channel] = True
+        partition, subpartition = self.targets[channel]
+        for value in values:
+            await partition.emit_record(self._serializer.serialize(value, 0), subpartition)
+
+    def flush(self, channel: int | None = None) -> None:
+        """Flush one channel's subpartition, or everything."""
+        if channel is None:
+            for partition in self.partitions:
+                partition.flush_all()
+        else:
+            partition, subpartition = self.targets[channel]
+            partition.flush(subpartition)
+
+    def broadcast_event(self, event: object, is_priority: bool = False) -> None:
+        for partition in self.partitions:
+            partition.broadcast_event(event, is_priority)
+
+    def finish(self) -> None:
+        for partition in self.partitions:
+            partition.finish()
+
+    # -- driving the consumers -------------------------------------------------------------
+
+    def consume(self, channel: int, n: int = 1) -> list[Consumed]:
+        """Read up to `n` buffers or events of a channel now, recycling each (creates credit)."""
+        out = []
+        gate = self.gates[channel]
+        for _ in range(n):
+            result = gate.poll_next()
+            if result is None:
+                break
+            if result.buffer is not None:
+                item = Consumed(result.buffer.data_type, result.size)
+                if self._decode[channel]:
+                    deserializer = self._deserializers[channel]
+                    deserializer.add_buffer(result.buffer.memory())
+                    self.received[channel].extend(value for value, _ in deserializer.read())
+                result.buffer.recycle()
+            else:
+                item = Consumed(DataType.EVENT_BUFFER, result.size)
+            out.append(item)
+        self.consumed[channel].extend(out)
+        return out
+
+    def auto_consume(self, channel: int, cost_per_buffer: float = 0.0) -> None:
+        """Consume the channel continuously (each buffer taking `cost_per_buffer` seconds)."""
+        self._nursery.start_soon(self._consume_loop, channel, cost_per_buffer)
+
+    async def _consume_loop(self, channel: int, cost: float) -> None:
+        gate = self.gates[channel]
+        with trio.CancelScope() as scope:
+            self._consumer_scopes.append(scope)
+            while not gate.is_finished:
+                while self._stalled[channel]:
+                    await self._resumed[channel].wait()
+                if not self.consume(channel, 1):
+                    await gate.wait_available()
+                elif cost:
+                    await trio.sleep(cost)
+                else:
+                    await trio.lowlevel.checkpoint()
+
+    def stall(self, channel: int) -> None:
+        """Pause an auto-consuming channel (a slow or stuck consumer task)."""
+        self._stalled[channel] = True
+        self._resumed[channel] = trio.Event()
+
+    def resume(self, channel: int) -> None:
+        self._stalled[channel] = False
+        self._resumed[channel].set()
+
+    async def settle(self, seconds: float = 0.05) -> None:
+        """Let the simulated network and tasks run for `seconds` of virtual time."""
+        await trio.sleep(seconds)
+
+    # -- state -----------------------------------------------------------------------------
+
+    def channel(self, index: int) -> RemoteInputChannel | LocalInputChannel:
+        return self.gates[index].channels[0]
+
+    def sender(self, index: int) -> SenderState:
+        partition, subpartition = self.targets[index]
+        sub = partition.subpartitions[subpartition]
+        channel = self.channel(index)
+        credit = None
+        if isinstance(channel, RemoteInputChannel):
+            reader = self.producer.connection_manager.find_reader(channel.receiver_id)
+            credit = reader.num_credits_available if reader is not None else 0
+        return SenderState(credit, sub.get_buffers_in_backlog(), sub.number_of_queued_buffers,
+                           sub.is_blocked, partition.buffer_pool.subpartition_buffer_count(subpartition))
+
+    def receiver(self, index: int) -> ReceiverState:
+        channel = self.channel(index)
+        if not isinstance(channel, RemoteInputChannel):
+            return ReceiverState(0, 0, 0, 0, 0, 0)
+        bm = channel.buffer_manager
+        return ReceiverState(len(channel.received), len(bm.exclusive), len(bm.floating),
+                             bm.num_required_buffers, channel.unannounced_credit, channel.initial_credit)
+
+    def credits_announced(self, index: int) -> list[int]:
+        """The credit of every AddCredit the channel sent, in order."""
+        name = self.channel(index).name
+        return [e["credit"] for e in self.trace.of("credit_announced") if e["channel"] == name]
+
+    def buffers_sent(self, index: int) -> list[dict]:
+        name = self.channel(index).name
+        return [e for e in self.trace.of("buffer_sent") if e["channel"] == name]
+
+    @property
+    def floating_pool_free(self) -> list[int]:
+        return [g.buffer_pool.num_available for g in self.gates]
+
+    async def close(self) -> None:
+        """Release everything; raises if a network buffer did not come back."""
+        for scope in self._consumer_scopes:
+            scope.cancel()
+        for gate in self.gates:
+            gate.close()
+        for partition in self.partitions:
+            partition.release()
+        await self.producer.close()
+        if self.consumer is not self.producer:
+            await self.consumer.close()
+        for env in {self.producer, self.consumer}:
+            pool = env.network_pool
+            if pool.num_available_segments != pool.total_segments:
+                raise AssertionError(f"network buffers leaked: {pool.total_segments - pool.num_available_segments}"
+                                     f" of {pool.total_segments} not returned")

@@ -1,0 +1,178 @@
+"""The credit loop, rule by rule (spec 3.4-3.6, 4.2-4.3), through the credit-flow harness."""
+
+import trio
+
+from shuffle.api.events import CancelCheckpointMarker
+from shuffle.buffer.data_type import DataType
+from shuffle.config import NetworkConfig
+
+SMALL = NetworkConfig(buffer_size=4096)
+
+
+async def test_partition_request_carries_initial_credit(credit_flow):
+    h = await credit_flow(config=SMALL)
+    (request,) = h.trace.of("partition_request")
+    assert request["initial_credit"] == 2
+    assert h.sender(0).credit == 2
+    assert h.receiver(0) .exclusive_free == 2 and h.receiver(0).initial_credit == 2
+
+
+async def test_each_data_buffer_costs_one_credit_and_sending_stops_at_zero(credit_flow):
+    h = await credit_flow(config=SMALL)
+    # Floating buffers all lent to a hog so the channel cannot get more than its exclusive ones.
+    hog = [h.gates[0].buffer_pool.request_buffer() for _ in range(8)]
+    await h.emit_buffers(0, 5)
+    await h.settle()
+    assert len(h.buffers_sent(0)) == 2
+    assert h.sender(0).credit == 0
+    assert h.receiver(0).queued == 2
+    assert h.sender(0).backlog == 2  # buffers 3 and 4 wait (5 is still being written)
+    for b in hog:
+        b.recycle()
+
+
+async def test_backlog_drives_floating_requests_and_one_add_credit(credit_flow):
+    h = await credit_flow(config=SMALL)
+    await h.emit_buffers(0, 8)
+    await h.settle()
+    sent = h.buffers_sent(0)
+    # The first buffer announced a backlog of 6 (7 visible, minus itself); the receiver then
+    # aimed for backlog + initial credit = 8 free buffers: 7 floating ones, one AddCredit(7).
+    assert sent[0]["backlog"] == 6
+    assert h.credits_announced(0)[0] == 7
+    assert [e["seq"] for e in sent] == list(range(len(sent)))
+    assert len(sent) == 7 and h.receiver(0).queued == 7
+
+
+async def test_unannounced_credit_is_coalesced(credit_flow):
+    h = await credit_flow(config=SMALL)
+    hog = [h.gates[0].buffer_pool.request_buffer() for _ in range(8)]
+    await h.emit_buffers(0, 4)
+    await h.settle()
+    assert h.sender(0).credit == 0
+    # Two exclusive buffers recycled before the client's writer runs: one AddCredit(2).
+    h.consume(0, 2)
+    assert h.receiver(0).unannounced_credit == 2
+    await h.settle()
+    assert h.credits_announced(0) == [2]
+    for b in hog:
+        b.recycle()
+
+
+async def test_recycled_exclusive_returns_a_floating_buffer_when_above_required(credit_flow):
+    h = await credit_flow(config=SMALL)
+    await h.emit_buffers(0, 3)
+    await h.settle()
+    # Buffer 1 (exclusive, backlog 1 -> required 3, 2 floating obtained), buffer 2 (floating).
+    before = h.receiver(0)
+    assert (before.exclusive_free, before.floating_free, before.required) == (1, 1, 2)
+    pool_free = h.floating_pool_free[0]
+    h.consume(0)  # recycles the exclusive buffer: available 3 > required 2
+    after = h.receiver(0)
+    assert (after.exclusive_free, after.floating_free) == (2, 0)
+    assert h.floating_pool_free[0] == pool_free + 1
+    assert after.unannounced_credit == 0  # no credit for it
+
+
+async def test_recycled_floating_buffer_goes_to_a_waiting_channel(credit_flow):
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096, floating_buffers_per_gate=1), channels=1)
+    await h.emit_buffers(0, 6)
+    await h.settle()
+    rx = h.receiver(0)
+    assert rx.required > rx.exclusive_free + rx.floating_free
+    assert h.channel(0).buffer_manager.is_waiting_for_floating_buffers
+    announced = sum(h.credits_announced(0))
+    h.consume(0, 3)  # among them the floating buffer: handed straight back to the waiting channel
+    await h.settle()
+    assert sum(h.credits_announced(0)) > announced
+
+
+async def test_events_cost_no_credit(credit_flow):
+    h = await credit_flow(config=SMALL)
+    hog = [h.gates[0].buffer_pool.request_buffer() for _ in range(8)]
+    await h.emit_buffers(0, 3)
+    await h.settle()
+    assert h.sender(0).credit == 0
+    h.broadcast_event(CancelCheckpointMarker(1))
+    await h.settle()
+    # Out of credit, the marker still cannot overtake the queued data buffer...
+    h.consume(0, 2)
+    await h.settle()
+    kinds = [c.data_type for c in h.consume(0, 5)]
+    assert DataType.EVENT_BUFFER in kinds
+    event_sends = [e for e in h.buffers_sent(0) if e["data_type"] == "EVENT_BUFFER"]
+    assert len(event_sends) == 1
+    for b in hog:
+        b.recycle()
+
+
+async def test_event_is_sent_with_zero_credit(credit_flow):
+    h = await credit_flow(config=SMALL)
+    hog = [h.gates[0].buffer_pool.request_buffer() for _ in range(8)]
+    await h.emit_buffers(0, 2)
+    h.flush(0)
+    await h.settle()
+    assert h.sender(0).credit == 0 and h.sender(0).queued == 0
+    h.broadcast_event(CancelCheckpointMarker(7))
+    await h.settle()
+    assert h.buffers_sent(0)[-1]["data_type"] == "EVENT_BUFFER"
+    assert h.sender(0).credit == 0
+    for b in hog:
+        b.recycle()
+
+
+async def _drive_two_producers(h, rounds: int) -> None:
+    """Both upstream tasks produce while they can; only channel 1's consumer reads."""
+    h.auto_consume(1)
+    with trio.fail_after(10):
+        for _ in range(rounds):
+            for channel in (0, 1):
+                if h.producer_available(channel):
+                    await h.emit_buffers(channel, 1)
+            await h.settle(0.001)
+        await h.settle()
+
+
+async def test_a_channel_out_of_credit_does_not_stop_the_others(credit_flow):
+    h = await credit_flow(config=SMALL, channels=2, separate_producers=True)
+    await _drive_two_producers(h, 40)
+    assert h.sender(0).credit == 0 and not h.producer_available(0)
+    assert len(h.consumed[1]) >= 38  # channel 1 kept flowing on the same connection
+    assert len(h.consumer.connection_manager._clients) == 1  # one shared connection
+
+
+async def test_head_of_line_blocking_without_credit(credit_flow):
+    cfg = NetworkConfig(buffer_size=4096, flow_control="tcp", send_window=16 * 1024)
+    h = await credit_flow(config=cfg, channels=2, separate_producers=True)
+    await _drive_two_producers(h, 40)
+    # Channel 0 used up its receiver's buffers; the reader stopped reading the connection,
+    # the socket window filled, and channel 1 stopped with it.
+    stalled = len(h.consumed[1])
+    assert stalled < 20
+    assert not h.producer_available(1)
+    h.auto_consume(0)  # the slow consumer catches up: everything flows again
+    await _drive_two_producers(h, 20)
+    assert len(h.consumed[1]) > stalled + 10
+
+
+async def test_local_channel_uses_no_credit_and_no_receiver_buffers(credit_flow):
+    h = await credit_flow(config=SMALL, local=True)
+    await h.emit_buffers(0, 3)
+    h.flush(0)
+    await h.settle()
+    assert h.sender(0).credit is None
+    assert h.trace.of("credit_announced") == []
+    assert len(h.consume(0, 10)) == 3
+    assert h.gates[0].exclusive_buffers_usage() == (0, 0)
+
+
+async def test_records_arrive_in_order_across_buffers(credit_flow):
+    h = await credit_flow(config=NetworkConfig(buffer_size=256), channels=2)
+    h.auto_consume(0)
+    h.auto_consume(1)
+    values = [(i, "x" * (i % 50)) for i in range(300)]
+    await h.emit_values(0, values)
+    await h.emit_values(1, values[::-1])
+    h.finish()
+    await h.settle(1.0)
+    assert h.received[0] == values and h.received[1] == values[::-1]
