@@ -18,6 +18,10 @@ from taskmgr.input_processor import InputStatus, TaskInput
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 
 
+#: Turns of the loop after which a task lets others run even if it never had to wait.
+YIELD_EVERY = 32
+
+
 class StreamTask:
     def __init__(self, task_input: TaskInput, writers: Sequence[RecordWriter], io: TaskIOMetricGroup) -> None:
         self.input = task_input
@@ -41,6 +45,7 @@ class StreamTask:
 
     async def run_mailbox_loop(self) -> None:
         io, task_input = self.io, self.input
+        turns = 0
         while True:
             if not self._outputs_available():
                 io.soft_backpressure.mark_start()
@@ -51,7 +56,9 @@ class StreamTask:
                 continue
             status = await task_input.process_input()
             if status is InputStatus.MORE_AVAILABLE:
-                await trio.lowlevel.checkpoint()
+                turns += 1
+                if turns % YIELD_EVERY == 0:
+                    await trio.lowlevel.checkpoint()
                 continue
             if status is InputStatus.END_OF_INPUT:
                 return
