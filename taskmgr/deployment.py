@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from graph import ExecutionGraph, ExecutionVertex
+from graph import ExecutionVertex
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,3 @@ def create_descriptor(vertex: ExecutionVertex, job: JobInformation,
     return TaskDeploymentDescriptor(execution_id(vertex), job, vertex.job_vertex.id, vertex.subtask_index,
                                     partitions, gates)
 
-
-def find_execution_vertex(graph: ExecutionGraph, vertex_id: str, subtask_index: int) -> ExecutionVertex:
-    return graph.task_vertices[vertex_id][subtask_index]
