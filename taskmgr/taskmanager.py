@@ -136,6 +136,8 @@ class TaskManager:
         self._jobs: dict[str, _JobSession] = {}
         self._connection: RpcConnection | None = None
         self._nursery: trio.Nursery | None = None
+        # Task state updates go out in the order they happen, through one sender.
+        self._outbox_send, self._outbox = trio.open_memory_channel[tuple[str, dict[str, Any]]](math.inf)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Serve partitions, register at the JobManager, follow it until shutdown or disconnect."""
@@ -146,6 +148,7 @@ class TaskManager:
                 self._connection = RpcConnection(await self.transport.connect(self.jobmanager_address))
                 await self._connection.send("register_task_manager", task_manager=self.name,
                                             shuffle_address=address, num_slots=self.num_slots)
+                nursery.start_soon(self._send_outbox)
                 task_status.started()
                 await self._follow_jobmanager()
                 nursery.cancel_scope.cancel()
@@ -185,13 +188,14 @@ class TaskManager:
         if cause is not None:
             fields["error"] = f"{type(cause).__name__}: {cause}"
             fields["error_ref"] = REGISTRY.put(cause)
-        self._nursery.start_soon(self._send, "task_state", fields)
+        self._outbox_send.send_nowait(("task_state", fields))
 
-    async def _send(self, kind: str, fields: dict[str, Any]) -> None:
-        try:
-            await self._connection.send(kind, **fields)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass  # the JobManager is gone; the connection loop ends on its own
+    async def _send_outbox(self) -> None:
+        async for kind, fields in self._outbox:
+            try:
+                await self._connection.send(kind, **fields)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return  # the JobManager is gone; the connection loop ends on its own
 
     async def _on_cancel_task(self, message: dict[str, Any]) -> None:
         for job in self._jobs.values():
@@ -225,7 +229,8 @@ class TaskManager:
         pool = self.env.network_pool
         report.update(task_manager=self.name, available_segments=pool.num_available_segments,
                       total_segments=pool.total_segments)
-        await self._connection.send("job_report", job_id=message["job_id"], report_ref=REGISTRY.put(report))
+        self._outbox_send.send_nowait(("job_report", {"job_id": message["job_id"],
+                                                      "report_ref": REGISTRY.put(report)}))
 
     def _job_report(self, job: _JobSession) -> dict[str, Any]:
         contexts = [task.context for task in job.tasks.values() if task.context is not None]

@@ -60,7 +60,7 @@ def test_realtime_shows_the_same_bottleneck_as_sim() -> None:
         assert result.invariant_violations() == []
         source, slow = result.vertex_summary("Source: Seq"), result.vertex_summary("SlowMap")
         levels[mode] = (source["backpressure_level"], slow["backpressure_level"])
-        assert slow["metrics"]["busyTimeMsPerSecond"] > 900
-        assert slow["metrics"]["numRecordsInPerSecond"] == pytest.approx(200, rel=0.1), mode
+        assert slow["metrics"]["busyTimeMsPerSecond"] > 800
+        assert slow["metrics"]["numRecordsInPerSecond"] == pytest.approx(200, rel=0.1 if mode == "sim" else 0.25), mode
         assert slow["metrics"]["inPoolUsage"] > 0.9
     assert levels["sim"] == levels["realtime"] == ("high", "ok")
