@@ -38,9 +38,9 @@ class NetworkBufferPool:
         self.exclusive_request_timeout = exclusive_request_timeout
         # np.zeros maps pages lazily: untouched segments cost no memory.
         self._memory = memoryview(np.zeros(num_segments * segment_size, dtype=np.uint8))
-        self._available: deque[MemorySegment] = deque(
-            MemorySegment(i, self._memory[i * segment_size:(i + 1) * segment_size])
-            for i in range(num_segments))
+        # Segments never handed out yet are made on first use: a large pool starts cheaply.
+        self._available: deque[MemorySegment] = deque()
+        self._num_fresh = num_segments
         self.num_total_required_buffers = 0
         self._pools: list[LocalBufferPool] = []
         self._segment_waiters: list[Callable[[], None]] = []
@@ -50,7 +50,17 @@ class NetworkBufferPool:
     # -- pooled segments (local pools) ------------------------------------------------
 
     def request_pooled_segment(self) -> MemorySegment | None:
-        return self._available.popleft() if self._available else None
+        if self._available:
+            return self._available.popleft()
+        return self._fresh_segment()
+
+    def _fresh_segment(self) -> MemorySegment | None:
+        if not self._num_fresh:
+            return None
+        index = self.total_segments - self._num_fresh
+        self._num_fresh -= 1
+        size = self.segment_size
+        return MemorySegment(index, self._memory[index * size:(index + 1) * size])
 
     def recycle_pooled_segment(self, segment: MemorySegment) -> None:
         self._available.append(segment)
@@ -64,7 +74,7 @@ class NetworkBufferPool:
         if self._unpooled_event is not None:
             self._unpooled_event.set()
             self._unpooled_event = None
-        while self._segment_waiters and self._available:
+        while self._segment_waiters and self.num_available_segments:
             self._segment_waiters.pop(0)()
 
     # -- unpooled segments (exclusive buffers of remote channels) -----------------------
@@ -79,8 +89,9 @@ class NetworkBufferPool:
         try:
             with trio.fail_after(self.exclusive_request_timeout):
                 while len(got) < n:
-                    if self._available:
-                        got.append(self._available.popleft())
+                    segment = self.request_pooled_segment()
+                    if segment is not None:
+                        got.append(segment)
                         continue
                     self._unpooled_event = self._unpooled_event or trio.Event()
                     await self._unpooled_event.wait()
@@ -163,8 +174,8 @@ class NetworkBufferPool:
 
     @property
     def num_available_segments(self) -> int:
-        return len(self._available)
+        return len(self._available) + self._num_fresh
 
     @property
     def num_used_segments(self) -> int:
-        return self.total_segments - len(self._available)
+        return self.total_segments - self.num_available_segments

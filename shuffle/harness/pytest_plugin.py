@@ -4,8 +4,8 @@
         h = await credit_flow(channels=2, config=NetworkConfig(buffer_size=4096))
         ...
 
-The fixture runs the test in virtual time (trio's MockClock with autojump) and checks for
-leaked network buffers when the test ends.
+The fixture runs the test in virtual time (`virtual_clock`, shufflesim's sim-mode clock)
+and checks for leaked network buffers when the test ends.
 """
 
 from __future__ import annotations
@@ -13,10 +13,17 @@ from __future__ import annotations
 import pytest
 
 from shuffle.harness.credit_flow import CreditFlowHarness
+from shuffle.sim_time import VirtualClock
 
 
 @pytest.fixture
-async def credit_flow(nursery, autojump_clock):
+def virtual_clock() -> VirtualClock:
+    """Run the requesting trio test in sim-mode virtual time."""
+    return VirtualClock()
+
+
+@pytest.fixture
+async def credit_flow(nursery, virtual_clock):
     opened: list[CreditFlowHarness] = []
 
     async def open_harness(**kwargs) -> CreditFlowHarness:
