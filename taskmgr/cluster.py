@@ -59,6 +59,7 @@ class MiniCluster:
         self.jobmanager = JobManager(self.transport, "jobmanager" if config.mode == "sim" else LOOPBACK)
         self.task_managers: dict[str, TaskManager] = {}
         self._scopes: dict[str, trio.CancelScope] = {}
+        self._stopped: dict[str, trio.Event] = {}
 
     async def start(self, nursery: trio.Nursery) -> None:
         address = await nursery.start(self.jobmanager.run)
@@ -71,9 +72,13 @@ class MiniCluster:
             await nursery.start(self._run_task_manager, tm)
 
     async def _run_task_manager(self, tm: TaskManager, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        with trio.CancelScope() as scope:
-            self._scopes[tm.name] = scope
-            await tm.run(task_status=task_status)
+        self._stopped[tm.name] = trio.Event()
+        try:
+            with trio.CancelScope() as scope:
+                self._scopes[tm.name] = scope
+                await tm.run(task_status=task_status)
+        finally:
+            self._stopped[tm.name].set()
 
     def kill_task_manager(self, name: str) -> None:
         """The TaskManager dies at once: its connections close, its tasks vanish."""
@@ -81,6 +86,15 @@ class MiniCluster:
 
     async def execute(self, graph: ExecutionGraph, job: JobConfig) -> JobResult:
         return await self.jobmanager.submit_job(graph, job)
+
+    async def shutdown(self, timeout: float = 10.0) -> None:
+        """Ask the TaskManagers to shut down and wait for them (kill those that do not)."""
+        await self.jobmanager.shutdown()
+        with trio.move_on_after(timeout):
+            for stopped in self._stopped.values():
+                await stopped.wait()
+        for scope in self._scopes.values():
+            scope.cancel()
 
 
 def _execution_graph(program: StreamExecutionEnvironment | ExecutionGraph) -> ExecutionGraph:
@@ -109,6 +123,7 @@ async def _run_on_new_cluster(graph: ExecutionGraph, cluster: ClusterConfig, job
         mini = MiniCluster(cluster, tracer)
         await mini.start(nursery)
         result = await mini.execute(graph, job)
+        await mini.shutdown()
         nursery.cancel_scope.cancel()
     return result
 

@@ -226,6 +226,11 @@ class JobManager:
             for job in self._jobs.values():
                 job.on_task_manager_lost(record.name)
 
+    async def shutdown(self) -> None:
+        """Tell every registered TaskManager to shut down."""
+        for task_manager in list(self.task_managers):
+            await self._send(task_manager, "shutdown")
+
     async def _wait_for_task_managers(self, n: int, timeout: float) -> None:
         with trio.move_on_after(timeout):
             while len(self.task_managers) < n:

@@ -119,8 +119,9 @@ class Task:
                  on_state_change: Callable[[Task], None]) -> None:
         self.descriptor = descriptor
         self.graph = graph
-        self.vertex: JobVertex = graph.task_vertices[descriptor.vertex_id][descriptor.subtask_index].job_vertex
-        self.name = graph.task_vertices[descriptor.vertex_id][descriptor.subtask_index].name
+        execution_vertex = graph.task_vertices[descriptor.vertex_id][descriptor.subtask_index]
+        self.vertex: JobVertex = execution_vertex.job_vertex
+        self.name = execution_vertex.name
         self.env = env
         self.services = services
         self.run_control = run_control
