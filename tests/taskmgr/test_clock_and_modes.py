@@ -30,10 +30,13 @@ def test_same_seed_gives_same_metrics() -> None:
     assert runs[0].records_received == runs[1].records_received
 
 
-def test_deterministic_scheduling_is_scoped() -> None:
+def test_deterministic_scheduling_only_inside_sim_runs() -> None:
     before = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
-    with clock.deterministic_scheduling(5):
-        assert trio_run._ALLOW_DETERMINISTIC_SCHEDULING is True
+
+    async def flag() -> bool:
+        return trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+
+    assert clock.run(flag, mode="sim", seed=5) is True
     assert trio_run._ALLOW_DETERMINISTIC_SCHEDULING is before
 
 
