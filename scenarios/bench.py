@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from graph import Cost, DiscardingSink, StreamExecutionEnvironment
-from shuffle.config import NetworkConfig
 from taskmgr.cluster import execute
 
 Figure = Callable[[], list[dict[str, Any]]]
@@ -45,7 +44,7 @@ def run_figures(names: list[str] | None = None) -> Iterator[dict[str, Any]]:
             yield from fn()
 
 
-def keyed_shuffle(duration: float, per_record: float = 1e-6) -> StreamExecutionEnvironment:
+def keyed_shuffle(per_record: float = 1e-6) -> StreamExecutionEnvironment:
     """4 generator sources -> key_by -> 4 maps (chained sinks), 32-byte records, modelled costs."""
     env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(4)
     records = env.from_generator(record_size=32).name("Gen")
@@ -56,10 +55,9 @@ def keyed_shuffle(duration: float, per_record: float = 1e-6) -> StreamExecutionE
 @register_figure("keyed_shuffle_records_per_s")
 def keyed_shuffle_records_per_s(duration: float = 2.0) -> list[dict[str, Any]]:
     """Simulated records per wall second of a 4x4 keyed shuffle on 2 TaskManagers (sim mode)."""
-    env = keyed_shuffle(duration)
+    env = keyed_shuffle()
     start = time.perf_counter()
-    result = execute(env, duration=duration, task_managers=2, slots_per_task_manager=2,
-                     network=NetworkConfig()).raise_for_status()
+    result = execute(env, duration=duration, task_managers=2, slots_per_task_manager=2).raise_for_status()
     wall = time.perf_counter() - start
     return [
         {"figure": "keyed_shuffle_records_per_s", "value": result.records_received / wall,
