@@ -43,6 +43,9 @@ def test_unthrottled_source_is_backpressured_by_slow_map(remote: bool) -> None:
         assert slow["metrics"]["inputExclusiveBuffersUsage"] == pytest.approx(1.0)
         assert slow["metrics"]["inputFloatingBuffersUsage"] == pytest.approx(1.0)
         assert slow["metrics"]["inPoolUsage"] == pytest.approx(1.0)
+        # Appendix C: ~10 buffers queued at the sender, 9 at the receiver (+1 being read).
+        assert source["metrics"]["outputQueueLength"] == pytest.approx(10, abs=1)
+        assert slow["metrics"]["inputQueueLength"] == pytest.approx(9, abs=0.5)
     else:
         assert source["subtasks"][0]["task_manager"] == slow["subtasks"][0]["task_manager"]
         for metric in ("inPoolUsage", "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage"):
