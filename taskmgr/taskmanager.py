@@ -83,10 +83,9 @@ def _mentions(exc: BaseException | None, text: str) -> bool:
 class _JobSession:
     """One job's tasks, clock, sampling and shared services in this TaskManager."""
 
-    def __init__(self, name: str, job_id: str, graph: ExecutionGraph, start_offset: float,
+    def __init__(self, name: str, graph: ExecutionGraph, start_offset: float,
                  duration: float, sample_period: float) -> None:
         now = trio.current_time()
-        self.job_id = job_id
         self.graph = graph
         self.run_control = RunControl(now - start_offset)
         self.end = self.run_control.t0 + duration
@@ -95,6 +94,7 @@ class _JobSession:
         self.services = TaskServices(name, sampler)
         self.tasks: dict[str, Task] = {}
         self.sampling = trio.CancelScope()
+        self.sampling_stopped = False
         self.last_sample = -math.inf
 
     async def run_sampler(self) -> None:
@@ -112,15 +112,16 @@ class _JobSession:
     def stop_sampling(self) -> None:
         """Take the last sample now (unless one was taken less than a tenth of a period
         ago: rates over a sliver of time are noise) and stop sampling."""
+        if self.sampling_stopped:
+            return
         self.sampling.cancel()
         if trio.current_time() - self.last_sample >= MIN_LAST_SAMPLE * self.services.sampler.period:
             self._sample()
-        self.last_sample = math.inf
+        self.sampling_stopped = True
 
     def _sample(self) -> None:
-        if self.last_sample != math.inf:
-            self.services.sampler.sample()
-            self.last_sample = trio.current_time()
+        self.services.sampler.sample()
+        self.last_sample = trio.current_time()
 
 
 class TaskManager:
@@ -173,7 +174,7 @@ class TaskManager:
         info = descriptor.job
         job = self._jobs.get(info.job_id)
         if job is None:
-            job = _JobSession(self.name, info.job_id, REGISTRY.get(info.job_ref), info.start_offset,
+            job = _JobSession(self.name, REGISTRY.get(info.job_ref), info.start_offset,
                               info.duration, info.sample_period)
             self._jobs[info.job_id] = job
             self._nursery.start_soon(job.run_sampler)
