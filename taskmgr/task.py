@@ -237,11 +237,15 @@ class Task:
         return StreamInputProcessor(inputs, formats, chain.head, chain.cost_per_record, io, ctx,
                                     per_channel=chain.needs_channel)
 
+    def release_partitions(self) -> None:
+        """Release what this task produced (consumers that still read it fail)."""
+        for partition in self._partitions:
+            partition.release()
+
     def _release(self) -> None:
         if self._input_processor is not None:
             self._input_processor.close()
         for gate in self._gates:
             gate.close()
         if self.state is not ExecutionState.FINISHED:
-            for partition in self._partitions:
-                partition.release()
+            self.release_partitions()

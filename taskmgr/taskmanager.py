@@ -221,10 +221,9 @@ class TaskManager:
             job.stop_sampling()
             for task in job.tasks.values():
                 task.cancel()
+                task.release_partitions()
             for channel in job.services.iteration_channels.values():
                 channel.receive.close()
-            for partition in self.env.partition_manager.partitions:
-                partition.release()
             await trio.lowlevel.checkpoint()
             report = self._job_report(job)
         pool = self.env.network_pool
