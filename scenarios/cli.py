@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -138,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UserError, ScenarioError, UnsupportedOperationException, IllegalStateException) as e:
         print(f"shufflesim: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader of our output went away (`shufflesim plan ... | head`): not an error.
+        sys.stdout = open(os.devnull, "w")
+        return 0
 
 
 if __name__ == "__main__":
