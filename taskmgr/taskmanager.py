@@ -30,8 +30,9 @@ from taskmgr.operators.sinks import Verification
 from taskmgr.rpc import REGISTRY, RpcConnection, RpcError
 from taskmgr.task import Task
 
-#: What a credit violation (the Netty reader's negative credit) shows as in a task failure.
-CREDIT_VIOLATION = "no credit available"
+#: How a credit violation shows in a task failure: the sender's reader went below zero
+#: credit, or a buffer arrived that the receiver had no credit (no buffer) for.
+CREDIT_VIOLATIONS = ("no credit available", "The read buffer is null in credit-based input channel")
 #: Shortest time (in sample periods) the last sample of a run may cover.
 MIN_LAST_SAMPLE = 0.1
 
@@ -70,11 +71,12 @@ class TaskServices:
         return self.iteration_channels.setdefault((broker_id, subtask), IterationChannel())
 
 
-def _mentions(exc: BaseException | None, text: str) -> bool:
+def _mentions(exc: BaseException | None, texts: tuple[str, ...]) -> bool:
+    """Whether `exc` or an exception it was raised from says one of `texts`."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if text in str(exc):
+        if any(text in str(exc) for text in texts):
             return True
         exc = exc.__cause__ or exc.__context__
     return False
@@ -241,6 +243,6 @@ class TaskManager:
             "emitted_per_origin": dict(job.services.emitted_per_origin),
             "records_emitted": sum(c.records_emitted for c in contexts),
             "records_received": sum(c.records_received for c in contexts),
-            "credit_violations": sum(_mentions(t.failure_cause, CREDIT_VIOLATION) for t in job.tasks.values()),
+            "credit_violations": sum(_mentions(t.failure_cause, CREDIT_VIOLATIONS) for t in job.tasks.values()),
             "task_states": {t.execution_id: t.state.value for t in job.tasks.values()},
         }
