@@ -1,13 +1,13 @@
 """`shufflesim bench`: performance figures, one JSON object per line.
 
-A figure is a function registered with `@register_figure("name")` that returns a list of
-dicts, each at least `{"figure": NAME, "value": X}`; other packages' figures are
-registered the same way (the module that defines them is imported in `FIGURE_MODULES`).
+A figure is a function registered with `register_figure("name")` that returns a list of
+dicts, each at least `{"figure": NAME, "value": X}` (a function may return several related
+figures). Packages below scenarios cannot import this module: their figure functions are
+registered here, one line each: `register_figure("name")(module.function)`.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -18,8 +18,6 @@ from taskmgr.cluster import execute
 Figure = Callable[[], list[dict[str, Any]]]
 
 FIGURES: dict[str, Figure] = {}
-#: Modules whose import registers more figures (added by the packages that own them).
-FIGURE_MODULES: list[str] = []
 
 
 def register_figure(name: str) -> Callable[[Figure], Figure]:
@@ -34,8 +32,6 @@ def register_figure(name: str) -> Callable[[Figure], Figure]:
 
 def run_figures(names: list[str] | None = None) -> Iterator[dict[str, Any]]:
     """Compute the named figures (all when None), in registration order."""
-    for module in FIGURE_MODULES:
-        importlib.import_module(module)
     unknown = [name for name in names or () if name not in FIGURES]
     if unknown:
         raise KeyError(f"unknown figure {unknown[0]!r}; known: {', '.join(FIGURES)}")
