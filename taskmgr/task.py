@@ -226,7 +226,8 @@ class Task:
             timeout = self.graph.job_graph.buffer_timeout
         return RecordWriter(partition, selector, RecordSerializer(output_format(producer)), timeout)
 
-    def _create_input_processor(self, chain: OperatorChain, io: TaskIOMetricGroup, ctx: OperatorContext) -> StreamInputProcessor:
+    def _create_input_processor(self, chain: OperatorChain, io: TaskIOMetricGroup,
+                                ctx: OperatorContext) -> StreamInputProcessor:
         by_input: dict[int, list[SingleInputGate]] = {}
         formats = {}
         for gate, edge in zip(self._gates, self.vertex.inputs, strict=True):
