@@ -242,7 +242,6 @@ class JobManager:
     async def submit_job(self, graph: ExecutionGraph, config: JobConfig) -> JobResult:
         """Run the job to its end and return its result (never raises for a failed job)."""
         job_id = f"job-{next(self._job_ids)}"
-        start = trio.current_time()
         try:
             await self._wait_for_task_managers(config.task_managers, config.registration_timeout)
             offers = [SlotOffer(tm.name, tm.num_slots) for tm in self.task_managers.values()]
@@ -253,7 +252,7 @@ class JobManager:
         job = _JobExecution(job_id, placement)
         self._jobs[job_id] = job
         try:
-            duration = await self._execute(job, graph, config, start)
+            duration = await self._execute(job, graph, config, trio.current_time())
             return await self._finish(job, graph, config, duration)
         finally:
             del self._jobs[job_id]
@@ -282,7 +281,7 @@ class JobManager:
                 await job.wait_for(lambda: job.all_terminal or job.failure is not None)
             duration = min(config.duration, trio.current_time() - start)
             if not job.all_terminal and job.failure is None:
-                for task_manager in set(job.placement.values()):
+                for task_manager in dict.fromkeys(job.placement.values()):
                     await self._send(task_manager, "stop_sources", job_id=job.job_id)
                 with trio.move_on_after(config.drain_timeout):
                     await job.wait_for(lambda: job.all_terminal or job.failure is not None)
