@@ -165,11 +165,13 @@ class _JobExecution:
 
     def on_task_state(self, message: dict[str, Any]) -> None:
         state = ExecutionState(message["state"])
+        cause = None
+        if state is ExecutionState.FAILED:
+            cause = REGISTRY.pop(message["error_ref"]) if "error_ref" in message else RuntimeError(message["error"])
         if self.states[message["execution_id"]].is_terminal:
             return
         self.states[message["execution_id"]] = state
-        if state is ExecutionState.FAILED:
-            cause = REGISTRY.pop(message["error_ref"]) if "error_ref" in message else RuntimeError(message["error"])
+        if cause is not None:
             self.fail(cause)
         self._notify()
 
