@@ -5,9 +5,11 @@ buffer:
 
 - bytes accepted by `send_all` serialize onto the link one chunk after another, taking
   `size / bandwidth` each, then arrive `latency` later (FIFO, so arrivals never reorder);
-- at most `send_window_bytes` may be unread by the receiver (in flight or arrived): a full
-  window blocks `send_all`, and with it every channel multiplexed on the connection, as
-  TCP-style backpressure does; bytes leave the window when the receiver reads them;
+- while `send_window_bytes` or more are unread by the receiver (in flight or arrived) the
+  connection is not writable: `send_all` blocks, and with it every channel multiplexed on
+  the connection, as TCP-style backpressure does; a writable connection takes a whole
+  write (Netty's high-watermark rule), so the window may overshoot by one write; bytes
+  leave the window when the receiver reads them;
 - `receive_some` waits until the first chunk has arrived and returns every arrived chunk
   up to `max_bytes`.
 
@@ -82,23 +84,22 @@ class SimStream(trio.abc.Stream):
             network = self._network
             window = network.send_window_bytes
             data = bytes(data)  # the caller may reuse its buffer once send_all returns
-            sent = 0
             blocked = False
             self._check_writable()
-            while sent < len(data):
-                if out.unread >= window:
-                    await out.writer_lot.park()
-                    blocked = True
-                    self._check_writable()
-                    continue
-                size = min(len(data) - sent, window - out.unread)
-                chunk = data if size == len(data) else data[sent : sent + size]
-                sent += size
-                out.unread += size
-                arrival = network._schedule(out, size)
-                if not out.chunks and out.reader_wait is not None:
-                    out.reader_wait.deadline = arrival
-                out.chunks.append((arrival, chunk))
+            while out.unread >= window:
+                await out.writer_lot.park()
+                blocked = True
+                self._check_writable()
+            if not data:
+                await trio.lowlevel.checkpoint()
+                return
+            # A writable connection takes the whole write, as Netty queues a message while
+            # below its high watermark; the window may overshoot by that one write.
+            out.unread += len(data)
+            arrival = network._schedule(out, len(data))
+            if not out.chunks and out.reader_wait is not None:
+                out.reader_wait.deadline = arrival
+            out.chunks.append((arrival, data))
             if not blocked:
                 await trio.lowlevel.checkpoint()
         finally:

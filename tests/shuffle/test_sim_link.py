@@ -80,20 +80,21 @@ async def test_full_window_blocks_the_writer_until_the_reader_reads(autojump_clo
         t0 = trio.current_time()
         await client.send_all(b"1" * 1000)
         await client.send_all(b"2" * 1000)
+        await client.send_all(b"3" * 1000)  # writable (2000 < 2500): taken whole, overshooting
         returned_at = []
 
-        async def third_send():
-            await client.send_all(b"3" * 1000)
+        async def fourth_send():
+            await client.send_all(b"4" * 1000)
             returned_at.append(trio.current_time())
 
-        nursery.start_soon(third_send)
+        nursery.start_soon(fourth_send)
         await trio.sleep(5)  # everything in the window has arrived long ago: still blocked
         assert returned_at == []
-        assert await server.receive_some() == b"1" * 1000 + b"2" * 1000 + b"3" * 500
+        assert await server.receive_some() == b"1" * 1000 + b"2" * 1000 + b"3" * 1000
         await trio.testing.wait_all_tasks_blocked()
-        assert returned_at == [t0 + 5]  # freed window space let the rest in at once
-        assert await server.receive_some() == b"3" * 500
-        assert trio.current_time() == pytest.approx(t0 + 5 + 0.0005 + LATENCY)
+        assert returned_at == [t0 + 5]  # freed window space let the write in at once
+        assert await server.receive_some() == b"4" * 1000
+        assert trio.current_time() == pytest.approx(t0 + 5 + 0.001 + LATENCY)
         nursery.cancel_scope.cancel()
 
 
@@ -152,6 +153,7 @@ async def test_close_wakes_blocked_tasks(autojump_clock):
             errors.append(exc)
 
         nursery.start_soon(expect, trio.ClosedResourceError, server.receive_some)
+        await client.send_all(b"w" * 1000)  # taken whole: the connection is now not writable
         nursery.start_soon(expect, trio.BrokenResourceError, client.send_all, b"w" * 1000)
         await trio.testing.wait_all_tasks_blocked()
         await server.aclose()
@@ -164,14 +166,20 @@ async def test_concurrent_use_is_an_error(autojump_clock):
     network = SimNetwork(BANDWIDTH, LATENCY, 10)
     async with trio.open_nursery() as nursery:
         client, server = await open_pair(nursery, network)
-        nursery.start_soon(client.send_all, b"x" * 100)
-        nursery.start_soon(server.receive_some)
+        await client.send_all(b"x" * 100)  # taken whole: the connection is now not writable
+        nursery.start_soon(client.send_all, b"x" * 100)  # blocks for window space
         await trio.testing.wait_all_tasks_blocked()
         with pytest.raises(trio.BusyResourceError):
             await client.send_all(b"y")
+        nursery.start_soon(idle_receive, client)  # the other end waits for data that never comes
+        await trio.testing.wait_all_tasks_blocked()
         with pytest.raises(trio.BusyResourceError):
-            await server.receive_some()
+            await client.receive_some()
         nursery.cancel_scope.cancel()
+
+
+async def idle_receive(stream):
+    await stream.receive_some()
 
 
 async def idle_handler(stream):
