@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from graph import Cost, DiscardingSink, StreamExecutionEnvironment
+from shuffle import benchmarks as shuffle_benchmarks
 from taskmgr.cluster import execute
 
 Figure = Callable[[], list[dict[str, Any]]]
@@ -60,3 +61,7 @@ def keyed_shuffle_records_per_s(duration: float = 2.0) -> list[dict[str, Any]]:
          "records": result.records_received, "wall_s": wall, "virtual_s": result.duration, "target": 2_000_000},
         {"figure": "virtual_to_wall", "value": result.duration / wall, "run": "keyed_shuffle_records_per_s"},
     ]
+
+
+register_figure("sim_buffer_hops_per_s")(shuffle_benchmarks.sim_buffer_hops)
+register_figure("tcp_payload_ratio")(shuffle_benchmarks.tcp_payload_ratio)

@@ -36,7 +36,7 @@ async def _pump(h: CreditFlowHarness, buffers: int) -> None:
 def sim_buffer_hops(buffers: int = 20000) -> list[dict[str, Any]]:
     """Full 32 KiB buffers through one remote channel in sim mode, with credit, per wall second."""
     async def main() -> float:
-        async with CreditFlowHarness.open(NetworkConfig(buffer_size=BUFFER)) as h:
+        async with CreditFlowHarness.open(NetworkConfig(buffer_size=BUFFER), trace=False) as h:
             start = time.perf_counter()
             await _pump(h, buffers)
             wall = time.perf_counter() - start
@@ -85,7 +85,7 @@ def tcp_payload_ratio(buffers: int = 6000) -> list[dict[str, Any]]:
     """
     async def main() -> tuple[float, float]:
         raw = await _raw_socket_bytes_per_s(buffers * BUFFER)
-        async with CreditFlowHarness.open(NetworkConfig(buffer_size=BUFFER), transport="tcp") as h:
+        async with CreditFlowHarness.open(NetworkConfig(buffer_size=BUFFER), transport="tcp", trace=False) as h:
             start = time.perf_counter()
             await _pump(h, buffers)
             stack = buffers * BUFFER / (time.perf_counter() - start)

@@ -34,7 +34,7 @@ from shuffle.partition.result_partition import ResultPartition
 from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import GenericFormat
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
-from shuffle.trace import Tracer
+from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport.sim_link import SimNetwork
 
 PARTITION_ID = "partition-0"
@@ -93,15 +93,16 @@ class CreditFlowHarness:
     @classmethod
     async def start(cls, nursery: trio.Nursery, config: NetworkConfig | None = None, channels: int = 1,
                     local: bool = False, transport: str = "sim",
-                    separate_producers: bool = False) -> "CreditFlowHarness":
+                    separate_producers: bool = False, trace: bool = True) -> "CreditFlowHarness":
         """Build the setup with its tasks in `nursery`; partitions are requested before it returns.
 
         Channel i reads subpartition i of one partition, or with `separate_producers` the only
         subpartition of partition i (independent upstream tasks sharing the connection).
         `transport` is "sim" (simulated link; run under a virtual clock) or "tcp" (loopback).
+        `trace=False` turns tracing off (benchmarks).
         """
         config = config or NetworkConfig()
-        tracer = Tracer()
+        tracer = Tracer() if trace else NULL_TRACER
         if transport == "sim":
             network, addresses = SimNetwork(config.link_bandwidth, config.link_latency, config.send_window), \
                 ("producer", "consumer")
@@ -137,10 +138,11 @@ class CreditFlowHarness:
     @classmethod
     @asynccontextmanager
     async def open(cls, config: NetworkConfig | None = None, channels: int = 1, local: bool = False,
-                   transport: str = "sim", separate_producers: bool = False) -> AsyncIterator["CreditFlowHarness"]:
+                   transport: str = "sim", separate_producers: bool = False,
+                   trace: bool = True) -> AsyncIterator["CreditFlowHarness"]:
         """`start` in a nursery of its own, closed (and checked for leaks) on exit."""
         async with trio.open_nursery() as nursery:
-            harness = await cls.start(nursery, config, channels, local, transport, separate_producers)
+            harness = await cls.start(nursery, config, channels, local, transport, separate_producers, trace)
             yield harness
             await harness.close()
             nursery.cancel_scope.cancel()

@@ -38,7 +38,7 @@ from shuffle.trace import Tracer
 if TYPE_CHECKING:
     from shuffle.consumer.remote_input_channel import RemoteInputChannel
 
-RECEIVE_SIZE = 256 * 1024
+RECEIVE_SIZE = 64 * 1024  # below glibc's mmap threshold: no mmap per recv
 
 
 class RemoteTransportError(IOError):

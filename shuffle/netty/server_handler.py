@@ -28,7 +28,7 @@ from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
 from shuffle.partition.result_partition_manager import PartitionNotFoundError, ResultPartitionManager
 from shuffle.trace import Tracer
 
-RECEIVE_SIZE = 256 * 1024
+RECEIVE_SIZE = 64 * 1024  # below glibc's mmap threshold: no mmap per recv
 
 
 class PartitionRequestServerHandler:
