@@ -1,7 +1,7 @@
-"""Throughput figures of the network stack, for `shufflesim bench` (which registers them).
+"""Throughput figures of the network stack alone, for `shufflesim bench`.
 
-Each function runs its own trio loop and returns figure dicts `{"figure", "value", ...}`
-with the raw numbers beside the headline value.
+Each function runs its own trio loop through the credit-flow harness and returns figure
+dicts `{"figure", "value", ...}` with the raw numbers beside the headline value.
 """
 
 from __future__ import annotations
