@@ -1,4 +1,4 @@
-"""The programs of the golden cases (/work/shared/reference/flink-golden/cases), written
+"""The programs of the golden cases (shared/reference/flink-golden/cases, beside the repository), written
 with shufflesim's Python API. Each takes a fresh environment and builds the program."""
 
 from __future__ import annotations

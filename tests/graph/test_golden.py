@@ -12,8 +12,20 @@ from graph import StreamExecutionEnvironment, UnsupportedOperationException
 from graph.plan_json import stream_graph_detail
 from flink_golden_programs import PROGRAMS
 
-CASES = Path("/work/shared/reference/flink-golden/cases")
+
+def _golden_cases() -> Path:
+    """`shared/` stands beside the repository (also in CI's fresh clone)."""
+    candidates = [Path(__file__).resolve().parents[2].parent / "shared", Path("/work/shared")]
+    for shared in candidates:
+        cases = shared / "reference" / "flink-golden" / "cases"
+        if cases.is_dir():
+            return cases
+    raise FileNotFoundError(f"golden cases not found in any of {[str(c) for c in candidates]}")
+
+
+CASES = _golden_cases()
 GOLDEN = {path.stem: json.loads(path.read_text()) for path in sorted(CASES.glob("*.json"))}
+assert len(GOLDEN) >= 18, f"expected the 18 golden cases in {CASES}, found {len(GOLDEN)}"
 COMPILED = sorted(name for name, case in GOLDEN.items() if "error" not in case)
 REJECTED = sorted(name for name, case in GOLDEN.items() if "error" in case)
 
