@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from graph import (
@@ -27,7 +29,7 @@ def build_program(scenario: Scenario) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment()
     _configure(env, scenario)
     if scenario.job.program is not None:
-        _load_program(scenario)(env)
+        call_program(_load_program(scenario), env, f"{scenario.source_path}: job.program {scenario.job.program!r}")
     else:
         _add_stages(env, scenario.job.stages)
     return env
@@ -50,20 +52,54 @@ def _configure(env: StreamExecutionEnvironment, scenario: Scenario) -> None:
 
 def _load_program(scenario: Scenario) -> Callable[[StreamExecutionEnvironment], Any]:
     """The `module:function` of the scenario, imported with the scenario's folder on sys.path."""
-    module_name, _, function_name = scenario.job.program.partition(":")
-    where = f"{scenario.source_path}: job.program"
     folder = str(scenario.folder.resolve())
+    return load_program(scenario.job.program, f"{scenario.source_path}: job.program", folder)
+
+
+#: Our own packages: frames in them are not where a user's program went wrong.
+_OWN_CODE = tuple(str(Path(__file__).resolve().parents[1] / package) for package in ("graph", "shuffle",
+                                                                                       "taskmgr", "scenarios"))
+
+
+def describe_user_error(exc: BaseException) -> str:
+    """`Type: message (file.py, line n)`: the error and the last line of user code it passed."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, SyntaxError):
+        return text
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not f.filename.startswith(_OWN_CODE) and not f.filename.startswith("<")]
+    if frames:
+        text += f" ({Path(frames[-1].filename).name}, line {frames[-1].lineno})"
+    return text
+
+
+def load_program(program: str, where: str, folder: str) -> Callable[[StreamExecutionEnvironment], Any]:
+    """The function of a `module:function` program, imported with `folder` first on sys.path;
+    every failure is a `ScenarioError` starting with `where`."""
+    module_name, _, function_name = program.partition(":")
     sys.path.insert(0, folder)
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
         raise ScenarioError(f"{where}: cannot import {module_name!r} (from {folder} or sys.path): {e}") from e
+    except Exception as e:
+        raise ScenarioError(f"{where}: importing {module_name!r} failed: {describe_user_error(e)}") from e
     finally:
         sys.path.remove(folder)
     function = getattr(module, function_name, None)
     if not callable(function):
         raise ScenarioError(f"{where}: module {module_name!r} has no function {function_name!r}")
     return function
+
+
+def call_program(function: Callable[[StreamExecutionEnvironment], Any], env: StreamExecutionEnvironment,
+                 where: str) -> None:
+    """Run a user's program on `env`; what it raises is a `ScenarioError` starting with `where`
+    (programs Flink rejects raise Flink's exceptions from inside the program)."""
+    try:
+        function(env)
+    except Exception as e:
+        raise ScenarioError(f"{where} failed: {describe_user_error(e)}") from e
 
 
 def _key_distribution(keys: KeySpec) -> KeyDistribution:

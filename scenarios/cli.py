@@ -8,7 +8,6 @@ exits with code 1.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
@@ -23,7 +22,7 @@ from graph import (
     render_plan,
     to_dot,
 )
-from scenarios.build import build_program
+from scenarios.build import build_program, call_program, load_program
 from scenarios.scenario_file import ScenarioError, load_scenario
 
 EXIT_FAILED = 1
@@ -75,18 +74,9 @@ def _load_environment(target: str, overrides: Sequence[str]) -> StreamExecutionE
         raise UserError(f"{target}: not a scenario file, nor a program 'module:function'")
     if Path(target).suffix or "/" in module_name:
         raise UserError(f"{target}: no such file")
-    sys.path.insert(0, str(Path.cwd()))
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise UserError(f"{target}: cannot import {module_name!r}: {e}") from None
-    finally:
-        sys.path.pop(0)
-    function = getattr(module, function_name, None)
-    if not callable(function):
-        raise UserError(f"{target}: module {module_name!r} has no function {function_name!r}")
+    function = load_program(target, target, str(Path.cwd()))
     env = StreamExecutionEnvironment.get_execution_environment()
-    function(env)
+    call_program(function, env, target)
     return env
 
 
