@@ -112,6 +112,7 @@ class BufferManager:
             self.floating.popleft().recycle()
         if segments:
             self.network_pool.recycle_unpooled_segments(segments)
+        self._signal()  # a connection reader waiting for a buffer of this channel gives up
 
     # -- pre-credit mode (flow_control = "tcp") ------------------------------------------
 

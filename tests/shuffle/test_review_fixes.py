@@ -1,0 +1,36 @@
+"""Regression tests for network-stack divergences and hangs found in review."""
+
+import trio
+
+from shuffle.config import NetworkConfig
+
+
+async def _drive(h, channels, rounds: int) -> None:
+    with trio.fail_after(10):
+        for _ in range(rounds):
+            for channel in channels:
+                if h.producer_available(channel):
+                    await h.emit_buffers(channel, 1)
+            await h.settle(0.001)
+        await h.settle()
+
+
+async def test_tcp_mode_releasing_a_channel_that_stalls_the_connection_unblocks_it(credit_flow):
+    # Pre-credit mode: channel 0's receiver is out of buffers, so the connection's reader
+    # waits for one of its buffers. Releasing that channel (its task ends) must end the
+    # wait, or every other channel on the connection hangs forever.
+    cfg = NetworkConfig(buffer_size=4096, flow_control="tcp", send_window=16 * 1024)
+    h = await credit_flow(config=cfg, channels=2, separate_producers=True)
+    hog = [h.gates[0].buffer_pool.request_buffer() for _ in range(8)]
+    h.auto_consume(1)
+    await _drive(h, (0, 1), 40)
+    # Channel 0's task holds both its (exclusive) buffers while it deserializes them.
+    held = [h.gates[0].poll_next().buffer for _ in range(2)]
+    await h.settle()
+    stalled = len(h.consumed[1])
+    assert not h.producer_available(1)
+    h.gates[0].close()
+    for buffer in held + hog:
+        buffer.recycle()
+    await _drive(h, (1,), 20)
+    assert len(h.consumed[1]) > stalled + 10
