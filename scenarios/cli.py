@@ -92,10 +92,13 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from scenarios.run import format_table, run_scenario
+    from scenarios.run import OutputDirError, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
-    outcome = run_scenario(scenario, Path(args.out), trace=args.trace)
+    try:
+        outcome = run_scenario(scenario, Path(args.out), trace=args.trace)
+    except OutputDirError as e:
+        raise UserError(str(e)) from None
     summary = outcome.summary
     print(f"{scenario.name}: {summary['status']} after {summary['duration_s']:.3f} s ({scenario.mode} mode)")
     print(format_table(summary))

@@ -8,18 +8,20 @@ plan.json, metrics.parquet, summary.json and (with a trace) trace.jsonl.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from graph import plan_json
+from graph import ExecutionGraph, plan_json
 from scenarios.build import build_program
 from scenarios.outputs import TRACE_FILE, write_metrics, write_plan, write_summary
-from scenarios.scenario_file import Scenario
+from scenarios.scenario_file import Scenario, ScenarioError
 from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr import clock
 from taskmgr.cluster import ClusterConfig, run_job
 from taskmgr.jobmanager import JobConfig, JobResult
+from taskmgr.scheduler import slots_needed
 
 #: Metrics of the printed table: (header, Flink metric name, format).
 TABLE_COLUMNS = (
@@ -31,6 +33,10 @@ TABLE_COLUMNS = (
     ("outPool", "outPoolUsage", "{:.2f}"),
     ("inPool", "inPoolUsage", "{:.2f}"),
 )
+
+
+class OutputDirError(ValueError):
+    """The --out folder cannot be created or written."""
 
 
 @dataclass
@@ -56,15 +62,47 @@ def summary_of(scenario: Scenario, result: JobResult) -> dict[str, Any]:
     return summary
 
 
+def _check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
+    """Settings the runtime cannot honour are the scenario's mistake, found before running."""
+    checkpointing = graph.job_graph.checkpointing
+    if checkpointing is not None and checkpointing.enabled:
+        where = (f"checkpoints.interval = {scenario.checkpoints.interval:g} s" if scenario.checkpoints.enabled
+                 else f"job.program {scenario.job.program!r} enables checkpointing")
+        raise ScenarioError(f"{scenario.source_path}: {where}: the runtime does not take checkpoints yet "
+                            "(barriers are passed through); remove it to run ('shufflesim plan' shows it)")
+    needed = slots_needed(graph)
+    cluster = scenario.cluster
+    available = cluster.task_managers * cluster.slots_per_task_manager
+    if needed > available:
+        raise ScenarioError(
+            f"{scenario.source_path}: cluster: the job needs {needed} slots, the cluster has {available} "
+            f"(task_managers = {cluster.task_managers}, slots_per_task_manager = {cluster.slots_per_task_manager})")
+
+
+def _make_out_dir(out_dir: Path) -> None:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OutputDirError(f"--out {out_dir}: cannot create the folder: {e.strerror}") from None
+    if not os.access(out_dir, os.W_OK | os.X_OK):
+        raise OutputDirError(f"--out {out_dir}: the folder is not writable")
+
+
 def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False) -> RunOutcome:
-    """Run `scenario` and write its outputs into `out_dir`."""
+    """Run `scenario` and write its outputs into `out_dir`.
+
+    Raises `ScenarioError` for settings the runtime cannot run and `OutputDirError` for
+    an --out folder it cannot write, both before running.
+    """
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     env = build_program(scenario)
-    write_plan(out_dir, plan_json(env))
     graph = env.get_execution_graph()
+    network = scenario.network_config()
+    _check_runnable(scenario, graph)
+    _make_out_dir(out_dir)
+    write_plan(out_dir, plan_json(env))
     cluster = ClusterConfig(scenario.mode, scenario.cluster.task_managers, scenario.cluster.slots_per_task_manager,
-                            scenario.network_config())
+                            network)
     job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers)
     with contextlib.ExitStack() as stack:
         tracer = NULL_TRACER

@@ -452,7 +452,10 @@ class Scenario:
 
     def network_config(self) -> Any:
         """The `shuffle.config.NetworkConfig` every TaskManager of this scenario uses."""
-        return self.network.to_network_config(self.cluster.network_memory)
+        try:
+            return self.network.to_network_config(self.cluster.network_memory)
+        except ScenarioError as e:
+            raise ScenarioError(f"{self.source_path}: {e}") from None
 
 
 def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,59 @@ def test_bench_registry_prints_json_lines(monkeypatch: pytest.MonkeyPatch, capsy
     bench.register_figure("answer")(lambda: [{"figure": "answer", "value": 42}])
     assert main(["bench"]) == 0
     assert json.loads(capsys.readouterr().out) == {"figure": "answer", "value": 42}
+
+
+PROGRAMS = {
+    "raising_prog": "def build(env):\n    raise ValueError('boom in the user program')\n",
+    "syntax_prog": "def build(env)\n    pass\n",
+    "rejected_prog": ("from graph import DiscardingSink\n"
+                      "def build(env):\n"
+                      "    env.from_generator().map(cost='1ms').set_parallelism(200).set_max_parallelism(100)"
+                      ".sink_to(DiscardingSink())\n"),
+    "import_raising_prog": "raise RuntimeError('cannot start')\n",
+}
+
+
+@pytest.mark.parametrize("module, message", [
+    ("raising_prog", "ValueError: boom in the user program (raising_prog.py, line 2)"),
+    ("syntax_prog", "SyntaxError"),
+    ("rejected_prog", "max parallelism 100 is below the parallelism 200 (rejected_prog.py, line 3)"),
+    ("import_raising_prog", "RuntimeError: cannot start"),
+])
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_program_mistakes_exit_2_with_one_line(module: str, message: str, command: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / f"{module}.py").write_text(PROGRAMS[module])
+    scenario = tmp_path / "job.toml"
+    scenario.write_text(f'duration = "1s"\n[job]\nprogram = "{module}:build"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    argv = ["plan", f"{module}:build"] if command == "plan" else ["run", str(scenario), "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("shufflesim: error:") and message in err and "\n" not in err
+    assert module in err
+
+
+def test_unwritable_out_is_a_user_mistake(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["run", str(LIBRARY / "slow-map.toml"), "--out", str(blocker / "out"), "--set", "duration=1s"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("shufflesim: error: --out") and str(blocker / "out") in err and "\n" not in err
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["cluster.task_managers=1"], "slow-map.toml: cluster: the job needs 2 slots, the cluster has 1"),
+    (["network.debloat=true"], "slow-map.toml: network.debloat = true is not supported"),
+    (["checkpoints.interval=1s"], "slow-map.toml: checkpoints.interval"),
+])
+def test_scenarios_the_runtime_cannot_run_exit_2(overrides: list[str], message: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", str(LIBRARY / "slow-map.toml"), "--out", str(tmp_path / "o"), "--set", "duration=1s"]
+    for item in overrides:
+        argv += ["--set", item]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("shufflesim: error:") and message in err and "\n" not in err
