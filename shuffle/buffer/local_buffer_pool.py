@@ -164,7 +164,11 @@ class LocalBufferPool:
         self._signal_segment()
 
     def _update_availability(self) -> None:
-        if not self._available and self.num_requested < self.current_pool_size and not self.is_destroyed:
+        if self.is_destroyed:
+            # As Flink's lazyDestroy: waiters wake (and fail on their next request).
+            self.availability.set_available()
+            return
+        if not self._available and self.num_requested < self.current_pool_size:
             segment = self.network_pool.request_pooled_segment()
             if segment is not None:
                 self.num_requested += 1
@@ -212,5 +216,5 @@ class LocalBufferPool:
             self.num_requested -= 1
             self.network_pool.recycle_pooled_segment(self._available.pop())
         self.network_pool.destroy_buffer_pool(self)
-        self.availability.set_unavailable()
+        self._update_availability()
         self._signal_segment()

@@ -34,3 +34,29 @@ async def test_tcp_mode_releasing_a_channel_that_stalls_the_connection_unblocks_
         buffer.recycle()
     await _drive(h, (1,), 20)
     assert len(h.consumed[1]) > stalled + 10
+
+
+async def test_destroying_a_pool_wakes_tasks_waiting_for_its_availability(autojump_clock):
+    # Flink's lazyDestroy completes the availability future: a task soft back-pressured on a
+    # partition that gets released must wake (and then fail on its next request), not hang.
+    from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+
+    network = NetworkBufferPool(8, 1024)
+    pool = network.create_buffer_pool(2, 2, num_subpartitions=1)
+    builders = [pool.request_buffer_builder(0) for _ in range(2)]
+    assert not pool.is_available()
+    woke = trio.Event()
+
+    async def waiter() -> None:
+        await pool.wait_available()
+        woke.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.sleep(1)
+        pool.destroy()
+        for builder in builders:
+            builder.close()
+        with trio.fail_after(1):
+            await woke.wait()
+    assert network.num_available_segments == 8
