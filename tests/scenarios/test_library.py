@@ -1,0 +1,39 @@
+"""The library scenarios show what their header comments say (sim mode, shortened where
+the effect is already steady)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scenarios.run import run_scenario
+from scenarios.scenario_file import load_scenario
+
+LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
+
+
+def run(tmp_path: Path, name: str, *overrides: str) -> dict:
+    scenario = load_scenario(LIBRARY / f"{name}.toml", overrides)
+    summary = run_scenario(scenario, tmp_path / name).summary
+    assert summary["status"] == "FINISHED" and summary["invariants"]["violations"] == []
+    return {vertex["name"].split(" -> ")[0].removeprefix("Source: "): vertex for vertex in summary["vertices"]}
+
+
+def subtask(vertex: dict, index: int) -> dict:
+    return vertex["subtasks"][index]["metrics"]
+
+
+def test_head_of_line_blocking_starves_the_fast_channel_only_without_credit(tmp_path: Path) -> None:
+    tcp = run(tmp_path, "head-of-line", "duration=12s")
+    credit = run(tmp_path, "head-of-line", "duration=12s", "network.flow_control=credit")
+    for vertices in (tcp, credit):
+        assert subtask(vertices["Work"], 1)["busyTimeMsPerSecond"] > 990
+        assert all(subtask(vertices["Events"], i)["backPressuredTimeMsPerSecond"] > 900 for i in (1, 2))
+    # Without credit the fast subtask starves behind the slow one's channel ...
+    assert subtask(tcp["Events"], 0)["backPressuredTimeMsPerSecond"] > 900
+    assert subtask(tcp["Work"], 0)["numRecordsInPerSecond"] == pytest.approx(500, rel=0.1)
+    assert subtask(tcp["Work"], 0)["idleTimeMsPerSecond"] > 400
+    # ... with credit it runs at its source's rate.
+    assert subtask(credit["Events"], 0)["backPressuredTimeMsPerSecond"] < 100
+    assert subtask(credit["Work"], 0)["numRecordsInPerSecond"] == pytest.approx(900, rel=0.02)
