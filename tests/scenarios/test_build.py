@@ -38,7 +38,7 @@ def test_keyed_stage_and_key_distribution():
     source, reduce, _ = nodes_of(env)
     keys = source.source.keys
     assert (keys.kind, keys.num_keys, keys.hot_key_fraction) == ("hot_key", 1000, 0.5)
-    assert (source.source.rate, source.source.record_size) == (1000, 64)
+    assert (source.source.rate, source.source.record_size) == (1000, 512)
     assert reduce.kind == "keyed_reduce" and reduce.keyed
     assert reduce.cost == Cost(0.001)
     assert partitioner_into(env, "CountPerKey") == "HASH"

@@ -37,3 +37,16 @@ def test_head_of_line_blocking_starves_the_fast_channel_only_without_credit(tmp_
     # ... with credit it runs at its source's rate.
     assert subtask(credit["Events"], 0)["backPressuredTimeMsPerSecond"] < 100
     assert subtask(credit["Work"], 0)["numRecordsInPerSecond"] == pytest.approx(900, rel=0.02)
+
+
+def test_skewed_keys_hot_subtask_is_the_bottleneck_and_backpressures_the_sources(tmp_path: Path) -> None:
+    from shuffle.partitioner.key_groups import assign_key_to_parallel_operator
+
+    vertices = run(tmp_path, "skewed-keys", "duration=20s")
+    hot = assign_key_to_parallel_operator(0, 128, 4)
+    reduce = vertices["CountPerKey"]
+    assert subtask(reduce, hot)["busyTimeMsPerSecond"] > 990
+    assert subtask(reduce, hot)["inPoolUsage"] > 0.9
+    assert all(subtask(reduce, i)["busyTimeMsPerSecond"] < 300 for i in range(4) if i != hot)
+    assert vertices["Events"]["backpressure_level"] == "high"
+    assert all(subtask(vertices["Events"], i)["backPressuredTimeMsPerSecond"] > 900 for i in range(2))
