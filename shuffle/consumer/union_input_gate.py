@@ -6,7 +6,6 @@ from collections import deque
 
 import trio
 
-from shuffle.availability import AvailabilityHelper
 from shuffle.consumer.input_channel import InputChannelInfo
 from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
 
@@ -21,44 +20,72 @@ class UnionInputGate:
         for gate in gates:
             self._offsets.append(offset)
             offset += gate.num_channels
+        # Gates that may have data, FIFO, gates with priority events in a front section.
         self._with_data: deque[int] = deque(range(len(gates)))
         self._queued = [True] * len(gates)
-        self.availability = AvailabilityHelper(True)
+        self._num_priority = 0
+
+    def _queue_gate(self, index: int, priority: bool) -> None:
+        if self._queued[index]:
+            if not priority or self._with_data.index(index) < self._num_priority:
+                return
+            self._with_data.remove(index)
+        if priority:
+            self._with_data.insert(self._num_priority, index)
+            self._num_priority += 1
+        else:
+            self._with_data.append(index)
+        self._queued[index] = True
+
+    def _requeue_available(self) -> None:
+        """Queue the gates that got data (or priority events) since they left the queue."""
+        for index, gate in enumerate(self.gates):
+            if gate.is_finished:
+                continue
+            if gate.priority_availability.is_available:
+                self._queue_gate(index, True)
+            elif gate.is_available():
+                self._queue_gate(index, False)
 
     def poll_next(self) -> BufferOrEvent | None:
+        self._requeue_available()
         for _ in range(len(self._with_data)):
             index = self._with_data.popleft()
+            if self._num_priority:
+                self._num_priority -= 1
             self._queued[index] = False
             gate = self.gates[index]
             result = gate.poll_next()
             if result is None:
                 continue
             if result.more_available and not gate.is_finished:
-                self._with_data.append(index)
-                self._queued[index] = True
+                # Round-robin between gates: back to the end (of its section).
+                self._queue_gate(index, result.more_priority_events)
             channel = InputChannelInfo(result.channel_info.gate_index,
                                        result.channel_info.channel_index + self._offsets[index])
-            return result._replace(channel_info=channel, more_available=bool(self._with_data))
-        # Nothing now: requeue every gate with data and wait on any of them.
-        self.availability.set_unavailable()
+            return result._replace(channel_info=channel, more_available=bool(self._with_data),
+                                   more_priority_events=self._num_priority > 0)
         return None
 
-    def _requeue_available(self) -> None:
-        for index, gate in enumerate(self.gates):
-            if not self._queued[index] and not gate.is_finished and gate.is_available():
-                self._with_data.append(index)
-                self._queued[index] = True
+    def is_available(self) -> bool:
+        """Some gate may have data (or every gate has finished)."""
+        return self.is_finished or any(g.is_available() for g in self.gates if not g.is_finished)
+
+    async def wait_available(self) -> None:
+        """Return once any unfinished gate has data."""
+        if self.is_available():
+            return
+        async with trio.open_nursery() as nursery:
+            for gate in self.gates:
+                if not gate.is_finished:
+                    nursery.start_soon(_wait_then_cancel, gate, nursery.cancel_scope)
 
     async def get_next(self) -> BufferOrEvent | None:
         while True:
-            self._requeue_available()
             result = self.poll_next()
             if result is not None or self.is_finished:
                 return result
-            async with trio.open_nursery() as nursery:
-                for gate in self.gates:
-                    if not gate.is_finished:
-                        nursery.start_soon(_wait_then_cancel, gate, nursery.cancel_scope)
+            await self.wait_available()
 
     @property
     def is_finished(self) -> bool:
