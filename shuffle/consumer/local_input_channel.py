@@ -91,5 +91,5 @@ class LocalInputChannel(InputChannel):
 
     @property
     def queue_length(self) -> int:
-        """`inputQueueLength` share: local channels report 0 (FLINK-12576, as Flink does)."""
-        return 0
+        """`inputQueueLength` share: the producer's queue, read through the view (FLINK-12576)."""
+        return self.view.number_of_queued_buffers if self.view is not None else 0
