@@ -33,6 +33,10 @@ ORIGIN_SHIFT = 40
 RATE_QUANTUM = 0.010
 #: Records per emission of sources of generic records.
 GENERIC_BATCH = 512
+#: A throttled generator that fell behind its rate (it was backpressured) makes up at most
+#: this many seconds' worth of records, as Flink's rate limiter (Guava's SmoothBursty
+#: `RateLimiter.create(rate)`) stores at most one second of unused permits.
+MAX_BURST_SECONDS = 1.0
 
 
 class SourceOperator(StreamOperator):
@@ -89,11 +93,18 @@ class GeneratorSourceOperator(SourceOperator):
         self.state.next_seq = ctx.origin << ORIGIN_SHIFT
         self.schedule = RateSchedule(source.rate, ctx.run.t0) if source.rate > 0 else None
         self.emitted = 0
+        #: Records of the schedule given up because the source fell too far behind.
+        self.forgone = 0
+        self.max_burst = max(1, int(source.rate * MAX_BURST_SECONDS))
 
     def due(self) -> int:
         if self.schedule is None:
             return self.batch_size
-        return self.schedule.records_due(trio.current_time()) - self.emitted
+        due = self.schedule.records_due(trio.current_time()) - self.forgone - self.emitted
+        if due > self.max_burst:
+            self.forgone += due - self.max_burst
+            due = self.max_burst
+        return due
 
     def next_records(self, n: int) -> Records | None:
         if self.state.exhausted:
@@ -108,7 +119,7 @@ class GeneratorSourceOperator(SourceOperator):
         if self.schedule is None:
             await trio.sleep_forever()
         quantum = max(1, int(self.schedule.rate * RATE_QUANTUM))
-        await trio.sleep_until(self.schedule.time_due(self.emitted + quantum))
+        await trio.sleep_until(self.schedule.time_due(self.forgone + self.emitted + quantum))
 
 
 class ListSourceOperator(SourceOperator):

@@ -38,3 +38,16 @@ def test_sink_that_slows_down_between_10_and_20_seconds() -> None:
     assert all(sink_busy[t] > 990 for t in (15.0, 18.0, 20.0))
     assert max(source_bp[t] for t in (16.0, 18.0, 20.0)) > 500
     assert all(source_bp[t] == 0 for t in (3.0, 6.0, 9.0))
+
+
+def test_throttled_source_catches_up_at_most_one_second_after_backpressure() -> None:
+    """Flink's rate limiter (Guava's SmoothBursty) stores at most one second of permits,
+    so a throttled source that was backpressured does not make up all it missed."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    slow_window = Cost(0.0001, ((2.0, 6.0, 0.01),))
+    env.from_generator(rate=1000, record_size=1024).name("Gen").rebalance().sink_to(DiscardingSink(), cost=slow_window)
+    result = execute(env, duration=10, task_managers=2).raise_for_status()
+    out = series(result, "Source: Gen", "numRecordsOutPerSecond")
+    assert max(out[t] for t in (4.0, 5.0, 6.0)) < 200
+    assert out[7.0] <= 2000 + 50  # one second of stored permits on top of the rate
+    assert all(out[t] == pytest.approx(1000, abs=10) for t in (8.0, 9.0))
