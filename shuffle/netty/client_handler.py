@@ -45,6 +45,10 @@ class RemoteTransportError(IOError):
     """The connection to a producer TaskManager failed or closed under live channels."""
 
 
+class LocalTransportError(IOError):
+    """The consumer side of a connection failed (corrupted stream, unexpected message)."""
+
+
 class RemoteError(IOError):
     """An error the producer reported for one channel."""
 
@@ -94,7 +98,7 @@ class CreditBasedPartitionRequestClientHandler:
     # -- connection loops -----------------------------------------------------------------
 
     async def run(self) -> None:
-        """Read and write until the connection ends; a failure fails every channel."""
+        """Read and write until the connection ends; any failure fails every channel."""
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop)
@@ -103,6 +107,9 @@ class CreditBasedPartitionRequestClientHandler:
         except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
             self._fail_all(RemoteTransportError(
                 f"Lost connection to task manager '{self.remote_address}': {group.exceptions[0]}"))
+        except* Exception as group:
+            # Anything else is fatal for this connection only (Flink's LocalTransportException).
+            self._fail_all(LocalTransportError(f"{group.exceptions[0]} (connection to '{self.remote_address}')"))
         finally:
             await trio.aclose_forcefully(self.stream)
 

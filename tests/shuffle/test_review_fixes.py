@@ -134,3 +134,16 @@ async def test_local_channel_reports_the_producer_queue_as_input_queue_length(cr
     assert h.sender(0).queued == 3
     assert h.gates[0].input_queue_length == 3
     assert h.gates[0].floating_buffers_usage()[0] == 0
+
+
+async def test_corrupted_stream_fails_the_connection_channels_not_the_task_manager(credit_flow):
+    # Flink's client handler turns any non-IO exception into a LocalTransportException
+    # that fails every channel of the connection; it must not escape the TaskManager.
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    (server,) = h.producer.connection_manager._server_handlers
+    await server.stream.send_all(b"\x00\x00\x00\x10" + b"\x00" * 12)
+    await h.settle()
+    channel = h.channel(0)
+    assert channel.error is not None
+    assert "corrupted" in str(channel.error)
+
