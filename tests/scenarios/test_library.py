@@ -50,3 +50,24 @@ def test_skewed_keys_hot_subtask_is_the_bottleneck_and_backpressures_the_sources
     assert all(subtask(reduce, i)["busyTimeMsPerSecond"] < 300 for i in range(4) if i != hot)
     assert vertices["Events"]["backpressure_level"] == "high"
     assert all(subtask(vertices["Events"], i)["backPressuredTimeMsPerSecond"] > 900 for i in range(2))
+
+
+def test_slow_sink_window_backpressure_only_while_the_sink_is_slow(tmp_path: Path) -> None:
+    from scenarios.outputs import read_metrics
+
+    run(tmp_path, "slow-sink-window")
+    rows = read_metrics(tmp_path / "slow-sink-window").to_pylist()
+
+    def series(vertex: str, metric: str) -> dict[int, float]:
+        values: dict[int, list[float]] = {}
+        for row in rows:
+            if row["vertex"].startswith(vertex) and row["metric"] == metric:
+                values.setdefault(round(row["t"]), []).append(row["value"])
+        return {t: max(v) for t, v in values.items()}
+
+    backpressured = series("Source: Orders", "backPressuredTimeMsPerSecond")
+    busy = series("Warehouse", "busyTimeMsPerSecond")
+    assert all(backpressured[t] == 0 for t in [*range(1, 11), *range(22, 31)])
+    assert all(backpressured[t] > 900 for t in range(13, 21))
+    assert all(busy[t] < 100 for t in [*range(1, 10), *range(22, 31)])
+    assert all(busy[t] > 990 for t in range(12, 21))
