@@ -63,6 +63,7 @@ class CreditBasedPartitionRequestClientHandler:
         self._outbound: deque[tuple[str, RemoteInputChannel, int]] = deque()
         self._wakeup: trio.Event | None = None
         self.channel_error: BaseException | None = None
+        self.closed = False  # the connection ended: the ConnectionManager connects anew
 
     # -- the client API used by RemoteInputChannel --------------------------------------
 
@@ -111,6 +112,7 @@ class CreditBasedPartitionRequestClientHandler:
             # Anything else is fatal for this connection only (Flink's LocalTransportException).
             self._fail_all(LocalTransportError(f"{group.exceptions[0]} (connection to '{self.remote_address}')"))
         finally:
+            self.closed = True
             await trio.aclose_forcefully(self.stream)
 
     async def _read_loop(self) -> None:
@@ -129,6 +131,8 @@ class CreditBasedPartitionRequestClientHandler:
                     await self._on_buffer_response(msg)
                 else:
                     self._on_message(msg)
+                    if self.channel_error is not None:
+                        return  # a fatal ErrorResponse closes the connection
 
     async def _on_buffer_response(self, msg: BufferResponse) -> None:
         channel = self.input_channels.get(msg.receiver_id)

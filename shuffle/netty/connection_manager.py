@@ -59,14 +59,14 @@ class ConnectionManager:
         return self._clients.get(address)
 
     async def create_partition_request_client(self, address: Any) -> CreditBasedPartitionRequestClientHandler:
-        """The shared connection to `address`, connecting on first use."""
+        """The shared connection to `address`, connecting on first use and after it failed."""
         client = self._clients.get(address)
-        if client is not None:
+        if client is not None and _usable(client):
             return client
         lock = self._connecting.setdefault(address, trio.Lock())
         async with lock:
             client = self._clients.get(address)
-            if client is None:
+            if client is None or not _usable(client):
                 if self._nursery is None:
                     raise RuntimeError("connection manager is not started")
                 stream = await self.transport.connect(address)
@@ -82,3 +82,8 @@ class ConnectionManager:
         for handler in list(self._server_handlers):
             await trio.aclose_forcefully(handler.stream)
         self._clients.clear()
+
+
+def _usable(client: CreditBasedPartitionRequestClientHandler) -> bool:
+    """Flink drops a client whose handler saw a channel error (or whose connection ended)."""
+    return client.channel_error is None and not client.closed
