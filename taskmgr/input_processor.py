@@ -12,7 +12,6 @@ buffer is recycled (which gives credit back) once its records are processed.
 
 from __future__ import annotations
 
-import enum
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
@@ -24,26 +23,13 @@ from shuffle.consumer.input_channel import InputChannelInfo
 from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
+from taskmgr.task_input import InputStatus, TaskInput  # noqa: F401 (TaskInput: re-exported)
 from taskmgr.operators.base import OperatorContext, StreamOperator
 from taskmgr.operators.formats import RecordFormat
 from taskmgr.operators.records import Records, concat, same_kind, split
 
 #: Longest modelled processing time of one chunk of records (seconds).
 MAX_CHUNK_TIME = 0.010
-
-
-class InputStatus(enum.Enum):
-    MORE_AVAILABLE = "more_available"
-    NOTHING_AVAILABLE = "nothing_available"
-    END_OF_INPUT = "end_of_input"
-
-
-class TaskInput(Protocol):
-    """What the mailbox loop drives: an input processor, or a source."""
-
-    async def process_input(self) -> InputStatus: ...
-
-    async def wait_available(self) -> None: ...
 
 
 class BarrierHandler(Protocol):

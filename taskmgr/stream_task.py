@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import trio
 
 from shuffle.writer.record_writer import RecordWriter
-from taskmgr.input_processor import InputStatus, TaskInput
+from taskmgr.task_input import InputStatus, TaskInput
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 
 

@@ -18,7 +18,7 @@ import trio
 
 from graph import CollectionSource, GeneratorSource, SequenceSource, StreamNode
 from shuffle.serialization.records import FixedWidthFormat
-from taskmgr.input_processor import InputStatus
+from taskmgr.task_input import InputStatus
 from taskmgr.operators.base import OperatorContext, Output, StreamOperator
 from taskmgr.operators.records import Records
 from taskmgr.workloads import GeneratorState, RateSchedule

@@ -1,0 +1,24 @@
+"""What the mailbox loop drives (an input processor or a source) and what one turn returns.
+
+Kept apart from `input_processor` so that operators (sources) can use it without
+importing the input side, which imports the operators.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Protocol
+
+
+class InputStatus(enum.Enum):
+    MORE_AVAILABLE = "more_available"
+    NOTHING_AVAILABLE = "nothing_available"
+    END_OF_INPUT = "end_of_input"
+
+
+class TaskInput(Protocol):
+    """What the mailbox loop drives: an input processor, or a source."""
+
+    async def process_input(self) -> InputStatus: ...
+
+    async def wait_available(self) -> None: ...
