@@ -54,6 +54,9 @@ def summary_of(scenario: Scenario, result: JobResult) -> dict[str, Any]:
         "status": result.status.value,
         "duration_s": result.duration,
         "vertices": result.vertex_summaries(),
+        # Per checkpoint: duration, alignment, start delay, persisted bytes. The runtime
+        # takes no checkpoints yet (run_scenario rejects scenarios that ask for them).
+        "checkpoints": [],
         "records": {"emitted": result.records_emitted, "received": result.records_received},
         "invariants": result.invariants | {"violations": result.invariant_violations()},
     }

@@ -35,6 +35,7 @@ def test_run_writes_outputs_and_summary(tmp_path: Path, capsys: pytest.CaptureFi
     assert summary["invariants"]["buffers_leaked"] == 0
     assert summary["invariants"]["credit_violations"] == 0
     assert summary["invariants"]["violations"] == []
+    assert summary["checkpoints"] == []  # ARCHITECTURE.md: one entry per checkpoint (none are taken yet)
     metrics = read_metrics(out)
     assert set(metrics["vertex"].to_pylist()) == {"Source: Seq", "SlowMap -> Sink: Writer"}
     events = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
