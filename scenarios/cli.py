@@ -27,6 +27,7 @@ from scenarios.scenario_file import ScenarioError, load_scenario
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
 
 
 class UserError(Exception):
@@ -132,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UserError, ScenarioError, UnsupportedOperationException, IllegalStateException) as e:
         print(f"shufflesim: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("shufflesim: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         # The reader of our output went away (`shufflesim plan ... | head`): not an error.
         sys.stdout = open(os.devnull, "w")

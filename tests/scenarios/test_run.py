@@ -122,3 +122,15 @@ def test_scenarios_the_runtime_cannot_run_exit_2(overrides: list[str], message: 
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("shufflesim: error:") and message in err and "\n" not in err
+
+
+def test_interrupt_exits_130_without_traceback(monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    import scenarios.run
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scenarios.run, "run_scenario", interrupted)
+    assert main(["run", str(LIBRARY / "slow-map.toml"), "--out", str(tmp_path / "o")]) == 130
+    assert capsys.readouterr().err.strip() == "shufflesim: interrupted"
