@@ -100,6 +100,7 @@ class NetworkBufferPool:
                 self._available.append(seg)
             self.num_total_required_buffers -= n
             self.redistribute_buffers()
+            self._notify_segment_available()
             raise InsufficientBuffersError(
                 f"Timeout triggered when requesting exclusive buffers: required {n}, "
                 f"obtained {len(got)} within {self.exclusive_request_timeout}s; raise "

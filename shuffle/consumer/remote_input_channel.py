@@ -102,6 +102,7 @@ class RemoteInputChannel(InputChannel):
         data_type = buffer.data_type
         if data_type.is_blocking_upstream and self.initial_credit == 0:
             if backlog != 0:
+                buffer.recycle()
                 raise ValueError("There should be no buffers when upstream is blocked.")
             self.buffer_manager.release_floating_buffers()
         was_empty = not self.received

@@ -194,6 +194,10 @@ class SingleInputGate:
         self._end_of_partition[idx] = True
         self._num_end_of_partition += 1
         if self._enqueued[idx]:
+            if self._with_data.index(channel) < self._num_priority:
+                self._num_priority -= 1
+                if self._num_priority == 0:
+                    self.priority_availability.set_unavailable()
             self._with_data.remove(channel)
             self._enqueued[idx] = False
         channel.release_all_resources()

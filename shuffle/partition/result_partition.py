@@ -85,6 +85,7 @@ class ResultPartition:
 
     async def emit_record(self, data: memoryview | bytes, target: int, record_size: int = 0) -> None:
         """Append serialized records (each `record_size` bytes; 0 = one record) to a subpartition."""
+        self._check_not_finished()
         if self._broadcast is not None:
             self._finish_broadcast_builder()
         n = len(data)
@@ -102,6 +103,7 @@ class ResultPartition:
 
     async def broadcast_record(self, data: memoryview | bytes, record_size: int = 0) -> None:
         """Append records to one shared builder read by every subpartition."""
+        self._check_not_finished()
         for target in range(self.num_subpartitions):
             self._finish_unicast_builder(target)
         n = len(data)
@@ -116,6 +118,10 @@ class ResultPartition:
             pos += builder.append(data, pos)
         if builder.is_full():
             self._finish_broadcast_builder()
+
+    def _check_not_finished(self) -> None:
+        if self.is_finished:
+            raise RuntimeError(f"Partition {self.partition_id} already finished.")
 
     async def _request_builder(self, target: int) -> BufferBuilder:
         pool = self.buffer_pool

@@ -1,5 +1,6 @@
 """Regression tests for network-stack divergences and hangs found in review."""
 
+import pytest
 import trio
 
 from shuffle.config import NetworkConfig
@@ -161,3 +162,11 @@ async def test_a_failed_connection_is_replaced_not_reused(credit_flow):
     assert failed.channel_error is not None
     fresh = await manager.create_partition_request_client(address)
     assert fresh is not failed and fresh.channel_error is None
+
+
+async def test_emit_after_finish_is_refused(credit_flow):
+    h = await credit_flow()
+    h.finish()
+    with pytest.raises(RuntimeError, match="already finished"):
+        await h.emit(0, 10)
+
