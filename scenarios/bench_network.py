@@ -6,12 +6,15 @@ dicts `{"figure", "value", ...}` with the raw numbers beside the headline value.
 
 from __future__ import annotations
 
+import json
+import sys
 import time
 from typing import Any
 
 import trio
 
 from shuffle.config import NetworkConfig
+from shuffle.environment import InputChannelDescriptor, NettyShuffleEnvironment
 from shuffle.harness.credit_flow import CreditFlowHarness
 from shuffle.sim_time import VirtualClock
 from shuffle.transport.tcp import TcpTransport
@@ -47,51 +50,117 @@ def sim_buffer_hops(buffers: int = 20000) -> list[dict[str, Any]]:
              "buffers": buffers, "wall_s": round(wall, 3), "virtual_s": round(virtual, 4)}]
 
 
-async def _raw_socket_bytes_per_s(total: int) -> float:
-    """Raw trio loopback TCP throughput (one sender task, one reader task, 32 KiB writes)."""
-    received = 0
-    done = trio.Event()
+PARTITION = "bench-partition"
 
-    async def reader(stream: trio.abc.Stream) -> None:
-        nonlocal received
-        while received < total:
-            data = await stream.receive_some(256 * 1024)
-            if not data:
-                break
-            received += len(data)
-        done.set()
 
-    transport = TcpTransport()
+async def _child(*args: str) -> dict[str, float]:
+    """Run the consuming side in a child process (the other TaskManager) and read its result."""
+    result = await trio.run_process([sys.executable, "-m", "scenarios.bench_network", *args],
+                                    capture_stdout=True)
+    return json.loads(result.stdout)
+
+
+async def _produce_stack(buffers: int) -> dict[str, float]:
+    """This process is the producing TaskManager; the consuming one runs in a child process."""
+    config = NetworkConfig(buffer_size=BUFFER)
+    env = NettyShuffleEnvironment(config, TcpTransport())
+    outcome: dict[str, float] = {}
+
+    async def consumer(address: str) -> None:
+        outcome.update(await _child("consume-stack", address, str(buffers)))
+
     async with trio.open_nursery() as nursery:
-        address = await nursery.start(transport.serve, "127.0.0.1:0", reader)
-        stream = await transport.connect(address)
-        chunk = bytes(BUFFER)
-        start = time.perf_counter()
-        sent = 0
-        while sent < total:
-            await stream.send_all(chunk)
-            sent += len(chunk)
-        await done.wait()
-        elapsed = time.perf_counter() - start
-        await stream.aclose()
+        address = await env.start(nursery, "127.0.0.1:0")
+        partition = env.create_result_partition(PARTITION, 1, owner_name="bench-producer")
+        nursery.start_soon(consumer, address)
+        payload = memoryview(bytes(BUFFER))
+        for _ in range(buffers):
+            if not partition.is_available():
+                await partition.wait_available()
+            await partition.emit_record(payload, 0)
+        partition.finish()
+        while not outcome:
+            await trio.sleep(0.01)
+        await env.close()
         nursery.cancel_scope.cancel()
-    return total / elapsed
+    return outcome
 
 
-def tcp_payload_ratio(buffers: int = 6000) -> list[dict[str, Any]]:
-    """Payload throughput of the stack between two TaskManagers over loopback, against raw sockets.
+async def _consume_stack(address: str, buffers: int) -> dict[str, float]:
+    """Child: a TaskManager reading the producer's partition through a remote input channel."""
+    env = NettyShuffleEnvironment(NetworkConfig(buffer_size=BUFFER), TcpTransport())
+    received = 0
+    async with trio.open_nursery() as nursery:
+        await env.start(nursery, "127.0.0.1:0")
+        gate = env.create_input_gate(0, "bench-consumer", [InputChannelDescriptor(PARTITION, 0, address)])
+        await gate.setup()
+        await gate.request_partitions()
+        start = time.perf_counter()
+        while (item := await gate.get_next()) is not None:
+            if item.buffer is not None:
+                received += item.size
+                item.buffer.recycle()
+        elapsed = time.perf_counter() - start
+        gate.close()
+        await env.close()
+        nursery.cancel_scope.cancel()
+    return {"bytes": received, "seconds": elapsed}
 
-    Both sides run in this process (one trio loop), for the stack and for the raw baseline alike.
+
+async def _produce_raw(total: int) -> dict[str, float]:
+    """Raw trio sockets, the same way round: this process sends, a child process reads."""
+    outcome: dict[str, float] = {}
+
+    async def send(stream: trio.abc.Stream) -> None:
+        chunk = bytes(BUFFER)
+        for _ in range(total // BUFFER):
+            await stream.send_all(chunk)
+        await stream.aclose()
+
+    async def consumer(address: str) -> None:
+        outcome.update(await _child("consume-raw", address, str(total)))
+
+    async with trio.open_nursery() as nursery:
+        address = await nursery.start(TcpTransport().serve, "127.0.0.1:0", send)
+        nursery.start_soon(consumer, address)
+        while not outcome:
+            await trio.sleep(0.01)
+        nursery.cancel_scope.cancel()
+    return outcome
+
+
+async def _consume_raw(address: str, total: int) -> dict[str, float]:
+    stream = await TcpTransport().connect(address)
+    received = 0
+    start = time.perf_counter()
+    while received < total:
+        data = await stream.receive_some(64 * 1024)
+        if not data:
+            break
+        received += len(data)
+    elapsed = time.perf_counter() - start
+    await stream.aclose()
+    return {"bytes": received, "seconds": elapsed}
+
+
+def tcp_payload_ratio(buffers: int = 10000) -> list[dict[str, Any]]:
+    """Payload throughput between two TaskManager processes over loopback, against raw sockets.
+
+    Both figures are taken the same way in the same run: this process produces, a child
+    process consumes (so each side has a core of its own, as two TaskManagers do).
     """
-    async def main() -> tuple[float, float]:
-        raw = await _raw_socket_bytes_per_s(buffers * BUFFER)
-        async with CreditFlowHarness.open(NetworkConfig(buffer_size=BUFFER), transport="tcp", trace=False) as h:
-            start = time.perf_counter()
-            await _pump(h, buffers)
-            stack = buffers * BUFFER / (time.perf_counter() - start)
-        return raw, stack
-
-    raw, stack = trio.run(main)
-    return [{"figure": "tcp_payload_ratio", "value": round(stack / raw, 3), "target": 0.5,
-             "payload_mb_per_s": round(stack / 1e6, 1), "raw_socket_mb_per_s": round(raw / 1e6, 1),
+    raw = trio.run(_produce_raw, buffers * BUFFER)
+    stack = trio.run(_produce_stack, buffers)
+    raw_rate, stack_rate = raw["bytes"] / raw["seconds"], stack["bytes"] / stack["seconds"]
+    if stack["bytes"] != buffers * BUFFER:
+        raise RuntimeError(f"the consumer received {stack['bytes']} bytes, expected {buffers * BUFFER}")
+    return [{"figure": "tcp_payload_ratio", "value": round(stack_rate / raw_rate, 3), "target": 0.5,
+             "payload_mb_per_s": round(stack_rate / 1e6, 1), "raw_socket_mb_per_s": round(raw_rate / 1e6, 1),
              "buffers": buffers}]
+
+
+_CHILD_COMMANDS = {"consume-stack": _consume_stack, "consume-raw": _consume_raw}
+
+if __name__ == "__main__":
+    command, address, amount = sys.argv[1:4]
+    print(json.dumps(trio.run(_CHILD_COMMANDS[command], address, int(amount))))
