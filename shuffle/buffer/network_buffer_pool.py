@@ -176,7 +176,3 @@ class NetworkBufferPool:
     @property
     def num_available_segments(self) -> int:
         return len(self._available) + self._num_fresh
-
-    @property
-    def num_used_segments(self) -> int:
-        return self.total_segments - self.num_available_segments

@@ -102,6 +102,3 @@ class InputChannel:
 
     def release_all_resources(self) -> None:
         raise NotImplementedError
-
-    def buffers_in_use_count(self) -> int:
-        raise NotImplementedError

@@ -86,9 +86,6 @@ class LocalInputChannel(InputChannel):
             if self.view is not None:
                 self.view.release_all_resources()
 
-    def buffers_in_use_count(self) -> int:
-        return self.view.number_of_queued_buffers if self.view is not None else 0
-
     @property
     def queue_length(self) -> int:
         """`inputQueueLength` share: the producer's queue, read through the view (FLINK-12576)."""

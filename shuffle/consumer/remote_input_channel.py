@@ -64,7 +64,6 @@ class RemoteInputChannel(InputChannel):
         self.num_priority = 0
         self.expected_sequence_number = 0
         self.unannounced_credit = 0
-        self.total_queue_size_in_bytes = 0
         self.buffer_manager = BufferManager(network_pool, self)
         self.client: PartitionRequestClient | None = None
         self._retry_backoff = 0.0
@@ -113,7 +112,6 @@ class RemoteInputChannel(InputChannel):
             first_priority = self.num_priority == 1
         else:
             self.received.append((buffer, sequence_number))
-        self.total_queue_size_in_bytes += buffer.size
         self.expected_sequence_number += 1
         if self.tracer.enabled:
             self.tracer.emit("buffer_received", channel=self.name, seq=sequence_number, backlog=backlog,
@@ -176,7 +174,6 @@ class RemoteInputChannel(InputChannel):
         buffer, seq = self.received.popleft()
         if self.num_priority:
             self.num_priority -= 1
-        self.total_queue_size_in_bytes -= buffer.size
         self.num_bytes_in += buffer.size
         self.num_buffers_in += 1
         next_type = self.received[0][0].data_type if self.received else DataType.NONE
@@ -194,10 +191,6 @@ class RemoteInputChannel(InputChannel):
         if self.client is not None:
             self.client.acknowledge_all_records_processed(self)
 
-    def announce_buffer_size(self, size: int) -> None:
-        if self.client is not None:
-            self.client.notify_new_buffer_size(self, size)
-
     def release_all_resources(self) -> None:
         if self.is_released:
             return
@@ -210,9 +203,6 @@ class RemoteInputChannel(InputChannel):
             self.client.close_channel(self)
 
     # -- metrics -------------------------------------------------------------------------
-
-    def buffers_in_use_count(self) -> int:
-        return len(self.received) + max(0, self.buffer_manager.num_required_buffers - self.initial_credit)
 
     @property
     def queue_length(self) -> int:

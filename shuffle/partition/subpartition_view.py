@@ -19,7 +19,7 @@ class BufferAvailabilityListener(Protocol):
 class PipelinedSubpartitionView:
     """Reads one subpartition on behalf of `listener`."""
 
-    __slots__ = ("subpartition", "listener", "is_released", "failure_cause", "_partition")
+    __slots__ = ("subpartition", "listener", "is_released", "_partition")
 
     def __init__(self, subpartition: PipelinedSubpartition, listener: BufferAvailabilityListener,
                  partition: "ResultPartition | None" = None) -> None:
@@ -30,7 +30,6 @@ class PipelinedSubpartitionView:
         self.subpartition = subpartition
         self.listener = listener
         self.is_released = False
-        self.failure_cause: BaseException | None = None
         self._partition = partition
         subpartition.read_view = self
 
