@@ -9,6 +9,17 @@ from shuffle.config import NetworkConfig
 SMALL = NetworkConfig(buffer_size=4096)
 
 
+def lend_all_floating_buffers(h):
+    """Take the gate's floating buffers away, so the channel has only its exclusive ones."""
+    pool = h.gates[0].buffer_pool
+    return [pool.request_buffer() for _ in range(pool.num_buffers)]
+
+
+def give_back(buffers):
+    for buffer in buffers:
+        buffer.recycle()
+
+
 async def test_partition_request_carries_initial_credit(credit_flow):
     h = await credit_flow(config=SMALL)
     (request,) = h.trace.of("partition_request")
@@ -19,16 +30,14 @@ async def test_partition_request_carries_initial_credit(credit_flow):
 
 async def test_each_data_buffer_costs_one_credit_and_sending_stops_at_zero(credit_flow):
     h = await credit_flow(config=SMALL)
-    # Floating buffers all lent to a hog so the channel cannot get more than its exclusive ones.
-    hog = [h.gates[0].buffer_pool.request_buffer() for _ in range(8)]
+    hog = lend_all_floating_buffers(h)
     await h.emit_buffers(0, 5)
     await h.settle()
     assert len(h.buffers_sent(0)) == 2
     assert h.sender(0).credit == 0
     assert h.receiver(0).queued == 2
     assert h.sender(0).backlog == 2  # buffers 3 and 4 wait (5 is still being written)
-    for b in hog:
-        b.recycle()
+    give_back(hog)
 
 
 async def test_backlog_drives_floating_requests_and_one_add_credit(credit_flow):
@@ -46,7 +55,7 @@ async def test_backlog_drives_floating_requests_and_one_add_credit(credit_flow):
 
 async def test_unannounced_credit_is_coalesced(credit_flow):
     h = await credit_flow(config=SMALL)
-    hog = [h.gates[0].buffer_pool.request_buffer() for _ in range(8)]
+    hog = lend_all_floating_buffers(h)
     await h.emit_buffers(0, 4)
     await h.settle()
     assert h.sender(0).credit == 0
@@ -55,8 +64,7 @@ async def test_unannounced_credit_is_coalesced(credit_flow):
     assert h.receiver(0).unannounced_credit == 2
     await h.settle()
     assert h.credits_announced(0) == [2]
-    for b in hog:
-        b.recycle()
+    give_back(hog)
 
 
 async def test_recycled_exclusive_returns_a_floating_buffer_when_above_required(credit_flow):
@@ -89,7 +97,7 @@ async def test_recycled_floating_buffer_goes_to_a_waiting_channel(credit_flow):
 
 async def test_events_cost_no_credit(credit_flow):
     h = await credit_flow(config=SMALL)
-    hog = [h.gates[0].buffer_pool.request_buffer() for _ in range(8)]
+    hog = lend_all_floating_buffers(h)
     await h.emit_buffers(0, 3)
     await h.settle()
     assert h.sender(0).credit == 0
@@ -102,13 +110,12 @@ async def test_events_cost_no_credit(credit_flow):
     assert DataType.EVENT_BUFFER in kinds
     event_sends = [e for e in h.buffers_sent(0) if e["data_type"] == "EVENT_BUFFER"]
     assert len(event_sends) == 1
-    for b in hog:
-        b.recycle()
+    give_back(hog)
 
 
 async def test_event_is_sent_with_zero_credit(credit_flow):
     h = await credit_flow(config=SMALL)
-    hog = [h.gates[0].buffer_pool.request_buffer() for _ in range(8)]
+    hog = lend_all_floating_buffers(h)
     await h.emit_buffers(0, 2)
     h.flush(0)
     await h.settle()
@@ -117,8 +124,7 @@ async def test_event_is_sent_with_zero_credit(credit_flow):
     await h.settle()
     assert h.buffers_sent(0)[-1]["data_type"] == "EVENT_BUFFER"
     assert h.sender(0).credit == 0
-    for b in hog:
-        b.recycle()
+    give_back(hog)
 
 
 async def _drive_two_producers(h, rounds: int) -> None:
