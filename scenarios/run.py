@@ -8,8 +8,8 @@ plan.json, metrics.parquet, summary.json and (with a trace) trace.jsonl.
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +17,8 @@ from graph import ExecutionGraph, plan_json
 from scenarios.build import build_program
 from scenarios.outputs import TRACE_FILE, write_metrics, write_plan, write_summary
 from scenarios.scenario_file import Scenario, ScenarioError
+from shuffle import kernel
 from shuffle.trace import NULL_TRACER, Tracer
-from taskmgr import clock
 from taskmgr.cluster import ClusterConfig, run_job
 from taskmgr.jobmanager import JobConfig, JobResult
 from taskmgr.scheduler import slots_needed
@@ -111,7 +111,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False) -> RunO
         tracer = NULL_TRACER
         if trace:
             tracer = Tracer(out=stack.enter_context(open(out_dir / TRACE_FILE, "w")))
-        result = clock.run(run_job, graph, cluster, job, tracer, mode=scenario.mode, seed=scenario.seed)
+        result = kernel.run(run_job, graph, cluster, job, tracer, mode=scenario.mode)
     write_metrics(out_dir, result.metrics)
     summary = summary_of(scenario, result)
     write_summary(out_dir, summary)

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-import trio
+from shuffle import kernel
 
 
 class AvailabilityHelper:
@@ -15,7 +15,7 @@ class AvailabilityHelper:
 
     def __init__(self, available: bool = False) -> None:
         self._available = available
-        self._event: trio.Event | None = None
+        self._event: kernel.Event | None = None
 
     @property
     def is_available(self) -> bool:
@@ -41,5 +41,5 @@ class AvailabilityHelper:
         """Return once available (at once if it already is; no checkpoint then)."""
         while not self._available:
             if self._event is None:
-                self._event = trio.Event()
+                self._event = kernel.Event()
             await self._event.wait()

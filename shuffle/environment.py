@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import trio
-
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
 from shuffle.consumer.local_input_channel import LocalInputChannel
@@ -47,7 +45,7 @@ class NettyShuffleEnvironment:
     def address(self) -> Any:
         return self.connection_manager.address
 
-    async def start(self, nursery: trio.Nursery, address: Any) -> Any:
+    async def start(self, nursery: Any, address: Any) -> Any:
         """Serve partitions at `address` (tasks of `nursery`); returns the bound address."""
         return await self.connection_manager.start(nursery, address)
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 from typing import IO, Any, Callable
 
-import trio
+from shuffle import kernel
 
 
 class Tracer:
     """Collects events in memory, or streams them as JSON lines to `out`."""
 
-    def __init__(self, out: IO[str] | None = None, clock: Callable[[], float] = trio.current_time,
+    def __init__(self, out: IO[str] | None = None, clock: Callable[[], float] = kernel.current_time,
                  tm: str | None = None) -> None:
         self.enabled = True
         self.events: list[dict[str, Any]] = []

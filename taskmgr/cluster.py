@@ -11,13 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import trio
-
 from graph import ExecutionGraph, StreamExecutionEnvironment
+from shuffle import kernel
 from shuffle.config import NetworkConfig
 from shuffle.netty.connection_manager import Transport
 from shuffle.trace import NULL_TRACER, Tracer
-from taskmgr import clock
 from taskmgr.jobmanager import JobConfig, JobManager, JobResult
 from taskmgr.taskmanager import TaskManager
 
@@ -32,8 +30,8 @@ class ClusterConfig:
     network: NetworkConfig = field(default_factory=NetworkConfig)
 
     def __post_init__(self) -> None:
-        if self.mode not in clock.MODES:
-            raise ValueError(f"mode must be one of {clock.MODES}, got {self.mode!r}")
+        if self.mode not in kernel.MODES:
+            raise ValueError(f"mode must be one of {kernel.MODES}, got {self.mode!r}")
         if self.task_managers < 1 or self.slots_per_task_manager < 1:
             raise ValueError("a cluster needs at least one TaskManager with at least one slot")
 
@@ -58,10 +56,10 @@ class MiniCluster:
         self.transport = create_transport(config)
         self.jobmanager = JobManager(self.transport, "jobmanager" if config.mode == "sim" else LOOPBACK)
         self.task_managers: dict[str, TaskManager] = {}
-        self._scopes: dict[str, trio.CancelScope] = {}
-        self._stopped: dict[str, trio.Event] = {}
+        self._scopes: dict[str, kernel.CancelScope] = {}
+        self._stopped: dict[str, kernel.Event] = {}
 
-    async def start(self, nursery: trio.Nursery) -> None:
+    async def start(self, nursery: Any) -> None:
         address = await nursery.start(self.jobmanager.run)
         for i in range(self.config.task_managers):
             name = f"tm-{i}"
@@ -71,10 +69,10 @@ class MiniCluster:
             self.task_managers[name] = tm
             await nursery.start(self._run_task_manager, tm)
 
-    async def _run_task_manager(self, tm: TaskManager, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        self._stopped[tm.name] = trio.Event()
+    async def _run_task_manager(self, tm: TaskManager, *, task_status: Any = kernel.TASK_STATUS_IGNORED) -> None:
+        self._stopped[tm.name] = kernel.Event()
         try:
-            with trio.CancelScope() as scope:
+            with kernel.CancelScope() as scope:
                 self._scopes[tm.name] = scope
                 await tm.run(task_status=task_status)
         finally:
@@ -90,7 +88,7 @@ class MiniCluster:
     async def shutdown(self, timeout: float = 10.0) -> None:
         """Ask the TaskManagers to shut down and wait for them (kill those that do not)."""
         await self.jobmanager.shutdown()
-        with trio.move_on_after(timeout):
+        with kernel.move_on_after(timeout):
             for stopped in self._stopped.values():
                 await stopped.wait()
         for scope in self._scopes.values():
@@ -113,13 +111,13 @@ async def run_job(program: StreamExecutionEnvironment | ExecutionGraph, cluster:
     """Start a cluster, run one job on it, shut it down (inside a trio run; bounded by
     `default_timeout`, in the run's clock)."""
     graph = _execution_graph(program)
-    with trio.fail_after(default_timeout(job)):
+    with kernel.fail_after(default_timeout(job)):
         return await _run_on_new_cluster(graph, cluster, job, tracer)
 
 
 async def _run_on_new_cluster(graph: ExecutionGraph, cluster: ClusterConfig, job: JobConfig,
                               tracer: Tracer) -> JobResult:
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         mini = MiniCluster(cluster, tracer)
         await mini.start(nursery)
         result = await mini.execute(graph, job)
@@ -134,4 +132,4 @@ def execute(program: StreamExecutionEnvironment | ExecutionGraph, *, duration: f
     """Run `program` on a fresh in-process cluster (its own trio run) and return the result."""
     cluster = ClusterConfig(mode, task_managers, slots_per_task_manager, network or NetworkConfig())
     job = JobConfig(duration, seed, sample_period, task_managers)
-    return clock.run(run_job, program, cluster, job, tracer, mode=mode, seed=seed)
+    return kernel.run(run_job, program, cluster, job, tracer, mode=mode)

@@ -16,17 +16,16 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, Protocol
 
-import trio
-
+from shuffle import kernel
 from shuffle.buffer.buffer import Buffer
 from shuffle.consumer.input_channel import InputChannelInfo
 from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
-from taskmgr.task_input import InputStatus, TaskInput  # noqa: F401 (TaskInput: re-exported)
 from taskmgr.operators.base import OperatorContext, StreamOperator
 from taskmgr.operators.formats import RecordFormat
 from taskmgr.operators.records import Records, concat, same_kind, split
+from taskmgr.task_input import InputStatus, TaskInput  # noqa: F401 (TaskInput: re-exported)
 
 #: Longest modelled processing time of one chunk of records (seconds).
 MAX_CHUNK_TIME = 0.010
@@ -49,7 +48,7 @@ async def wait_any_available(waiters: Sequence[Callable[[], object]]) -> None:
     if len(waiters) == 1:
         await waiters[0]()
         return
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         for wait in waiters:
             async def first(wait: Callable = wait) -> None:
                 await wait()

@@ -16,17 +16,18 @@ verification, buffer pool state); the JobManager merges the reports into a `JobR
 
 from __future__ import annotations
 
-import enum
-import itertools
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+import enum
+import itertools
 from typing import Any
 
 import pyarrow as pa
-import trio
 
 from graph import ExecutionGraph
+from shuffle import kernel
 from shuffle.netty.connection_manager import Transport
+from shuffle.transport import ByteStream
 from taskmgr.deployment import JobInformation, create_descriptor, execution_id
 from taskmgr.metrics.summary import VertexLayout, vertex_summaries
 from taskmgr.metrics.table import MetricTable
@@ -140,11 +141,11 @@ class _JobExecution:
         self.states = dict.fromkeys(placement, ExecutionState.DEPLOYING)
         self.failure: BaseException | None = None
         self.reports: dict[str, dict[str, Any]] = {}
-        self._changed = trio.Event()
+        self._changed = kernel.Event()
 
     def _notify(self) -> None:
         self._changed.set()
-        self._changed = trio.Event()
+        self._changed = kernel.Event()
 
     async def wait_for(self, predicate: Callable[[], bool]) -> None:
         while not predicate():
@@ -189,17 +190,17 @@ class JobManager:
         self.transport = transport
         self.address = address
         self.task_managers: dict[str, _TaskManagerRecord] = {}
-        self._registered = trio.Event()
+        self._registered = kernel.Event()
         self._jobs: dict[str, _JobExecution] = {}
         self._job_ids = itertools.count()
 
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: Any = kernel.TASK_STATUS_IGNORED) -> None:
         """Accept TaskManagers until cancelled; reports the bound address via task_status."""
-        async with trio.open_nursery() as nursery:
+        async with kernel.open_nursery() as nursery:
             self.address = await nursery.start(self.transport.serve, self.address, self._serve_task_manager)
             task_status.started(self.address)
 
-    async def _serve_task_manager(self, stream: trio.abc.Stream) -> None:
+    async def _serve_task_manager(self, stream: ByteStream) -> None:
         connection = RpcConnection(stream)
         message = await connection.receive()
         if message is None:
@@ -210,7 +211,7 @@ class JobManager:
                                     connection)
         self.task_managers[record.name] = record
         self._registered.set()
-        self._registered = trio.Event()
+        self._registered = kernel.Event()
         try:
             while True:
                 message = await connection.receive()
@@ -234,7 +235,7 @@ class JobManager:
             await self._send(task_manager, "shutdown")
 
     async def _wait_for_task_managers(self, n: int, timeout: float) -> None:
-        with trio.move_on_after(timeout):
+        with kernel.move_on_after(timeout):
             while len(self.task_managers) < n:
                 await self._registered.wait()
             return
@@ -254,7 +255,7 @@ class JobManager:
         job = _JobExecution(job_id, placement)
         self._jobs[job_id] = job
         try:
-            duration = await self._execute(job, graph, config, trio.current_time())
+            duration = await self._execute(job, graph, config, kernel.current_time())
             return await self._finish(job, graph, config, duration)
         finally:
             del self._jobs[job_id]
@@ -265,7 +266,7 @@ class JobManager:
             return
         try:
             await record.connection.send(kind, **fields)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+        except (kernel.BrokenResourceError, kernel.ClosedResourceError):
             pass  # lost TaskManagers fail the job through their connection loop
 
     async def _execute(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig, start: float) -> float:
@@ -274,18 +275,18 @@ class JobManager:
         try:
             addresses = {eid: self.task_managers[tm].shuffle_address for eid, tm in job.placement.items()}
             for vertex in graph.all_execution_vertices:
-                info = JobInformation(job.job_id, job_ref, config.seed, trio.current_time() - start,
+                info = JobInformation(job.job_id, job_ref, config.seed, kernel.current_time() - start,
                                       config.duration, config.sample_period)
                 descriptor = create_descriptor(vertex, info, addresses)
                 await self._send(job.placement[execution_id(vertex)], "deploy_task",
                                  descriptor=descriptor.to_message())
-            with trio.move_on_at(start + config.duration):
+            with kernel.move_on_at(start + config.duration):
                 await job.wait_for(lambda: job.all_terminal or job.failure is not None)
-            duration = min(config.duration, trio.current_time() - start)
+            duration = min(config.duration, kernel.current_time() - start)
             if not job.all_terminal and job.failure is None:
                 for task_manager in dict.fromkeys(job.placement.values()):
                     await self._send(task_manager, "stop_sources", job_id=job.job_id)
-                with trio.move_on_after(config.drain_timeout):
+                with kernel.move_on_after(config.drain_timeout):
                     await job.wait_for(lambda: job.all_terminal or job.failure is not None)
                 if not job.all_terminal and job.failure is None:
                     job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s"))
@@ -293,7 +294,7 @@ class JobManager:
                 for eid, state in job.states.items():
                     if not state.is_terminal:
                         await self._send(job.placement[eid], "cancel_task", execution_id=eid)
-                with trio.move_on_after(config.cancel_timeout):
+                with kernel.move_on_after(config.cancel_timeout):
                     await job.wait_for(lambda: job.all_terminal)
             return duration
         finally:
@@ -305,7 +306,7 @@ class JobManager:
         hosts = [tm for tm in dict.fromkeys(job.placement.values()) if tm in self.task_managers]
         for task_manager in hosts:
             await self._send(task_manager, "release_job", job_id=job.job_id)
-        with trio.move_on_after(config.cancel_timeout):
+        with kernel.move_on_after(config.cancel_timeout):
             await job.wait_for(lambda: all(tm in job.reports or tm not in self.task_managers for tm in hosts))
         if job.failure is not None:
             status = JobStatus.FAILED

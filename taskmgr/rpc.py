@@ -14,7 +14,9 @@ import struct
 from typing import Any
 
 import msgpack
-import trio
+
+from shuffle import kernel
+from shuffle.transport import ByteStream
 
 _LENGTH = struct.Struct(">I")
 _RECEIVE_SIZE = 65536
@@ -54,9 +56,9 @@ REGISTRY = ObjectRegistry()
 class RpcConnection:
     """Sends and receives messages on one stream; sends are serialized by a lock."""
 
-    def __init__(self, stream: trio.abc.Stream) -> None:
+    def __init__(self, stream: ByteStream) -> None:
         self.stream = stream
-        self._send_lock = trio.Lock()
+        self._send_lock = kernel.Lock()
         self._buffer = bytearray()
 
     async def send(self, kind: str, **fields: Any) -> None:
@@ -72,7 +74,7 @@ class RpcConnection:
                 return message
             try:
                 data = await self.stream.receive_some(_RECEIVE_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+            except (kernel.BrokenResourceError, kernel.ClosedResourceError):
                 return None
             if not data:
                 if self._buffer:
@@ -95,4 +97,4 @@ class RpcConnection:
         return message
 
     async def aclose(self) -> None:
-        await trio.aclose_forcefully(self.stream)
+        await kernel.aclose_forcefully(self.stream)

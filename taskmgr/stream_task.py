@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import trio
-
+from shuffle import kernel
 from shuffle.writer.record_writer import RecordWriter
-from taskmgr.task_input import InputStatus, TaskInput
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
+from taskmgr.task_input import InputStatus, TaskInput
 
 
 #: Turns of the loop after which a task lets others run even if it never had to wait.
@@ -27,7 +26,7 @@ class StreamTask:
         self.input = task_input
         self.writers = list(writers)
         self.io = io
-        self._idle_scope: trio.CancelScope | None = None
+        self._idle_scope: kernel.CancelScope | None = None
 
     def _outputs_available(self) -> bool:
         return all(writer.is_available() for writer in self.writers)
@@ -58,13 +57,13 @@ class StreamTask:
             if status is InputStatus.MORE_AVAILABLE:
                 turns += 1
                 if turns % YIELD_EVERY == 0:
-                    await trio.lowlevel.checkpoint()
+                    await kernel.checkpoint()
                 continue
             if status is InputStatus.END_OF_INPUT:
                 return
             io.idle.mark_start()
             try:
-                with trio.CancelScope() as self._idle_scope:
+                with kernel.CancelScope() as self._idle_scope:
                     await task_input.wait_available()
             finally:
                 self._idle_scope = None

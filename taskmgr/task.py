@@ -9,13 +9,12 @@ or cancelled task releases them.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable
+import enum
 from typing import TYPE_CHECKING
 
-import trio
-
 from graph import ExecutionGraph, JobVertex
+from shuffle import kernel
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.environment import InputChannelDescriptor, NettyShuffleEnvironment
 from shuffle.partition.result_partition import ResultPartition
@@ -132,7 +131,7 @@ class Task:
         self._stream_task: StreamTask | None = None
         self._source: SourceOperator | None = None
         self._input_processor: StreamInputProcessor | None = None
-        self._cancel_scope = trio.CancelScope()
+        self._cancel_scope = kernel.CancelScope()
         self._partitions: list[ResultPartition] = []
         self._gates: list[SingleInputGate] = []
 
@@ -201,7 +200,7 @@ class Task:
         self.services.register_metrics(vertex.name, descriptor.subtask_index, metrics)
         self._transition(ExecutionState.RUNNING)
         try:
-            async with trio.open_nursery() as nursery:
+            async with kernel.open_nursery() as nursery:
                 for gate in self._gates:
                     nursery.start_soon(gate.request_partitions)
                 for writer in writers:

@@ -10,15 +10,14 @@ metrics for the job and reports them at release.
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
+import math
 from typing import Any
 
-import trio
-
 from graph import ExecutionGraph
+from shuffle import kernel
 from shuffle.config import NetworkConfig
 from shuffle.environment import NettyShuffleEnvironment
 from shuffle.netty.connection_manager import Transport
@@ -41,16 +40,16 @@ class IterationChannel:
     """The feedback queue between an iteration tail and head of one slot (Flink's broker)."""
 
     def __init__(self) -> None:
-        self.send, self.receive = trio.open_memory_channel[tuple[Any, int]](math.inf)
+        self.queue: kernel.Queue[tuple[Any, int]] = kernel.Queue()
 
     def feed(self, record: tuple[Any, int]) -> None:
         try:
-            self.send.send_nowait(record)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            self.queue.put_nowait(record)
+        except kernel.ClosedResourceError:
             pass  # the head has ended: feedback is dropped
 
     def pending(self) -> bool:
-        return self.receive.statistics().current_buffer_used > 0
+        return len(self.queue) > 0
 
 
 @dataclass
@@ -87,7 +86,7 @@ class _JobSession:
 
     def __init__(self, name: str, graph: ExecutionGraph, start_offset: float,
                  duration: float, sample_period: float) -> None:
-        now = trio.current_time()
+        now = kernel.current_time()
         self.graph = graph
         self.run_control = RunControl(now - start_offset)
         self.end = self.run_control.t0 + duration
@@ -95,7 +94,7 @@ class _JobSession:
         sampler.t0 = self.run_control.t0
         self.services = TaskServices(name, sampler)
         self.tasks: dict[str, Task] = {}
-        self.sampling = trio.CancelScope()
+        self.sampling = kernel.CancelScope()
         self.sampling_stopped = False
         self.last_sample = -math.inf
 
@@ -105,10 +104,10 @@ class _JobSession:
         with self.sampling:
             k = 1
             while sampler.t0 + k * sampler.period <= self.end:
-                await trio.sleep_until(sampler.t0 + k * sampler.period)
+                await kernel.sleep_until(sampler.t0 + k * sampler.period)
                 self._sample()
                 k += 1
-            await trio.sleep_until(self.end)
+            await kernel.sleep_until(self.end)
             self.stop_sampling()
 
     def stop_sampling(self) -> None:
@@ -117,13 +116,13 @@ class _JobSession:
         if self.sampling_stopped:
             return
         self.sampling.cancel()
-        if trio.current_time() - self.last_sample >= MIN_LAST_SAMPLE * self.services.sampler.period:
+        if kernel.current_time() - self.last_sample >= MIN_LAST_SAMPLE * self.services.sampler.period:
             self._sample()
         self.sampling_stopped = True
 
     def _sample(self) -> None:
         self.services.sampler.sample()
-        self.last_sample = trio.current_time()
+        self.last_sample = kernel.current_time()
 
 
 class TaskManager:
@@ -138,14 +137,14 @@ class TaskManager:
         self.env = NettyShuffleEnvironment(config, transport, tracer.for_task_manager(name))
         self._jobs: dict[str, _JobSession] = {}
         self._connection: RpcConnection | None = None
-        self._nursery: trio.Nursery | None = None
+        self._nursery: Any | None = None
         # Task state updates go out in the order they happen, through one sender.
-        self._outbox_send, self._outbox = trio.open_memory_channel[tuple[str, dict[str, Any]]](math.inf)
+        self._outbox: kernel.Queue[tuple[str, dict[str, Any]]] = kernel.Queue()
 
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: Any = kernel.TASK_STATUS_IGNORED) -> None:
         """Serve partitions, register at the JobManager, follow it until shutdown or disconnect."""
         try:
-            async with trio.open_nursery() as nursery:
+            async with kernel.open_nursery() as nursery:
                 self._nursery = nursery
                 address = await self.env.start(nursery, self.shuffle_address)
                 self._connection = RpcConnection(await self.transport.connect(self.jobmanager_address))
@@ -156,7 +155,7 @@ class TaskManager:
                 await self._follow_jobmanager()
                 nursery.cancel_scope.cancel()
         finally:
-            with trio.CancelScope(shield=True):
+            with kernel.CancelScope(shield=True):
                 await self.env.close()
                 if self._connection is not None:
                     await self._connection.aclose()
@@ -191,13 +190,13 @@ class TaskManager:
         if cause is not None:
             fields["error"] = f"{type(cause).__name__}: {cause}"
             fields["error_ref"] = REGISTRY.put(cause)
-        self._outbox_send.send_nowait(("task_state", fields))
+        self._outbox.put_nowait(("task_state", fields))
 
     async def _send_outbox(self) -> None:
         async for kind, fields in self._outbox:
             try:
                 await self._connection.send(kind, **fields)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+            except (kernel.BrokenResourceError, kernel.ClosedResourceError):
                 return  # the JobManager is gone; the connection loop ends on its own
 
     async def _on_cancel_task(self, message: dict[str, Any]) -> None:
@@ -225,13 +224,13 @@ class TaskManager:
                 task.cancel()
                 task.release_partitions()
             for channel in job.services.iteration_channels.values():
-                channel.receive.close()
-            await trio.lowlevel.checkpoint()
+                channel.queue.close()
+            await kernel.checkpoint()
             report = self._job_report(job)
         pool = self.env.network_pool
         report.update(task_manager=self.name, available_segments=pool.num_available_segments,
                       total_segments=pool.total_segments)
-        self._outbox_send.send_nowait(("job_report", {"job_id": message["job_id"],
+        self._outbox.put_nowait(("job_report", {"job_id": message["job_id"],
                                                       "report_ref": REGISTRY.put(report)}))
 
     def _job_report(self, job: _JobSession) -> dict[str, Any]:

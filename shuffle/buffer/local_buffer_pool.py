@@ -14,8 +14,7 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
-import trio
-
+from shuffle import kernel
 from shuffle.availability import AvailabilityHelper
 from shuffle.buffer.buffer import Buffer, MemorySegment
 from shuffle.buffer.buffer_builder import BufferBuilder
@@ -50,7 +49,7 @@ class LocalBufferPool:
         self.max_overdraft_buffers = max_overdraft_buffers
         self.is_destroyed = False
         self.availability = AvailabilityHelper()
-        self._segment_event: trio.Event | None = None
+        self._segment_event: kernel.Event | None = None
         self._waiting_on_global = False
         self._recyclers = [partial(self.recycle, channel=i) for i in range(num_subpartitions)]
         self._untargeted_recycler = partial(self.recycle, channel=UNKNOWN_CHANNEL)
@@ -93,7 +92,7 @@ class LocalBufferPool:
             if builder is not None:
                 return builder
             if self._segment_event is None:
-                self._segment_event = trio.Event()
+                self._segment_event = kernel.Event()
             await self._segment_event.wait()
 
     def request_buffer(self) -> Buffer | None:

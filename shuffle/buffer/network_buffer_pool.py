@@ -12,8 +12,8 @@ from collections import deque
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
-import trio
 
+from shuffle import kernel
 from shuffle.buffer.buffer import MemorySegment
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class NetworkBufferPool:
         self.num_total_required_buffers = 0
         self._pools: list[LocalBufferPool] = []
         self._segment_waiters: list[Callable[[], None]] = []
-        self._unpooled_event: trio.Event | None = None
+        self._unpooled_event: kernel.Event | None = None
         self._destroyed = False
 
     # -- pooled segments (local pools) ------------------------------------------------
@@ -87,15 +87,15 @@ class NetworkBufferPool:
         self.redistribute_buffers()
         got: list[MemorySegment] = []
         try:
-            with trio.fail_after(self.exclusive_request_timeout):
+            with kernel.fail_after(self.exclusive_request_timeout):
                 while len(got) < n:
                     segment = self.request_pooled_segment()
                     if segment is not None:
                         got.append(segment)
                         continue
-                    self._unpooled_event = self._unpooled_event or trio.Event()
+                    self._unpooled_event = self._unpooled_event or kernel.Event()
                     await self._unpooled_event.wait()
-        except trio.TooSlowError:
+        except kernel.TooSlowError:
             for seg in got:
                 self._available.append(seg)
             self.num_total_required_buffers -= n

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-import trio
-
+from shuffle import kernel
 from shuffle.buffer.buffer import Buffer, MemorySegment
 from shuffle.buffer.local_buffer_pool import LocalBufferPool
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
@@ -32,7 +31,7 @@ class BufferManager:
         self.is_waiting_for_floating_buffers = False
         self.num_exclusive_buffers = 0
         self._released = False
-        self._buffer_event: trio.Event | None = None
+        self._buffer_event: kernel.Event | None = None
 
     @property
     def available(self) -> int:
@@ -128,7 +127,7 @@ class BufferManager:
             buffer = self.floating_pool.request_buffer()
             if buffer is not None:
                 return buffer
-            self._buffer_event = trio.Event()
+            self._buffer_event = kernel.Event()
             if not self.is_waiting_for_floating_buffers and self.floating_pool.add_buffer_listener(self):
                 self.is_waiting_for_floating_buffers = True
             await self._buffer_event.wait()

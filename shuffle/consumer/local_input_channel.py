@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import trio
-
+from shuffle import kernel
 from shuffle.consumer.input_channel import BufferAndAvailability, CancelTaskError, InputChannel
 from shuffle.partition.result_partition_manager import PartitionNotFoundError, ResultPartitionManager
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
@@ -38,7 +37,7 @@ class LocalInputChannel(InputChannel):
                 if not self.increase_backoff():
                     self.set_error(exc)
                     return
-                await trio.sleep(self.current_backoff)
+                await kernel.sleep(self.current_backoff)
         if self.tracer.enabled:
             self.tracer.emit("partition_request", channel=self.name, initial_credit=0, local=True)
         if self.view is not None and self.view.subpartition.is_data_available():

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections import deque
 from typing import NamedTuple
 
-import trio
-
+from shuffle import kernel
 from shuffle.api.events import EndOfPartitionEvent
 from shuffle.availability import AvailabilityHelper
 from shuffle.buffer.buffer import Buffer
@@ -103,7 +102,7 @@ class SingleInputGate:
 
     async def request_partitions(self) -> None:
         """Request every channel's subpartition concurrently (local ones retry with backoff)."""
-        async with trio.open_nursery() as nursery:
+        async with kernel.open_nursery() as nursery:
             for channel in self.channels:
                 nursery.start_soon(channel.request_subpartition)
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-import trio
-
+from shuffle import kernel
 from shuffle.consumer.input_channel import InputChannelInfo
 from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
 
@@ -75,7 +74,7 @@ class UnionInputGate:
         """Return once any unfinished gate has data."""
         if self.is_available():
             return
-        async with trio.open_nursery() as nursery:
+        async with kernel.open_nursery() as nursery:
             for gate in self.gates:
                 if not gate.is_finished:
                     nursery.start_soon(_wait_then_cancel, gate, nursery.cancel_scope)
@@ -114,6 +113,6 @@ class UnionInputGate:
             gate.close()
 
 
-async def _wait_then_cancel(gate: SingleInputGate, scope: trio.CancelScope) -> None:
+async def _wait_then_cancel(gate: SingleInputGate, scope: kernel.CancelScope) -> None:
     await gate.wait_available()
     scope.cancel()

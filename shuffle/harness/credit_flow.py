@@ -20,10 +20,9 @@ from __future__ import annotations
 
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
-import trio
-
+from shuffle import kernel
 from shuffle.buffer.data_type import DataType
 from shuffle.config import NetworkConfig
 from shuffle.consumer.local_input_channel import LocalInputChannel
@@ -72,7 +71,7 @@ class Consumed:
 class CreditFlowHarness:
     def __init__(self, config: NetworkConfig, producer: NettyShuffleEnvironment,
                  consumer: NettyShuffleEnvironment, targets: list[tuple[ResultPartition, int]],
-                 gates: list[SingleInputGate], tracer: Tracer, nursery: trio.Nursery) -> None:
+                 gates: list[SingleInputGate], tracer: Tracer, nursery: Any) -> None:
         self.config = config
         self.producer = producer
         self.consumer = consumer
@@ -82,36 +81,38 @@ class CreditFlowHarness:
         self.trace = tracer
         self._nursery = nursery
         self._stalled = [False] * len(gates)
-        self._resumed = [trio.Event() for _ in gates]
+        self._resumed = [kernel.Event() for _ in gates]
         self.consumed: list[list[Consumed]] = [[] for _ in gates]
         self._serializer = RecordSerializer(GenericFormat())
         self._deserializers = [SpanningRecordDeserializer(GenericFormat()) for _ in gates]
         self.received: list[list[object]] = [[] for _ in gates]
         self._decode = [False] * len(gates)  # channels fed with `emit_values` carry real records
-        self._consumer_scopes: list[trio.CancelScope] = []
+        self._consumer_scopes: list[kernel.CancelScope] = []
 
     @classmethod
-    async def start(cls, nursery: trio.Nursery, config: NetworkConfig | None = None, channels: int = 1,
+    async def start(cls, nursery: Any, config: NetworkConfig | None = None, channels: int = 1,
                     local: bool = False, transport: str = "sim",
                     separate_producers: bool = False, trace: bool = True) -> "CreditFlowHarness":
         """Build the setup with its tasks in `nursery`; partitions are requested before it returns.
 
         Channel i reads subpartition i of one partition, or with `separate_producers` the only
         subpartition of partition i (independent upstream tasks sharing the connection).
-        `transport` is "sim" (simulated link; run under a virtual clock) or "tcp" (loopback).
+        `transport` is "sim" (simulated link, on the sim kernel), "sim_frames" (the same link
+        carrying encoded frames instead of message objects, as TCP does) or "tcp" (loopback,
+        on the realtime kernel).
         `trace=False` turns tracing off (benchmarks).
         """
         config = config or NetworkConfig()
         tracer = Tracer() if trace else NULL_TRACER
-        if transport == "sim":
-            network, addresses = SimNetwork(config.link_bandwidth, config.link_latency, config.send_window), \
-                ("producer", "consumer")
+        if transport in ("sim", "sim_frames"):
+            network, addresses = SimNetwork(config.link_bandwidth, config.link_latency, config.send_window,
+                                            carry_objects=transport == "sim"), ("producer", "consumer")
         elif transport == "tcp":
             from shuffle.transport.tcp import TcpTransport  # only the realtime variant needs sockets
 
             network, addresses = TcpTransport(), ("127.0.0.1:0", "127.0.0.1:0")
         else:
-            raise ValueError(f"transport must be 'sim' or 'tcp', not {transport!r}")
+            raise ValueError(f"transport must be 'sim', 'sim_frames' or 'tcp', not {transport!r}")
         producer = NettyShuffleEnvironment(config, network, tracer.for_task_manager("producer"))
         producer_address = await producer.start(nursery, addresses[0])
         consumer = producer
@@ -141,7 +142,7 @@ class CreditFlowHarness:
                    transport: str = "sim", separate_producers: bool = False,
                    trace: bool = True) -> AsyncIterator["CreditFlowHarness"]:
         """`start` in a nursery of its own, closed (and checked for leaks) on exit."""
-        async with trio.open_nursery() as nursery:
+        async with kernel.open_nursery() as nursery:
             harness = await cls.start(nursery, config, channels, local, transport, separate_producers, trace)
             yield harness
             await harness.close()
@@ -218,7 +219,7 @@ class CreditFlowHarness:
 
     async def _consume_loop(self, channel: int, cost: float) -> None:
         gate = self.gates[channel]
-        with trio.CancelScope() as scope:
+        with kernel.CancelScope() as scope:
             self._consumer_scopes.append(scope)
             while not gate.is_finished:
                 while self._stalled[channel]:
@@ -226,14 +227,14 @@ class CreditFlowHarness:
                 if not self.consume(channel, 1):
                     await gate.wait_available()
                 elif cost:
-                    await trio.sleep(cost)
+                    await kernel.sleep(cost)
                 else:
-                    await trio.lowlevel.checkpoint()
+                    await kernel.checkpoint()
 
     def stall(self, channel: int) -> None:
         """Pause an auto-consuming channel (a slow or stuck consumer task)."""
         self._stalled[channel] = True
-        self._resumed[channel] = trio.Event()
+        self._resumed[channel] = kernel.Event()
 
     def resume(self, channel: int) -> None:
         self._stalled[channel] = False
@@ -241,7 +242,7 @@ class CreditFlowHarness:
 
     async def settle(self, seconds: float = 0.05) -> None:
         """Let the simulated network and tasks run for `seconds` of virtual time."""
-        await trio.sleep(seconds)
+        await kernel.sleep(seconds)
 
     # -- state -----------------------------------------------------------------------------
 

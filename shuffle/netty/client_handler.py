@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING
 
-import trio
-
+from shuffle import kernel
 from shuffle.buffer.buffer import Buffer
+from shuffle.netty.message_stream import message_stream
 from shuffle.netty.messages import (
     AckAllUserRecordsProcessed,
     AddCredit,
@@ -26,19 +26,16 @@ from shuffle.netty.messages import (
     BufferResponse,
     CancelPartitionRequest,
     ErrorResponse,
-    FrameDecoder,
     NettyMessage,
     NewBufferSize,
     PartitionRequest,
     ResumeConsumption,
-    encode,
 )
 from shuffle.trace import Tracer
+from shuffle.transport import ByteStream
 
 if TYPE_CHECKING:
     from shuffle.consumer.remote_input_channel import RemoteInputChannel
-
-RECEIVE_SIZE = 64 * 1024  # below glibc's mmap threshold: no mmap per recv
 
 
 class RemoteTransportError(IOError):
@@ -54,14 +51,15 @@ class RemoteError(IOError):
 
 
 class CreditBasedPartitionRequestClientHandler:
-    def __init__(self, stream: trio.abc.Stream, remote_address: str, credit_based: bool, tracer: Tracer) -> None:
+    def __init__(self, stream: ByteStream, remote_address: str, credit_based: bool, tracer: Tracer) -> None:
         self.stream = stream
+        self.connection = message_stream(stream)
         self.remote_address = remote_address
         self.credit_based = credit_based
         self.tracer = tracer
         self.input_channels: dict[str, RemoteInputChannel] = {}
         self._outbound: deque[tuple[str, RemoteInputChannel, int]] = deque()
-        self._wakeup: trio.Event | None = None
+        self._wakeup: kernel.Event | None = None
         self.channel_error: BaseException | None = None
         self.closed = False  # the connection ended: the ConnectionManager connects anew
 
@@ -101,11 +99,11 @@ class CreditBasedPartitionRequestClientHandler:
     async def run(self) -> None:
         """Read and write until the connection ends; any failure fails every channel."""
         try:
-            async with trio.open_nursery() as nursery:
+            async with kernel.open_nursery() as nursery:
                 nursery.start_soon(self._write_loop)
                 await self._read_loop()
                 nursery.cancel_scope.cancel()
-        except* (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as group:
+        except* (kernel.BrokenResourceError, kernel.ClosedResourceError, OSError) as group:
             self._fail_all(RemoteTransportError(
                 f"Lost connection to task manager '{self.remote_address}': {group.exceptions[0]}"))
         except* Exception as group:
@@ -113,20 +111,19 @@ class CreditBasedPartitionRequestClientHandler:
             self._fail_all(LocalTransportError(f"{group.exceptions[0]} (connection to '{self.remote_address}')"))
         finally:
             self.closed = True
-            await trio.aclose_forcefully(self.stream)
+            await kernel.aclose_forcefully(self.stream)
 
     async def _read_loop(self) -> None:
-        decoder = FrameDecoder()
+        connection = self.connection
         while True:
-            data = await self.stream.receive_some(RECEIVE_SIZE)
-            if not data:
+            messages = await connection.receive()
+            if not messages:
                 if self.input_channels:
                     self._fail_all(RemoteTransportError(
                         f"Connection unexpectedly closed by remote task manager '{self.remote_address}'. "
                         "This might indicate that the remote task manager was lost."))
                 return
-            decoder.feed(data)
-            for msg in decoder:
+            for msg in messages:
                 if type(msg) is BufferResponse:
                     await self._on_buffer_response(msg)
                 else:
@@ -188,7 +185,7 @@ class CreditBasedPartitionRequestClientHandler:
         tracer = self.tracer
         while True:
             if not self._outbound:
-                self._wakeup = trio.Event()
+                self._wakeup = kernel.Event()
                 await self._wakeup.wait()
                 continue
             kind, channel, arg = self._outbound.popleft()
@@ -200,7 +197,7 @@ class CreditBasedPartitionRequestClientHandler:
                     tracer.emit("credit_announced", channel=channel.name, credit=msg.credit)
                 elif kind == "request":
                     tracer.emit("partition_request", channel=channel.name, initial_credit=msg.credit)
-            await self.stream.send_all(b"".join(encode(msg)))
+            await self.connection.send(msg)
 
     def _build(self, kind: str, channel: RemoteInputChannel, arg) -> NettyMessage | None:
         if kind == "cancel_id":

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import trio
-
+from shuffle import kernel
 from shuffle.config import NetworkConfig
 from shuffle.netty.client_handler import CreditBasedPartitionRequestClientHandler
 from shuffle.netty.server_handler import PartitionRequestServerHandler
@@ -18,6 +17,7 @@ from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.trace import Tracer
 from shuffle.transport import Transport
+from shuffle.transport import ByteStream
 
 
 class ConnectionManager:
@@ -28,18 +28,18 @@ class ConnectionManager:
         self.config = config
         self.tracer = tracer
         self.address: Any = None
-        self._nursery: trio.Nursery | None = None
+        self._nursery: Any | None = None
         self._clients: dict[Any, CreditBasedPartitionRequestClientHandler] = {}
-        self._connecting: dict[Any, trio.Lock] = {}
+        self._connecting: dict[Any, kernel.Lock] = {}
         self._server_handlers: set[PartitionRequestServerHandler] = set()
 
-    async def start(self, nursery: trio.Nursery, address: Any) -> Any:
+    async def start(self, nursery: Any, address: Any) -> Any:
         """Start serving in `nursery`; returns the address consumers connect to."""
         self._nursery = nursery
         self.address = await nursery.start(self.transport.serve, address, self._serve_connection)
         return self.address
 
-    async def _serve_connection(self, stream: trio.abc.Stream) -> None:
+    async def _serve_connection(self, stream: ByteStream) -> None:
         handler = PartitionRequestServerHandler(stream, self.partition_manager, self.config, self.tracer)
         self._server_handlers.add(handler)
         try:
@@ -63,7 +63,7 @@ class ConnectionManager:
         client = self._clients.get(address)
         if client is not None and _usable(client):
             return client
-        lock = self._connecting.setdefault(address, trio.Lock())
+        lock = self._connecting.setdefault(address, kernel.Lock())
         async with lock:
             client = self._clients.get(address)
             if client is None or not _usable(client):
@@ -78,9 +78,9 @@ class ConnectionManager:
     async def close(self) -> None:
         """Close every connection, client and server side."""
         for client in self._clients.values():
-            await trio.aclose_forcefully(client.stream)
+            await kernel.aclose_forcefully(client.stream)
         for handler in list(self._server_handlers):
-            await trio.aclose_forcefully(handler.stream)
+            await kernel.aclose_forcefully(handler.stream)
         self._clients.clear()
 
 

@@ -232,6 +232,14 @@ def encode(msg: NettyMessage) -> list[bytes | bytearray | memoryview]:
     return [_FRAME_HEADER.pack(FRAME_HEADER_LENGTH + len(header), MAGIC_NUMBER, msg.ID) + header]
 
 
+def frame_size(msg: NettyMessage) -> int:
+    """The length of `msg`'s frame (what `encode` would write), without building it."""
+    header = len(_packb(msg._header(msg)))
+    if type(msg) is BufferResponse:
+        return _BUFFER_FRAME_HEADER.size + header + len(msg.buffer)
+    return FRAME_HEADER_LENGTH + header
+
+
 def _unpackb(data: memoryview) -> Any:
     return msgpack.unpackb(data, raw=False, use_list=True)
 

@@ -10,22 +10,22 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable
 
-import trio
-
-from shuffle.netty.messages import BacklogAnnouncement, BufferResponse, ErrorResponse, NettyMessage, encode
+from shuffle import kernel
+from shuffle.netty.message_stream import MessageStream
+from shuffle.netty.messages import BacklogAnnouncement, BufferResponse, ErrorResponse, NettyMessage
 from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
 from shuffle.trace import Tracer
 
 
 class PartitionRequestQueue:
-    def __init__(self, stream: trio.abc.SendStream, tracer: Tracer) -> None:
-        self.stream = stream
+    def __init__(self, connection: MessageStream, tracer: Tracer) -> None:
+        self.connection = connection
         self.tracer = tracer
         self.available_readers: deque[CreditBasedSequenceNumberingViewReader] = deque()
         self.all_readers: dict[str, CreditBasedSequenceNumberingViewReader] = {}
         self._control: deque[NettyMessage] = deque()
         self.fatal_error = False
-        self._wakeup: trio.Event | None = None
+        self._wakeup: kernel.Event | None = None
 
     def _wake(self) -> None:
         if self._wakeup is not None:
@@ -94,18 +94,15 @@ class PartitionRequestQueue:
             reader.is_registered_as_available = False
         reader.release_all_resources()
 
-    async def _send(self, msg: NettyMessage) -> None:
-        await self.stream.send_all(b"".join(encode(msg)))
-
     async def run_writer(self) -> None:
         """Write control messages and buffers, one at a time, until cancelled."""
         tracer = self.tracer
         while True:
             if self._control:
-                await self._send(self._control.popleft())
+                await self.connection.send(self._control.popleft())
                 continue
             if not self.available_readers:
-                self._wakeup = trio.Event()
+                self._wakeup = kernel.Event()
                 await self._wakeup.wait()
                 continue
             reader = self.available_readers.popleft()
@@ -128,6 +125,6 @@ class PartitionRequestQueue:
                             backlog=nxt.backlog, bytes=buffer.size, data_type=buffer.data_type.name)
             msg = BufferResponse(reader.receiver_id, nxt.sequence_number, nxt.backlog, buffer.data_type,
                                  buffer.memory(), reader.subpartition_index)
-            frame = b"".join(encode(msg))
+            sealed = self.connection.seal(msg)
             buffer.recycle()
-            await self.stream.send_all(frame)
+            await self.connection.send_sealed(sealed)

@@ -7,68 +7,63 @@ A request for a partition that is not registered yet waits up to
 
 from __future__ import annotations
 
-import trio
+from typing import Any
 
+from shuffle import kernel
 from shuffle.config import NetworkConfig
+from shuffle.netty.message_stream import message_stream
 from shuffle.netty.messages import (
     AckAllUserRecordsProcessed,
     AddCredit,
     CancelPartitionRequest,
     CloseRequest,
     ErrorResponse,
-    FrameDecoder,
     NettyMessage,
     NewBufferSize,
     PartitionRequest,
     ResumeConsumption,
-    encode,
 )
 from shuffle.netty.partition_request_queue import PartitionRequestQueue
 from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
 from shuffle.partition.result_partition_manager import PartitionNotFoundError, ResultPartitionManager
 from shuffle.trace import Tracer
-
-RECEIVE_SIZE = 64 * 1024  # below glibc's mmap threshold: no mmap per recv
+from shuffle.transport import ByteStream
 
 
 class PartitionRequestServerHandler:
-    def __init__(self, stream: trio.abc.Stream, partition_manager: ResultPartitionManager,
+    def __init__(self, stream: ByteStream, partition_manager: ResultPartitionManager,
                  config: NetworkConfig, tracer: Tracer) -> None:
         self.stream = stream
         self.partition_manager = partition_manager
         self.config = config
         self.tracer = tracer
-        self.queue = PartitionRequestQueue(stream, tracer)
+        self.connection = message_stream(stream)
+        self.queue = PartitionRequestQueue(self.connection, tracer)
 
     async def run(self) -> None:
         """Serve until the client closes the connection; then release every reader."""
-        decoder = FrameDecoder()
         try:
-            async with trio.open_nursery() as nursery:
+            async with kernel.open_nursery() as nursery:
                 nursery.start_soon(self.queue.run_writer)
                 try:
-                    while True:
-                        data = await self.stream.receive_some(RECEIVE_SIZE)
-                        if not data:
-                            break
-                        decoder.feed(data)
-                        for msg in decoder:
+                    while messages := await self.connection.receive():
+                        for msg in messages:
                             self._handle(msg, nursery)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                except (kernel.BrokenResourceError, kernel.ClosedResourceError):
                     pass
                 except Exception as exc:
                     # Anything unexpected is fatal for the connection, as in Flink.
                     self.queue.fatal_error = True
-                    with trio.move_on_after(1):
-                        await self.stream.send_all(b"".join(encode(ErrorResponse(type(exc).__name__, str(exc)))))
+                    with kernel.move_on_after(1):
+                        await self.connection.send(ErrorResponse(type(exc).__name__, str(exc)))
                 nursery.cancel_scope.cancel()
-        except* (trio.BrokenResourceError, trio.ClosedResourceError):
+        except* (kernel.BrokenResourceError, kernel.ClosedResourceError):
             pass  # the peer went away while we were writing
         finally:
             self.queue.close()
-            await trio.aclose_forcefully(self.stream)
+            await kernel.aclose_forcefully(self.stream)
 
-    def _handle(self, msg: NettyMessage, nursery: trio.Nursery) -> None:
+    def _handle(self, msg: NettyMessage, nursery: Any) -> None:
         queue = self.queue
         kind = type(msg)
         if kind is AddCredit:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import trio
-
+from shuffle import kernel
 from shuffle.buffer.buffer_builder import BufferBuilder, BufferConsumer
 from shuffle.buffer.local_buffer_pool import UNKNOWN_CHANNEL, LocalBufferPool
 from shuffle.buffer.network_buffer_pool import INT_MAX, NetworkBufferPool
@@ -66,7 +65,7 @@ class ResultPartition:
         self.is_released = False
         self._consumed: set[int] = set()
         self._all_data_processed_acks: set[int] = set()
-        self.all_data_processed = trio.Event()
+        self.all_data_processed = kernel.Event()
         self.on_release = None  # set by the ResultPartitionManager
 
     @property

@@ -7,8 +7,7 @@ partition that is not registered yet waits (bounded) for it, as Flink 1.18+ does
 
 from __future__ import annotations
 
-import trio
-
+from shuffle import kernel
 from shuffle.partition.result_partition import ResultPartition
 from shuffle.partition.subpartition_view import BufferAvailabilityListener, PipelinedSubpartitionView
 
@@ -24,7 +23,7 @@ class PartitionNotFoundError(IOError):
 class ResultPartitionManager:
     def __init__(self) -> None:
         self._partitions: dict[str, ResultPartition] = {}
-        self._registered: dict[str, trio.Event] = {}
+        self._registered: dict[str, kernel.Event] = {}
 
     def register_result_partition(self, partition: ResultPartition) -> None:
         if partition.partition_id in self._partitions:
@@ -49,8 +48,8 @@ class ResultPartitionManager:
         """True once `partition_id` is registered, False after `timeout` seconds."""
         if partition_id in self._partitions:
             return True
-        event = self._registered.setdefault(partition_id, trio.Event())
-        with trio.move_on_after(timeout):
+        event = self._registered.setdefault(partition_id, kernel.Event())
+        with kernel.move_on_after(timeout):
             await event.wait()
             return True
         return False

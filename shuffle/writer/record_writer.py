@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import trio
 
+from shuffle import kernel
 from shuffle.partition.result_partition import ResultPartition
 from shuffle.partitioner.channel_selectors import StreamPartitioner
 from shuffle.serialization.record_serializer import RecordSerializer
@@ -98,5 +98,5 @@ class RecordWriter:
         if self.timeout <= 0:
             return
         while not self.partition.is_finished:
-            await trio.sleep(self.timeout)
+            await kernel.sleep(self.timeout)
             self.partition.flush_all()

@@ -23,8 +23,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import NoReturn, Protocol
 
-import trio
-
+from shuffle import kernel
 from taskmgr.metrics.table import MetricTable
 
 TIME_RATES = {
@@ -85,19 +84,19 @@ class MetricSampler:
             raise ValueError(f"sample period must be positive, got {period!r}")
         self.period = period
         self.table = table if table is not None else MetricTable()
-        self.t0 = trio.current_time()
+        self.t0 = kernel.current_time()
         self._sources: list[_Registration] = []
 
     def register(self, vertex: str, subtask: int, task_manager: str, source: MetricSource) -> None:
         """Start sampling ``source``; its values now are the baseline of the first rates."""
-        now = trio.current_time()
+        now = kernel.current_time()
         self._sources.append(
             _Registration(vertex, subtask, task_manager, source, now, source.snapshot())
         )
 
     def sample(self) -> None:
         """Take one sample of every source now (the runtime also calls this at the end)."""
-        now = trio.current_time()
+        now = kernel.current_time()
         t = now - self.t0
         append = self.table.append
         for reg in self._sources:
@@ -113,5 +112,5 @@ class MetricSampler:
         deadline = self.t0
         while True:
             deadline += self.period
-            await trio.sleep_until(deadline)
+            await kernel.sleep_until(deadline)
             self.sample()

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-import trio
-
+from shuffle import kernel
 from taskmgr.metrics.timer_gauge import TimerGauge
 
 #: Cumulative keys of ``TaskIOMetricGroup.snapshot()`` (the rest are instantaneous gauges).
@@ -49,7 +48,7 @@ class TaskIOMetricGroup:
 
     counters = COUNTERS
 
-    def __init__(self, clock: Callable[[], float] = trio.current_time) -> None:
+    def __init__(self, clock: Callable[[], float] = kernel.current_time) -> None:
         self._clock = clock
         self._task_start: float | None = None
         self.num_records_in = 0

@@ -1,6 +1,6 @@
 """Flink's ``TimerGauge``: accumulates the time spent between ``mark_start`` and ``mark_end``.
 
-Time is read from the runtime's clock (``trio.current_time`` by default, injectable for
+Time is read from the runtime's clock (``kernel.current_time`` by default, injectable for
 tests and for code outside a trio run), in seconds. Unlike Flink, which reports a 60 s
 moving window, this gauge only keeps the running total and the longest single interval;
 per-period rates are derived from the total by the metric sampler.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import trio
+from shuffle import kernel
 
 
 class TimerGauge:
@@ -22,7 +22,7 @@ class TimerGauge:
 
     __slots__ = ("_clock", "_start", "_total", "_max")
 
-    def __init__(self, clock: Callable[[], float] = trio.current_time) -> None:
+    def __init__(self, clock: Callable[[], float] = kernel.current_time) -> None:
         self._clock = clock
         self._start: float | None = None
         self._total = 0.0

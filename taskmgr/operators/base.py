@@ -8,14 +8,14 @@ reaches the edges with that tag.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import trio
+import zlib
 
 from graph import Cost, OutputTag, StreamNode
+from shuffle import kernel
 from shuffle.consumer.input_channel import InputChannelInfo
 from shuffle.serialization.records import FixedWidthFormat, FixedWidthRecords
 from shuffle.writer.record_writer import RecordWriter
@@ -39,7 +39,7 @@ class RunControl:
     costs_enabled: bool = True
 
     def job_time(self) -> float:
-        return trio.current_time() - self.t0
+        return kernel.current_time() - self.t0
 
 
 @dataclass
@@ -76,7 +76,7 @@ class OperatorContext:
             return
         per_record = cost.at(self.run.job_time())
         if per_record > 0:
-            await trio.sleep(n * per_record)
+            await kernel.sleep(n * per_record)
 
 
 class RecordWriterOutput:

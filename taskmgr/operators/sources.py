@@ -14,13 +14,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import trio
-
 from graph import CollectionSource, GeneratorSource, SequenceSource, StreamNode
+from shuffle import kernel
 from shuffle.serialization.records import FixedWidthFormat
-from taskmgr.task_input import InputStatus
 from taskmgr.operators.base import OperatorContext, Output, StreamOperator
 from taskmgr.operators.records import Records
+from taskmgr.task_input import InputStatus
 from taskmgr.workloads import GeneratorState, RateSchedule
 
 #: Modelled cost of producing one record when the program gives none (10 M records/s).
@@ -72,14 +71,14 @@ class SourceOperator(StreamOperator):
         self.ctx.records_emitted += count
         if self.node.cost is None:
             if self.ctx.run.costs_enabled:
-                await trio.sleep(count * DEFAULT_SOURCE_COST)
+                await kernel.sleep(count * DEFAULT_SOURCE_COST)
         else:
             await self.ctx.charge(self.node.cost, count)
         await self.output.emit(records)
         return InputStatus.MORE_AVAILABLE
 
     async def wait_available(self) -> None:
-        await trio.sleep_forever()
+        await kernel.sleep_forever()
 
 
 class GeneratorSourceOperator(SourceOperator):
@@ -100,7 +99,7 @@ class GeneratorSourceOperator(SourceOperator):
     def due(self) -> int:
         if self.schedule is None:
             return self.batch_size
-        due = self.schedule.records_due(trio.current_time()) - self.forgone - self.emitted
+        due = self.schedule.records_due(kernel.current_time()) - self.forgone - self.emitted
         if due > self.max_burst:
             self.forgone += due - self.max_burst
             due = self.max_burst
@@ -117,9 +116,9 @@ class GeneratorSourceOperator(SourceOperator):
     async def wait_available(self) -> None:
         """Until the records of one `RATE_QUANTUM` are due (at least one record)."""
         if self.schedule is None:
-            await trio.sleep_forever()
+            await kernel.sleep_forever()
         quantum = max(1, int(self.schedule.rate * RATE_QUANTUM))
-        await trio.sleep_until(self.schedule.time_due(self.forgone + self.emitted + quantum))
+        await kernel.sleep_until(self.schedule.time_due(self.forgone + self.emitted + quantum))
 
 
 class ListSourceOperator(SourceOperator):
@@ -161,18 +160,16 @@ class IterationHeadOperator(SourceOperator):
 
     def next_records(self, n: int) -> Records | None:
         records, self.head = self.head, []
-        while len(records) < n:
-            try:
-                records.append(self.channel.receive.receive_nowait())
-            except trio.WouldBlock:
-                break
+        queue = self.channel.queue
+        while len(records) < n and len(queue):
+            records.append(queue.get_nowait())
         return records
 
     def due(self) -> int:
         return self.batch_size if self.head or self.channel.pending() else 0
 
     async def wait_available(self) -> None:
-        with trio.move_on_after(self.wait_time):
-            self.head.append(await self.channel.receive.receive())
+        with kernel.move_on_after(self.wait_time):
+            self.head.append(await self.channel.queue.get())
             return
         self.finished = True

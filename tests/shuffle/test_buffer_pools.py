@@ -97,8 +97,8 @@ def test_listeners_get_recycled_buffers_fifo():
     assert pool.num_available == 1
 
 
-async def test_unpooled_request_waits_for_excess_to_be_returned(autojump_clock):
-    import trio
+async def test_unpooled_request_waits_for_excess_to_be_returned(sim_kernel):
+    from shuffle import kernel
 
     nbp = NetworkBufferPool(4, 64, exclusive_request_timeout=5.0)
     pool = nbp.create_buffer_pool(1, 4)
@@ -106,20 +106,20 @@ async def test_unpooled_request_waits_for_excess_to_be_returned(autojump_clock):
     assert nbp.num_available_segments == 0
 
     async def give_back():
-        await trio.sleep(1)
+        await kernel.sleep(1)
         for b in builders:
             b.close()
 
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         nursery.start_soon(give_back)
         segments = await nbp.request_unpooled_segments(2)
-    assert len(segments) == 2 and trio.current_time() == pytest.approx(1.0)
+    assert len(segments) == 2 and kernel.current_time() == pytest.approx(1.0)
     assert pool.num_buffers == 2  # min 1 + the one segment not required by anyone
     nbp.recycle_unpooled_segments(segments)
     assert pool.num_buffers == 4
 
 
-async def test_unpooled_request_times_out_with_flink_hint(autojump_clock):
+async def test_unpooled_request_times_out_with_flink_hint(sim_kernel):
     nbp = NetworkBufferPool(2, 64, exclusive_request_timeout=1.0)
     pool = nbp.create_buffer_pool(1, 2)
     held = [pool.request_buffer_builder(), pool.request_buffer_builder()]

@@ -1,7 +1,6 @@
 """The credit loop, rule by rule (spec 3.4-3.6, 4.2-4.3), through the credit-flow harness."""
 
-import trio
-
+from shuffle import kernel
 from shuffle.api.events import CancelCheckpointMarker
 from shuffle.buffer.data_type import DataType
 from shuffle.config import NetworkConfig
@@ -130,7 +129,7 @@ async def test_event_is_sent_with_zero_credit(credit_flow):
 async def _drive_two_producers(h, rounds: int) -> None:
     """Both upstream tasks produce while they can; only channel 1's consumer reads."""
     h.auto_consume(1)
-    with trio.fail_after(10):
+    with kernel.fail_after(10):
         for _ in range(rounds):
             for channel in (0, 1):
                 if h.producer_available(channel):

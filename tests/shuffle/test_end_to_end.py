@@ -1,11 +1,10 @@
 """The same end-to-end exchanges over the simulated link and over TCP on loopback."""
 
 import pytest
-import trio
 
+from shuffle import kernel
 from shuffle.config import NetworkConfig
 from shuffle.harness.credit_flow import CreditFlowHarness
-from shuffle.sim_time import VirtualClock
 
 VALUES = [(i, "payload-" * (i % 40)) for i in range(2000)]
 
@@ -15,14 +14,14 @@ async def exchange(transport: str, flow_control: str) -> list[list]:
     async with CreditFlowHarness.open(cfg, channels=3, transport=transport, separate_producers=True) as h:
         for channel in range(3):
             h.auto_consume(channel)
-        with trio.fail_after(20):
+        with kernel.fail_after(20):
             for start in range(0, len(VALUES), 100):
                 for channel in range(3):
                     await h.emit_values(channel, VALUES[start:start + 100][::1 if channel % 2 == 0 else -1])
                 h.flush()
             h.finish()
             while not all(g.is_finished for g in h.gates):
-                await trio.sleep(0.01)
+                await kernel.sleep(0.01)
         assert h.trace.of("credit_announced") or flow_control == "tcp"
         return [list(r) for r in h.received]
 
@@ -38,10 +37,10 @@ def expected() -> list[list]:
 
 @pytest.mark.parametrize("flow_control", ["credit", "tcp"])
 def test_exchange_over_the_simulated_link(flow_control):
-    assert trio.run(exchange, "sim", flow_control, clock=VirtualClock()) == expected()
+    assert kernel.run(exchange, "sim", flow_control, mode="sim") == expected()
 
 
 @pytest.mark.tcp
 @pytest.mark.parametrize("flow_control", ["credit", "tcp"])
 def test_exchange_over_tcp(flow_control):
-    assert trio.run(exchange, "tcp", flow_control) == expected()
+    assert kernel.run(exchange, "tcp", flow_control, mode="realtime") == expected()

@@ -1,13 +1,13 @@
 """Regression tests for network-stack divergences and hangs found in review."""
 
 import pytest
-import trio
 
+from shuffle import kernel
 from shuffle.config import NetworkConfig
 
 
 async def _drive(h, channels, rounds: int) -> None:
-    with trio.fail_after(10):
+    with kernel.fail_after(10):
         for _ in range(rounds):
             for channel in channels:
                 if h.producer_available(channel):
@@ -37,7 +37,7 @@ async def test_tcp_mode_releasing_a_channel_that_stalls_the_connection_unblocks_
     assert len(h.consumed[1]) > stalled + 10
 
 
-async def test_destroying_a_pool_wakes_tasks_waiting_for_its_availability(autojump_clock):
+async def test_destroying_a_pool_wakes_tasks_waiting_for_its_availability(sim_kernel):
     # Flink's lazyDestroy completes the availability future: a task soft back-pressured on a
     # partition that gets released must wake (and then fail on its next request), not hang.
     from shuffle.buffer.network_buffer_pool import NetworkBufferPool
@@ -46,19 +46,19 @@ async def test_destroying_a_pool_wakes_tasks_waiting_for_its_availability(autoju
     pool = network.create_buffer_pool(2, 2, num_subpartitions=1)
     builders = [pool.request_buffer_builder(0) for _ in range(2)]
     assert not pool.is_available()
-    woke = trio.Event()
+    woke = kernel.Event()
 
     async def waiter() -> None:
         await pool.wait_available()
         woke.set()
 
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         nursery.start_soon(waiter)
-        await trio.sleep(1)
+        await kernel.sleep(1)
         pool.destroy()
         for builder in builders:
             builder.close()
-        with trio.fail_after(1):
+        with kernel.fail_after(1):
             await woke.wait()
     assert network.num_available_segments == 8
 
@@ -84,7 +84,7 @@ async def test_union_gate_waits_for_any_gate(credit_flow):
     union = UnionInputGate(h.gates)
     assert union.poll_next() is None
     assert not union.is_available()
-    woke = trio.Event()
+    woke = kernel.Event()
 
     async def task() -> None:
         await union.wait_available()
@@ -95,7 +95,7 @@ async def test_union_gate_waits_for_any_gate(credit_flow):
     assert not woke.is_set()
     await h.emit_buffers(0, 1)
     h.flush(0)
-    with trio.fail_after(1):
+    with kernel.fail_after(1):
         await woke.wait()
     assert union.is_available()
     result = union.poll_next()
@@ -140,7 +140,7 @@ async def test_local_channel_reports_the_producer_queue_as_input_queue_length(cr
 async def test_corrupted_stream_fails_the_connection_channels_not_the_task_manager(credit_flow):
     # Flink's client handler turns any non-IO exception into a LocalTransportException
     # that fails every channel of the connection; it must not escape the TaskManager.
-    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096), transport="sim_frames")
     (server,) = h.producer.connection_manager._server_handlers
     await server.stream.send_all(b"\x00\x00\x00\x10" + b"\x00" * 12)
     await h.settle()

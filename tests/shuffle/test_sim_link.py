@@ -2,12 +2,12 @@
 
 import math
 
-import pytest
-import trio
-import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import pytest
 
+from shuffle import kernel
+from shuffle.kernel import sim
 from shuffle.transport.sim_link import SimNetwork
 
 BANDWIDTH = 1_000_000.0  # bytes/s: 1000 B take 1 ms
@@ -16,56 +16,56 @@ LATENCY = 0.010
 
 async def open_pair(nursery, network, address="tm-b"):
     """(client stream, server stream) of one connection."""
-    send, receive = trio.open_memory_channel(1)
+    accepted = kernel.Queue()
 
     async def handler(stream):
-        await send.send(stream)
+        accepted.put_nowait(stream)
 
     await nursery.start(network.serve, address, handler)
     client = await network.connect(address)
-    return client, await receive.receive()
+    return client, await accepted.get()
 
 
-async def test_frame_arrives_after_serialization_plus_latency(autojump_clock):
+async def test_frame_arrives_after_serialization_plus_latency(sim_kernel):
     network = SimNetwork(BANDWIDTH, LATENCY, 1 << 20)
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         client, server = await open_pair(nursery, network)
-        t0 = trio.current_time()
+        t0 = kernel.current_time()
         await client.send_all(b"x" * 1000)
-        assert trio.current_time() == t0  # accepted into the window at once
+        assert kernel.current_time() == t0  # accepted into the window at once
         assert await server.receive_some() == b"x" * 1000
-        assert trio.current_time() == pytest.approx(t0 + 0.001 + LATENCY)
+        assert kernel.current_time() == pytest.approx(t0 + 0.001 + LATENCY)
         nursery.cancel_scope.cancel()
 
 
-async def test_back_to_back_frames_serialize_one_after_another(autojump_clock):
+async def test_back_to_back_frames_serialize_one_after_another(sim_kernel):
     network = SimNetwork(BANDWIDTH, LATENCY, 1 << 20)
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         client, server = await open_pair(nursery, network)
-        t0 = trio.current_time()
+        t0 = kernel.current_time()
         for i in range(3):
             await client.send_all(bytes([i]) * 1000)
         arrivals = []
         for i in range(3):
             assert await server.receive_some() == bytes([i]) * 1000
-            arrivals.append(trio.current_time() - t0)
+            arrivals.append(kernel.current_time() - t0)
         assert arrivals == pytest.approx([0.011, 0.012, 0.013])
         # a frame sent when the link is idle again starts at once
-        await trio.sleep(1)
-        t1 = trio.current_time()
+        await kernel.sleep(1)
+        t1 = kernel.current_time()
         await client.send_all(b"y" * 500)
         await server.receive_some()
-        assert trio.current_time() - t1 == pytest.approx(0.0005 + LATENCY)
+        assert kernel.current_time() - t1 == pytest.approx(0.0005 + LATENCY)
         nursery.cancel_scope.cancel()
 
 
-async def test_reader_gets_everything_arrived_up_to_max_bytes(autojump_clock):
+async def test_reader_gets_everything_arrived_up_to_max_bytes(sim_kernel):
     network = SimNetwork(BANDWIDTH, LATENCY, 1 << 20)
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         client, server = await open_pair(nursery, network)
         for part in (b"a" * 100, b"b" * 100, b"c" * 100):
             await client.send_all(part)
-        await trio.sleep(1)  # all three have arrived
+        await kernel.sleep(1)  # all three have arrived
         assert await server.receive_some(250) == b"a" * 100 + b"b" * 100 + b"c" * 50
         assert await server.receive_some() == b"c" * 50
         with pytest.raises(ValueError):
@@ -73,11 +73,11 @@ async def test_reader_gets_everything_arrived_up_to_max_bytes(autojump_clock):
         nursery.cancel_scope.cancel()
 
 
-async def test_full_window_blocks_the_writer_until_the_reader_reads(autojump_clock):
+async def test_full_window_blocks_the_writer_until_the_reader_reads(sim_kernel):
     network = SimNetwork(BANDWIDTH, LATENCY, 2500)
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         client, server = await open_pair(nursery, network)
-        t0 = trio.current_time()
+        t0 = kernel.current_time()
         await client.send_all(b"1" * 1000)
         await client.send_all(b"2" * 1000)
         await client.send_all(b"3" * 1000)  # writable (2000 < 2500): taken whole, overshooting
@@ -85,25 +85,25 @@ async def test_full_window_blocks_the_writer_until_the_reader_reads(autojump_clo
 
         async def fourth_send():
             await client.send_all(b"4" * 1000)
-            returned_at.append(trio.current_time())
+            returned_at.append(kernel.current_time())
 
         nursery.start_soon(fourth_send)
-        await trio.sleep(5)  # everything in the window has arrived long ago: still blocked
+        await kernel.sleep(5)  # everything in the window has arrived long ago: still blocked
         assert returned_at == []
         assert await server.receive_some() == b"1" * 1000 + b"2" * 1000 + b"3" * 1000
-        await trio.testing.wait_all_tasks_blocked()
+        await sim.wait_all_tasks_blocked()
         assert returned_at == [t0 + 5]  # freed window space let the write in at once
         assert await server.receive_some() == b"4" * 1000
-        assert trio.current_time() == pytest.approx(t0 + 5 + 0.001 + LATENCY)
+        assert kernel.current_time() == pytest.approx(t0 + 5 + 0.001 + LATENCY)
         nursery.cancel_scope.cancel()
 
 
-async def test_a_blocked_connection_blocks_everything_sent_on_it(autojump_clock):
+async def test_a_blocked_connection_blocks_everything_sent_on_it(sim_kernel):
     """TCP-style backpressure: a second sender on the same connection waits behind the first."""
     network = SimNetwork(BANDWIDTH, LATENCY, 1000)
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         client, server = await open_pair(nursery, network)
-        lock = trio.Lock()  # the Netty writer serializes writers of all channels
+        lock = kernel.Lock()  # the Netty writer serializes writers of all channels
         done = []
 
         async def channel(name):
@@ -113,37 +113,37 @@ async def test_a_blocked_connection_blocks_everything_sent_on_it(autojump_clock)
 
         nursery.start_soon(channel, b"a")
         nursery.start_soon(channel, b"b")
-        with trio.move_on_after(10):
-            await trio.sleep_forever()
+        with kernel.move_on_after(10):
+            await kernel.sleep_forever()
         assert len(done) == 1  # the second channel cannot send: nobody reads
         assert len(await server.receive_some()) == 1000
-        await trio.sleep(1)
+        await kernel.sleep(1)
         assert len(done) == 2
         nursery.cancel_scope.cancel()
 
 
-async def test_close_delivers_pending_data_then_eof(autojump_clock):
+async def test_close_delivers_pending_data_then_eof(sim_kernel):
     network = SimNetwork(BANDWIDTH, LATENCY, 1 << 20)
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         client, server = await open_pair(nursery, network)
         await client.send_all(b"z" * 2000)
         await client.aclose()
-        with pytest.raises(trio.ClosedResourceError):
+        with pytest.raises(kernel.ClosedResourceError):
             await client.send_all(b"more")
-        with pytest.raises(trio.ClosedResourceError):
+        with pytest.raises(kernel.ClosedResourceError):
             await client.receive_some()
         assert await server.receive_some() == b"z" * 2000
         assert await server.receive_some() == b""
         assert await server.receive_some() == b""
-        with pytest.raises(trio.BrokenResourceError):
+        with pytest.raises(kernel.BrokenResourceError):
             await server.send_all(b"reply")
         await client.aclose()  # closing twice is fine
         nursery.cancel_scope.cancel()
 
 
-async def test_close_wakes_blocked_tasks(autojump_clock):
+async def test_close_wakes_blocked_tasks(sim_kernel):
     network = SimNetwork(BANDWIDTH, LATENCY, 100)
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         client, server = await open_pair(nursery, network)
         errors = []
 
@@ -152,28 +152,28 @@ async def test_close_wakes_blocked_tasks(autojump_clock):
                 await fn(*args)
             errors.append(exc)
 
-        nursery.start_soon(expect, trio.ClosedResourceError, server.receive_some)
+        nursery.start_soon(expect, kernel.ClosedResourceError, server.receive_some)
         await client.send_all(b"w" * 1000)  # taken whole: the connection is now not writable
-        nursery.start_soon(expect, trio.BrokenResourceError, client.send_all, b"w" * 1000)
-        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(expect, kernel.BrokenResourceError, client.send_all, b"w" * 1000)
+        await sim.wait_all_tasks_blocked()
         await server.aclose()
-        await trio.testing.wait_all_tasks_blocked()
+        await sim.wait_all_tasks_blocked()
         assert sorted(e.__name__ for e in errors) == ["BrokenResourceError", "ClosedResourceError"]
         nursery.cancel_scope.cancel()
 
 
-async def test_concurrent_use_is_an_error(autojump_clock):
+async def test_concurrent_use_is_an_error(sim_kernel):
     network = SimNetwork(BANDWIDTH, LATENCY, 10)
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         client, server = await open_pair(nursery, network)
         await client.send_all(b"x" * 100)  # taken whole: the connection is now not writable
         nursery.start_soon(client.send_all, b"x" * 100)  # blocks for window space
-        await trio.testing.wait_all_tasks_blocked()
-        with pytest.raises(trio.BusyResourceError):
+        await sim.wait_all_tasks_blocked()
+        with pytest.raises(kernel.BusyResourceError):
             await client.send_all(b"y")
         nursery.start_soon(idle_receive, client)  # the other end waits for data that never comes
-        await trio.testing.wait_all_tasks_blocked()
-        with pytest.raises(trio.BusyResourceError):
+        await sim.wait_all_tasks_blocked()
+        with pytest.raises(kernel.BusyResourceError):
             await client.receive_some()
         nursery.cancel_scope.cancel()
 
@@ -183,46 +183,24 @@ async def idle_receive(stream):
 
 
 async def idle_handler(stream):
-    await trio.sleep_forever()
+    await kernel.sleep_forever()
 
 
-async def test_addresses(autojump_clock):
+async def test_addresses(sim_kernel):
     network = SimNetwork(BANDWIDTH, LATENCY, 1000)
     with pytest.raises(ConnectionRefusedError):
         await network.connect("nobody")
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         address = await nursery.start(network.serve, ("tm", 1), idle_handler)
         assert address == ("tm", 1)
         with pytest.raises(OSError, match="already in use"):
             await network.serve(("tm", 1), idle_handler)
-        t0 = trio.current_time()
+        t0 = kernel.current_time()
         await network.connect(("tm", 1))
-        assert trio.current_time() - t0 == pytest.approx(2 * LATENCY)  # one round trip
+        assert kernel.current_time() - t0 == pytest.approx(2 * LATENCY)  # one round trip
         nursery.cancel_scope.cancel()
     with pytest.raises(ConnectionRefusedError):
         await network.connect(("tm", 1))
-
-
-async def test_trio_stream_conformance(autojump_clock):
-    async def make(window):
-        network = SimNetwork(BANDWIDTH, LATENCY, window)
-        async with trio.open_nursery() as nursery:
-            client, server = await open_pair(nursery, network)
-            nursery.cancel_scope.cancel()
-        return client, server
-
-    async def stream_maker():
-        return await make(1 << 20)
-
-    async def clogged_stream_maker():
-        client, server = await make(1)
-        await client.send_all(b"c")  # fill the one-byte windows of both directions
-        await server.send_all(b"c")
-        await trio.sleep(1)
-        return client, server
-
-    with trio.fail_after(100):
-        await trio.testing.check_two_way_stream(stream_maker, clogged_stream_maker)
 
 
 @settings(max_examples=25, deadline=None)
@@ -234,7 +212,7 @@ async def test_trio_stream_conformance(autojump_clock):
 def test_bytes_arrive_in_order_for_any_sizes(parts, window, max_bytes):
     async def main():
         network = SimNetwork(BANDWIDTH, LATENCY, window)
-        async with trio.open_nursery() as nursery:
+        async with kernel.open_nursery() as nursery:
             client, server = await open_pair(nursery, network)
 
             async def write():
@@ -248,9 +226,9 @@ def test_bytes_arrive_in_order_for_any_sizes(parts, window, max_bytes):
                 assert len(chunk) <= max_bytes
                 received += chunk
             nursery.cancel_scope.cancel()
-        return bytes(received), trio.current_time()
+        return bytes(received), kernel.current_time()
 
-    received, end = trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    received, end = kernel.run(main, mode="sim")
     assert received == b"".join(parts)
     total = sum(map(len, parts))
     assert end >= total / BANDWIDTH + LATENCY - 1e-9 and math.isfinite(end)

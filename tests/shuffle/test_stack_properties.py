@@ -6,13 +6,12 @@ in credit mode no data buffer is ever sent without credit.
 
 from collections import defaultdict
 
-import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from shuffle import kernel
 from shuffle.config import NetworkConfig
 from shuffle.harness.credit_flow import CreditFlowHarness
-from shuffle.sim_time import VirtualClock
 
 setups = st.fixed_dictionaries({
     "channels": st.integers(1, 3),
@@ -38,7 +37,7 @@ def run_scenario(setup, per_channel, costs):
                                           separate_producers=setup["separate_producers"]) as h:
             for channel in range(n):
                 h.auto_consume(channel, costs[channel])
-            with trio.fail_after(600):
+            with kernel.fail_after(600):
                 for i in range(max(len(v) for v in per_channel)):
                     for channel in range(n):
                         if i < len(per_channel[channel]):
@@ -54,7 +53,7 @@ def run_scenario(setup, per_channel, costs):
             errors = [c.error for g in h.gates for c in g.channels if c.error is not None]
             return [list(r) for r in h.received], list(h.trace.events), errors
 
-    return trio.run(main, clock=VirtualClock())
+    return kernel.run(main, mode="sim")
 
 
 def credit_never_exceeded(events, exclusive):

@@ -4,11 +4,9 @@ bottleneck and levels as sim mode."""
 from __future__ import annotations
 
 import pytest
-import trio
-from trio._core import _run as trio_run
 
 from graph import KeyDistribution, DiscardingSink, StreamExecutionEnvironment
-from taskmgr import clock
+from shuffle import kernel
 from taskmgr.cluster import execute
 
 
@@ -30,22 +28,12 @@ def test_same_seed_gives_same_metrics() -> None:
     assert runs[0].records_received == runs[1].records_received
 
 
-def test_deterministic_scheduling_only_inside_sim_runs() -> None:
-    before = trio_run._ALLOW_DETERMINISTIC_SCHEDULING
-
-    async def flag() -> bool:
-        return trio_run._ALLOW_DETERMINISTIC_SCHEDULING
-
-    assert clock.run(flag, mode="sim", seed=5) is True
-    assert trio_run._ALLOW_DETERMINISTIC_SCHEDULING is before
-
-
 def test_sim_clock_is_virtual() -> None:
     async def sleep_an_hour() -> float:
-        await trio.sleep(3600)
-        return trio.current_time()
+        await kernel.sleep(3600)
+        return kernel.current_time()
 
-    assert clock.run(sleep_an_hour, mode="sim") >= 3600
+    assert kernel.run(sleep_an_hour, mode="sim") >= 3600
 
 
 def slow_map() -> StreamExecutionEnvironment:

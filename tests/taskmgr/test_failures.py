@@ -5,10 +5,9 @@ the cluster's run timeout in virtual time)."""
 from __future__ import annotations
 
 import pytest
-import trio
 
 from graph import CollectSink, DiscardingSink, StreamExecutionEnvironment
-from taskmgr import clock
+from shuffle import kernel
 from taskmgr.cluster import ClusterConfig, MiniCluster, execute
 from taskmgr.jobmanager import JobConfig, JobExecutionError, JobStatus
 
@@ -44,21 +43,21 @@ def test_lost_task_manager_fails_job() -> None:
     env.from_generator(rate=1000).rebalance().map(cost="1ms").set_parallelism(2).sink_to(DiscardingSink())
 
     async def main():
-        async with trio.open_nursery() as nursery:
+        async with kernel.open_nursery() as nursery:
             cluster = MiniCluster(ClusterConfig(task_managers=2))
             await cluster.start(nursery)
 
             async def kill_later():
-                await trio.sleep(2)
+                await kernel.sleep(2)
                 cluster.kill_task_manager("tm-1")
 
             nursery.start_soon(kill_later)
-            with trio.fail_after(60):
+            with kernel.fail_after(60):
                 result = await cluster.execute(env.get_execution_graph(), JobConfig(duration=10, task_managers=2))
             nursery.cancel_scope.cancel()
         return result
 
-    result = clock.run(main, mode="sim", seed=1)
+    result = kernel.run(main, mode="sim")
     assert result.status is JobStatus.FAILED
     assert result.duration < 3
     assert "TaskManager tm-1 is lost" in str(result.error)

@@ -1,6 +1,6 @@
 import pytest
-import trio
 
+from shuffle import kernel
 from taskmgr.metrics.sampler import MetricSampler, derive_rates
 
 
@@ -29,18 +29,18 @@ def rows_at(table, t, metric):
     return [r["value"] for r in data if r["t"] == t and r["metric"] == metric]
 
 
-async def test_rates_from_deltas_each_period(autojump_clock):
+async def test_rates_from_deltas_each_period(sim_kernel):
     source = FakeSource()
     sampler = MetricSampler(period=2.0)
     sampler.register("Map", 1, "tm-0", source)
-    async with trio.open_nursery() as nursery:
+    async with kernel.open_nursery() as nursery:
         nursery.start_soon(sampler.run)
-        await trio.sleep(1)
+        await kernel.sleep(1)
         source.values.update(numRecordsOut=500, accumulateIdleTimeMs=400, accumulateBackPressuredTimeMs=1000)
         source.values["outPoolUsage"] = 0.75
-        await trio.sleep(2)  # sample at t=2
+        await kernel.sleep(2)  # sample at t=2
         source.values.update(numRecordsOut=700, accumulateBackPressuredTimeMs=3000)
-        await trio.sleep(2)  # sample at t=4
+        await kernel.sleep(2)  # sample at t=4
         nursery.cancel_scope.cancel()
 
     table = sampler.table

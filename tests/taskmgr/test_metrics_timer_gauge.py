@@ -1,28 +1,27 @@
-import trio
-
+from shuffle import kernel
 from taskmgr.metrics.task_io_metrics import COUNTERS, TaskIOMetricGroup
 from taskmgr.metrics.timer_gauge import TimerGauge
 
 
-async def test_timer_gauge_accumulates_in_virtual_time(autojump_clock):
+async def test_timer_gauge_accumulates_in_virtual_time(sim_kernel):
     gauge = TimerGauge()
     gauge.mark_start()
-    await trio.sleep(2)
+    await kernel.sleep(2)
     gauge.mark_end()
-    await trio.sleep(5)  # not measuring: not counted
+    await kernel.sleep(5)  # not measuring: not counted
     gauge.mark_start()
     gauge.mark_start()  # no-op while measuring
-    await trio.sleep(1)
+    await kernel.sleep(1)
     gauge.mark_end()
     gauge.mark_end()  # no-op while not measuring
     assert gauge.accumulated() == 3.0
     assert gauge.max_single() == 2.0
 
 
-async def test_running_interval_counts_up_to_now(autojump_clock):
+async def test_running_interval_counts_up_to_now(sim_kernel):
     gauge = TimerGauge()
     gauge.mark_start()
-    await trio.sleep(4)
+    await kernel.sleep(4)
     assert gauge.is_measuring
     assert gauge.accumulated() == 4.0
     assert gauge.max_single() == 4.0
@@ -37,19 +36,19 @@ def test_injected_clock():
     assert gauge.accumulated() == 0.25
 
 
-async def test_task_io_metrics_busy_is_elapsed_minus_idle_and_backpressure(autojump_clock):
+async def test_task_io_metrics_busy_is_elapsed_minus_idle_and_backpressure(sim_kernel):
     group = TaskIOMetricGroup()
     group.mark_task_start()
     group.idle.mark_start()
-    await trio.sleep(1)
+    await kernel.sleep(1)
     group.idle.mark_end()
-    await trio.sleep(2)  # busy
+    await kernel.sleep(2)  # busy
     group.soft_backpressure.mark_start()
-    await trio.sleep(3)
+    await kernel.sleep(3)
     assert group.is_back_pressured()
     group.soft_backpressure.mark_end()
     group.hard_backpressure.mark_start()
-    await trio.sleep(0.5)
+    await kernel.sleep(0.5)
     group.hard_backpressure.mark_end()
     times = group.accumulated_times()
     assert times == (2.0, 1.0, 3.5, 3.0, 0.5)

@@ -1,0 +1,60 @@
+"""The realtime kernel: trio, the real clock and real sockets.
+
+The interface's names map to trio's, with one difference: a nursery re-raises the first
+error of its children or body (as the sim kernel does) rather than an exception group,
+so code above the kernel sees the same errors in both modes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+current_time = trio.current_time
+sleep = trio.sleep
+sleep_until = trio.sleep_until
+sleep_forever = trio.sleep_forever
+checkpoint = trio.lowlevel.checkpoint
+Event = trio.Event
+Lock = trio.Lock
+CancelScope = trio.CancelScope
+move_on_after = trio.move_on_after
+move_on_at = trio.move_on_at
+fail_after = trio.fail_after
+fail_at = trio.fail_at
+Cancelled = trio.Cancelled
+
+
+def first_error(group: BaseExceptionGroup) -> BaseException | None:
+    """The first leaf of `group` that is not a cancellation (None if all are)."""
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            found = first_error(exc)
+            if found is not None:
+                return found
+        elif not isinstance(exc, trio.Cancelled):
+            return exc
+    return None
+
+
+@asynccontextmanager
+async def open_nursery() -> AsyncIterator[trio.Nursery]:
+    try:
+        async with trio.open_nursery() as nursery:
+            yield nursery
+    except BaseExceptionGroup as group:
+        error = first_error(group)
+        if error is None:
+            raise
+        others = len(group.exceptions) - 1
+        if others > 0:
+            error.add_note(f"(and {others} more errors in the same nursery)")
+        error.__suppress_context__ = True  # the group only repeats it; its own cause stays shown
+        raise error
+
+
+def run(async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+    return trio.run(async_fn, *args)

@@ -1,0 +1,91 @@
+"""How Netty messages travel on a connection: as frames on a byte stream, or as objects.
+
+Over TCP a message is its frame (`messages.encode`, `FrameDecoder`). On the simulated
+link a message travels as the object itself, occupying its frame's size on the wire
+(`messages.frame_size`), so timing, windows and credit decisions are those of the frames
+while no hop pays for encoding and decoding. The handlers see one interface:
+
+- `seal(msg)`: what will be sent, taken now, so the caller may recycle the buffer whose
+  bytes a BufferResponse carries as soon as `seal` returns;
+- `await send_sealed(sealed)` (or `await send(msg)` for both steps);
+- `await receive()`: the next messages, in order; [] once the peer closed the stream.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from shuffle.netty.messages import BufferResponse, FrameDecoder, NettyMessage, encode, frame_size
+from shuffle.transport import ByteStream
+
+RECEIVE_SIZE = 64 * 1024  # below glibc's mmap threshold: no mmap per recv
+
+
+class MessageStream(Protocol):
+    def seal(self, msg: NettyMessage) -> Any: ...
+
+    async def send_sealed(self, sealed: Any) -> None: ...
+
+    async def send(self, msg: NettyMessage) -> None: ...
+
+    async def receive(self) -> list[NettyMessage]: ...
+
+
+class FramedMessageStream:
+    """Messages as Flink's frames on a byte stream."""
+
+    __slots__ = ("stream", "_decoder")
+
+    def __init__(self, stream: ByteStream) -> None:
+        self.stream = stream
+        self._decoder = FrameDecoder()
+
+    def seal(self, msg: NettyMessage) -> bytes:
+        return b"".join(encode(msg))
+
+    async def send_sealed(self, sealed: bytes) -> None:
+        await self.stream.send_all(sealed)
+
+    async def send(self, msg: NettyMessage) -> None:
+        await self.stream.send_all(b"".join(encode(msg)))
+
+    async def receive(self) -> list[NettyMessage]:
+        decoder = self._decoder
+        while True:
+            data = await self.stream.receive_some(RECEIVE_SIZE)
+            if not data:
+                return []
+            decoder.feed(data)
+            messages = list(decoder)
+            if messages:
+                return messages
+
+
+class ObjectMessageStream:
+    """Messages as objects on the simulated link, each the size of its frame on the wire."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def seal(self, msg: NettyMessage) -> tuple[NettyMessage, int]:
+        if type(msg) is BufferResponse and type(msg.buffer) is not bytes:
+            msg.buffer = bytes(msg.buffer)  # a copy: the network buffer is recycled after seal
+        return msg, frame_size(msg)
+
+    async def send_sealed(self, sealed: tuple[NettyMessage, int]) -> None:
+        await self.stream.send_message(*sealed)
+
+    async def send(self, msg: NettyMessage) -> None:
+        await self.stream.send_message(*self.seal(msg))
+
+    async def receive(self) -> list[NettyMessage]:
+        return await self.stream.receive_messages()
+
+
+def message_stream(stream: Any) -> FramedMessageStream | ObjectMessageStream:
+    """The message stream over `stream`: objects where the transport carries them, else frames."""
+    if getattr(stream, "carries_objects", False):
+        return ObjectMessageStream(stream)
+    return FramedMessageStream(stream)

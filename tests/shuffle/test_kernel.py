@@ -1,0 +1,233 @@
+"""The kernel interface: the sim kernel keeps trio's semantics (checked against the realtime
+kernel on the same code), runs in virtual time, and is deterministic."""
+
+import json
+import types
+
+import pytest
+
+from shuffle import kernel
+from shuffle.config import NetworkConfig
+from shuffle.harness.credit_flow import CreditFlowHarness
+
+BOTH = pytest.mark.parametrize("mode", ["sim", "realtime"])
+TICK = 0.01  # short enough for the realtime kernel
+
+
+def test_virtual_time_jumps_to_deadlines_without_waiting():
+    async def main():
+        start = kernel.current_time()
+        await kernel.sleep(3600)
+        with kernel.move_on_after(5):
+            await kernel.sleep_forever()
+        return kernel.current_time() - start
+
+    assert kernel.run(main, mode="sim") == 3605
+
+
+def test_tasks_waking_at_the_same_instant_run_in_scheduling_order():
+    async def main():
+        order = []
+
+        async def sleeper(name, seconds):
+            await kernel.sleep(seconds)
+            order.append(name)
+
+        async with kernel.open_nursery() as nursery:
+            for name in "cab":
+                nursery.start_soon(sleeper, name, 1.0)
+            nursery.start_soon(sleeper, "early", 0.5)
+        return order
+
+    assert kernel.run(main, mode="sim") == ["early", "c", "a", "b"]
+
+
+@BOTH
+def test_a_failing_task_cancels_its_siblings_and_surfaces_the_root_cause(mode):
+    async def main():
+        cancelled = []
+
+        async def sibling():
+            try:
+                await kernel.sleep_forever()
+            finally:
+                cancelled.append(kernel.current_time())
+
+        async def failing():
+            await kernel.sleep(TICK)
+            raise ValueError("user function failed")
+
+        with pytest.raises(ValueError, match="user function failed") as info:
+            async with kernel.open_nursery() as nursery:
+                nursery.start_soon(sibling)
+                nursery.start_soon(sibling)
+                nursery.start_soon(failing)
+        return len(cancelled), type(info.value)
+
+    assert kernel.run(main, mode=mode) == (2, ValueError)
+
+
+@BOTH
+def test_the_first_error_wins_and_the_others_are_noted(mode):
+    async def main():
+        async def fail(seconds, text):
+            await kernel.sleep(seconds)
+            raise RuntimeError(text)
+
+        async def fail_while_cancelled(text):
+            try:
+                await kernel.sleep_forever()
+            finally:
+                raise KeyError(text)
+
+        with pytest.raises(RuntimeError, match="first") as info:
+            async with kernel.open_nursery() as nursery:
+                nursery.start_soon(fail_while_cancelled, "second")
+                nursery.start_soon(fail, TICK, "first")
+        return getattr(info.value, "__notes__", [])
+
+    assert kernel.run(main, mode=mode) == ["(and 1 more errors in the same nursery)"]
+
+
+@BOTH
+def test_cancel_scopes_nest_and_the_cancelled_one_absorbs(mode):
+    async def main():
+        log = []
+        with kernel.CancelScope() as outer:
+            with kernel.move_on_after(TICK) as inner:
+                await kernel.sleep_forever()
+            log.append(("inner", inner.cancelled_caught))
+            outer.cancel()
+            try:
+                await kernel.sleep(10)
+            finally:
+                log.append("outer cancelled at the next blocking call")
+        log.append(("outer", outer.cancelled_caught))
+        with kernel.CancelScope() as scope:
+            scope.cancel()
+            with kernel.CancelScope(shield=True):
+                await kernel.sleep(TICK)  # shielded: sleeps
+            log.append("shield held")
+        with pytest.raises(kernel.TooSlowError):
+            with kernel.fail_after(TICK):
+                await kernel.sleep_forever()
+        return log
+
+    assert kernel.run(main, mode=mode) == [("inner", True), "outer cancelled at the next blocking call",
+                                           ("outer", True), "shield held"]
+
+
+@BOTH
+def test_nursery_start_waits_for_started_and_cancelling_the_nursery_ends_everything(mode):
+    async def main():
+        async def server(*, task_status=kernel.TASK_STATUS_IGNORED):
+            await kernel.sleep(TICK)
+            task_status.started("address")
+            await kernel.sleep_forever()
+
+        async with kernel.open_nursery() as nursery:
+            address = await nursery.start(server)
+            nursery.cancel_scope.cancel()
+        return address, nursery.cancel_scope.cancelled_caught
+
+    assert kernel.run(main, mode=mode) == ("address", True)
+
+
+@BOTH
+def test_events_locks_and_queues(mode):
+    async def main():
+        log = []
+        event, lock, queue = kernel.Event(), kernel.Lock(), kernel.Queue()
+
+        async def holder(name):
+            async with lock:
+                log.append(f"{name} in")
+                await kernel.sleep(TICK)
+                log.append(f"{name} out")
+
+        async def consumer():
+            async for item in queue:
+                log.append(item)
+
+        async with kernel.open_nursery() as nursery:
+            nursery.start_soon(holder, "a")
+            nursery.start_soon(holder, "b")
+            nursery.start_soon(consumer)
+            nursery.start_soon(event.wait)
+            queue.put_nowait(1)
+            queue.put_nowait(2)
+            event.set()
+            await kernel.sleep(3 * TICK)
+            queue.close()
+        return log
+
+    log = kernel.run(main, mode=mode)
+    first, second = sorted("ab", key=lambda name: log.index(f"{name} in"))
+    assert [entry for entry in log if isinstance(entry, str)] == [f"{first} in", f"{first} out",
+                                                                  f"{second} in", f"{second} out"]
+    assert [entry for entry in log if isinstance(entry, int)] == [1, 2]
+
+
+def test_a_run_where_every_task_waits_forever_is_an_error_naming_the_waiters():
+    async def waits_for_nothing():
+        await kernel.Event().wait()
+
+    async def main():
+        async with kernel.open_nursery() as nursery:
+            nursery.start_soon(waits_for_nothing, name="consumer-0")
+            await kernel.sleep(2)
+
+    with pytest.raises(kernel.SimulationStuckError, match=r"(?s)t=2\.0+ s.*\n  consumer-0: .*waits_for_nothing \(test_kernel.py"):
+        kernel.run(main, mode="sim")
+
+
+def test_awaiting_another_event_loops_primitive_in_sim_mode_is_a_clear_error():
+    @types.coroutine
+    def foreign_trap():
+        yield "a request for another event loop"
+
+    async def main():
+        await foreign_trap()
+
+    with pytest.raises(RuntimeError, match="sim kernel cannot run"):
+        kernel.run(main, mode="sim")
+
+
+def test_the_realtime_kernel_is_back_after_a_sim_run():
+    async def mode():
+        return kernel.current_mode()
+
+    assert kernel.run(mode, mode="sim") == "sim"
+    assert kernel.current_mode() == "realtime"
+    assert kernel.run(mode, mode="realtime") == "realtime"
+
+
+async def _scripted_run(transport: str) -> list[dict]:
+    async with CreditFlowHarness.open(NetworkConfig(buffer_size=512), channels=3, transport=transport) as h:
+        for channel in range(3):
+            h.auto_consume(channel, cost_per_buffer=0.0005 * channel)
+        for i in range(40):
+            await h.emit_values(i % 3, [(i, "v" * (i * 7 % 300))])
+            if i % 5 == 0:
+                h.flush()
+        h.finish()
+        await h.settle(1.0)
+        return list(h.trace.events)
+
+
+def _trace_bytes(transport: str = "sim") -> bytes:
+    events = kernel.run(_scripted_run, transport, mode="sim")
+    return "\n".join(json.dumps(e) for e in events).encode()
+
+
+def test_same_run_same_trace_bytes():
+    first = _trace_bytes()
+    assert b"credit_announced" in first and b"buffer_received" in first
+    assert _trace_bytes() == first
+
+
+
+def test_message_objects_on_the_sim_link_behave_as_encoded_frames():
+    """Sim mode sends message objects sized as their frames; the same exchange with real
+    frames on the same link gives the same events at the same times."""
+    assert _trace_bytes("sim") == _trace_bytes("sim_frames")
