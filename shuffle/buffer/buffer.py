@@ -1,7 +1,11 @@
 """Memory segments and network buffers with Flink's reference counting.
 
-A `MemorySegment` is a fixed-size slice of a NetworkBufferPool's memory. A `Buffer` is a
-view of a segment (offset and size) with a data type. Several buffers (slices of a
+A `MemorySegment` is one of a NetworkBufferPool's fixed-size pieces of memory. It is
+accounted as Flink accounts segments (pools, required counts, exclusive and floating),
+but holds real bytes only for the data it holds: they grow as data is written and are
+dropped when its last buffer is recycled, so an idle channel's buffers cost no memory and
+a buffer flushed with three records costs three records. A `Buffer` is a view of a segment (offset and
+size) with a data type. Several buffers (slices of a
 partly flushed segment, broadcast copies) may share one segment: the segment goes back
 to its recycler only when the last holder releases it, as Flink's NetworkBuffer does.
 """
@@ -16,22 +20,61 @@ Recycler = Callable[["MemorySegment"], None]
 
 
 class MemorySegment:
-    """A fixed-size piece of network memory."""
+    """A fixed-size piece of network memory; its bytes exist while it holds data.
 
-    __slots__ = ("index", "memory")
+    `size` is the segment's capacity (what pools account). The bytes behind it are only
+    what was written: the writer (BufferBuilder) grows them as it appends, a receiving
+    channel adopts the bytes that arrived (`adopt`), and they are dropped when the last
+    buffer over the segment is recycled.
+    """
 
-    def __init__(self, index: int, memory: memoryview) -> None:
+    __slots__ = ("index", "size", "_memory")
+
+    def __init__(self, index: int, size: int, memory: memoryview | None = None) -> None:
         self.index = index
-        self.memory = memory
+        self.size = size
+        self._memory = memory
 
     @property
-    def size(self) -> int:
-        return len(self.memory)
+    def memory(self) -> memoryview:
+        """The bytes written so far (empty if none)."""
+        return self._memory if self._memory is not None else _EMPTY
+
+    @property
+    def allocated(self) -> int:
+        """Bytes of real memory behind the segment now."""
+        return 0 if self._memory is None else self._memory.nbytes
+
+    def adopt(self, data: bytes) -> None:
+        """Hold `data` as the segment's content (no copy; the segment is read, not written)."""
+        if len(data) > self.size:
+            raise ValueError(f"{len(data)} bytes do not fit a segment of {self.size}")
+        self._memory = memoryview(data)
+
+    def grow(self, needed: int) -> memoryview:
+        """Writable bytes for at least `needed` bytes, keeping what was written; built slices
+        keep viewing the old bytes, which stay valid because only new positions are written."""
+        old = self._memory
+        have = 0 if old is None else old.nbytes
+        if needed > have:
+            new = memoryview(bytearray(min(self.size, max(needed, 2 * have, _MIN_ALLOCATION))))
+            if have:
+                new[:have] = old
+            self._memory = old = new
+        return old
+
+    def free_memory(self) -> None:
+        """The segment holds no data any more: drop its bytes."""
+        self._memory = None
 
     @staticmethod
     def wrap(data: bytes | bytearray) -> "MemorySegment":
         """An unpooled segment over existing bytes (event buffers, as Flink's heap segments)."""
-        return MemorySegment(-1, memoryview(data))
+        return MemorySegment(-1, len(data), memoryview(data))
+
+
+_EMPTY = memoryview(b"")
+_MIN_ALLOCATION = 512
 
 
 def _drop(_: MemorySegment) -> None:
@@ -58,6 +101,7 @@ class SegmentRef:
             raise RuntimeError("buffer recycled twice")
         self.count -= 1
         if self.count == 0:
+            self.segment.free_memory()
             self.recycler(self.segment)
 
 

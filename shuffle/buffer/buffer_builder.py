@@ -14,12 +14,13 @@ from shuffle.buffer.data_type import DataType
 class BufferBuilder:
     """Writes into one segment; `finish()` freezes its size."""
 
-    __slots__ = ("ref", "memory", "position", "capacity", "finished", "data_type", "_closed")
+    __slots__ = ("ref", "segment", "memory", "position", "capacity", "finished", "data_type", "_closed")
 
     def __init__(self, segment: MemorySegment, recycler: Recycler,
                  data_type: DataType = DataType.DATA_BUFFER) -> None:
         self.ref = SegmentRef(segment, recycler)
-        self.memory = segment.memory
+        self.segment = segment
+        self.memory = segment.memory  # grows as bytes are appended (MemorySegment.grow)
         self.position = 0
         self.capacity = segment.size
         self.finished = False
@@ -39,6 +40,8 @@ class BufferBuilder:
         n = min(len(data) - start, self.capacity - self.position)
         if n > 0:
             pos = self.position
+            if pos + n > self.memory.nbytes:
+                self.memory = self.segment.grow(pos + n)
             self.memory[pos:pos + n] = data[start:start + n]
             self.position = pos + n
         return n
@@ -57,7 +60,7 @@ class BufferBuilder:
 
     def trim(self, new_size: int) -> None:
         """Lower (or restore) the usable capacity, never below the position (debloating)."""
-        self.capacity = max(self.position, min(new_size, self.memory.nbytes))
+        self.capacity = max(self.position, min(new_size, self.segment.size))
 
     def close(self) -> None:
         """The writer's reference is released; consumers keep the segment alive."""

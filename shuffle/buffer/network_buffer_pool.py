@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Callable
 
-import numpy as np
-
 from shuffle import kernel
 from shuffle.buffer.buffer import MemorySegment
 
@@ -36,8 +34,6 @@ class NetworkBufferPool:
         self.total_segments = num_segments
         self.segment_size = segment_size
         self.exclusive_request_timeout = exclusive_request_timeout
-        # np.zeros maps pages lazily: untouched segments cost no memory.
-        self._memory = memoryview(np.zeros(num_segments * segment_size, dtype=np.uint8))
         # Segments never handed out yet are made on first use: a large pool starts cheaply.
         self._available: deque[MemorySegment] = deque()
         self._num_fresh = num_segments
@@ -59,8 +55,7 @@ class NetworkBufferPool:
             return None
         index = self.total_segments - self._num_fresh
         self._num_fresh -= 1
-        size = self.segment_size
-        return MemorySegment(index, self._memory[index * size:(index + 1) * size])
+        return MemorySegment(index, self.segment_size)
 
     def recycle_pooled_segment(self, segment: MemorySegment) -> None:
         self._available.append(segment)

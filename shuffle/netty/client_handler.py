@@ -145,7 +145,8 @@ class CreditBasedPartitionRequestClientHandler:
                 buffer = channel.request_buffer() if self.credit_based else await channel.request_buffer_blocking()
                 if buffer is None:
                     raise RuntimeError("The read buffer is null in credit-based input channel.")
-                buffer.segment.memory[:size] = msg.buffer
+                payload = msg.buffer
+                buffer.segment.adopt(payload if type(payload) is bytes else bytes(payload))
                 buffer.size = size
             else:
                 buffer = Buffer.of_event(bytes(msg.buffer), msg.data_type)

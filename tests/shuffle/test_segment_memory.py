@@ -1,0 +1,39 @@
+"""Network buffers cost real memory only for the data they hold (accounting stays Flink's)."""
+
+from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+from shuffle.config import NetworkConfig
+
+
+def test_idle_segments_hold_no_bytes_and_a_partly_filled_buffer_holds_only_its_data():
+    nbp = NetworkBufferPool(16, 32768)
+    pool = nbp.create_buffer_pool(4, 8)
+    builder = pool.request_buffer_builder()
+    assert builder.segment.allocated == 0  # taken from the pool, nothing written yet
+    builder.append(memoryview(b"r" * 100))
+    assert 100 <= builder.segment.allocated <= 1024
+    consumer = builder.create_buffer_consumer_from(0)
+    first = consumer.build()  # flushed while partly filled
+    builder.append(memoryview(b"s" * 20000))  # grows; the flushed slice still reads its bytes
+    assert bytes(first.memory()) == b"r" * 100
+    second = consumer.build()
+    assert bytes(second.memory()) == b"s" * 20000
+    assert builder.segment.allocated <= 32768
+    segment = builder.segment
+    builder.close()
+    first.recycle()
+    second.recycle()
+    consumer.close()
+    assert segment.allocated == 0  # the last reference dropped the bytes
+
+
+async def test_receiving_channels_hold_arrived_bytes_not_whole_segments(credit_flow):
+    h = await credit_flow(config=NetworkConfig(buffer_size=32768), channels=1)
+    bm = h.channel(0).buffer_manager
+    assert all(buffer.segment.allocated == 0 for buffer in bm.exclusive)
+    await h.emit_values(0, [1, 2, 3])
+    h.flush(0)
+    await h.settle()
+    ((received, _sequence_number),) = h.channel(0).received
+    assert 0 < received.segment.allocated < 100
+    h.consume(0, 1)
+    assert h.received[0] == [1, 2, 3]
