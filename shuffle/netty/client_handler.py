@@ -2,8 +2,10 @@
 
 Also plays Flink's NettyPartitionRequestClient: input channels call it to request their
 subpartition, announce credit, resume consumption. Outbound messages wait in one FIFO
-and leave one at a time; an AddCredit is built when it is written, so credit announced
-several times before that goes out as one message. Inbound BufferResponses are copied
+and leave one at a time, taken off only while the connection is writable; an AddCredit
+is built when it is written, so credit announced several times before that (also while
+the connection is congested) goes out as one message. On the simulated link an idle
+writer's work is written from the connection's event loop (`MessageStream.defer`). Inbound BufferResponses are copied
 into a buffer of the target channel; an error for one channel fails only that channel.
 
 Without credit (flow_control = "tcp") the reader waits for a free buffer of the target
@@ -59,16 +61,39 @@ class CreditBasedPartitionRequestClientHandler:
         self.tracer = tracer
         self.input_channels: dict[str, RemoteInputChannel] = {}
         self._outbound: deque[tuple[str, RemoteInputChannel, int]] = deque()
-        self._wakeup: kernel.Event | None = None
+        self._wakeup: kernel.Event | None = None  # set while the writer task waits for work
+        self._write_deferred = False
         self.channel_error: BaseException | None = None
         self.closed = False  # the connection ended: the ConnectionManager connects anew
 
     # -- the client API used by RemoteInputChannel --------------------------------------
 
-    def _enqueue(self, kind: str, channel: RemoteInputChannel, arg: int = 0) -> None:
+    def _enqueue(self, kind: str, channel: RemoteInputChannel | None, arg: object = 0) -> None:
         self._outbound.append((kind, channel, arg))
-        if self._wakeup is not None:
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._wakeup is None or self._write_deferred:
+            return  # the writer task is busy, or a deferred write will see the work
+        if self.connection.defer(self._write_idle):
+            self._write_deferred = True
+        else:
             self._wakeup.set()
+            self._wakeup = None
+
+    def _write_idle(self) -> None:
+        """On the connection's event loop: write while writable, for the idle writer task."""
+        connection = self.connection
+        try:
+            while self._wakeup is not None and connection.can_send_now():
+                msg = self._next_message()
+                if msg is None:
+                    return
+                connection.send_now(connection.seal(msg))
+        finally:
+            self._write_deferred = False
+        if self._wakeup is not None and self._outbound:
+            self._wakeup.set()  # not writable: the task waits for the connection
             self._wakeup = None
 
     def request_subpartition(self, channel: RemoteInputChannel) -> None:
@@ -177,18 +202,23 @@ class CreditBasedPartitionRequestClientHandler:
             raise RuntimeError(f"Received unknown message from producer: {type(msg).__name__}")
 
     def _outbound_cancel(self, receiver_id: str) -> None:
-        self._outbound.append(("cancel_id", None, receiver_id))  # type: ignore[arg-type]
-        if self._wakeup is not None:
-            self._wakeup.set()
-            self._wakeup = None
+        self._enqueue("cancel_id", None, receiver_id)
 
     async def _write_loop(self) -> None:
-        tracer = self.tracer
+        connection = self.connection
         while True:
-            if not self._outbound:
-                self._wakeup = kernel.Event()
-                await self._wakeup.wait()
+            await connection.wait_writable()
+            msg = self._next_message()
+            if msg is None:
+                self._wakeup = wakeup = kernel.Event()
+                await wakeup.wait()
                 continue
+            await connection.send(msg)
+
+    def _next_message(self) -> NettyMessage | None:
+        """Build the next outbound message (None when nothing is left to send)."""
+        tracer = self.tracer
+        while self._outbound:
             kind, channel, arg = self._outbound.popleft()
             msg = self._build(kind, channel, arg)
             if msg is None:
@@ -198,7 +228,8 @@ class CreditBasedPartitionRequestClientHandler:
                     tracer.emit("credit_announced", channel=channel.name, credit=msg.credit)
                 elif kind == "request":
                     tracer.emit("partition_request", channel=channel.name, initial_credit=msg.credit)
-            await self.connection.send(msg)
+            return msg
+        return None
 
     def _build(self, kind: str, channel: RemoteInputChannel, arg) -> NettyMessage | None:
         if kind == "cancel_id":

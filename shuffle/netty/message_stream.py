@@ -8,11 +8,19 @@ while no hop pays for encoding and decoding. The handlers see one interface:
 - `seal(msg)`: what will be sent, taken now, so the caller may recycle the buffer whose
   bytes a BufferResponse carries as soon as `seal` returns;
 - `await send_sealed(sealed)` (or `await send(msg)` for both steps);
+- `await wait_writable()`: until the connection takes a write at once (Netty's
+  `isWritable`); Flink checks it before it takes a reader off the queue or builds an
+  AddCredit, so nothing is pulled while the connection is congested;
+- `defer(fn)`: on the simulated link, run `fn()` on the connection's event loop (after the
+  current task's step, as Flink hands work to the Netty thread) and return True; there
+  `can_send_now()` / `send_now(sealed)` let an idle writer write without waking its
+  task. Over TCP `defer` returns False and the writer task does the work;
 - `await receive()`: the next messages, in order; [] once the peer closed the stream.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from shuffle.netty.messages import BufferResponse, FrameDecoder, NettyMessage, encode, frame_size
@@ -27,6 +35,14 @@ class MessageStream(Protocol):
     async def send_sealed(self, sealed: Any) -> None: ...
 
     async def send(self, msg: NettyMessage) -> None: ...
+
+    async def wait_writable(self) -> None: ...
+
+    def defer(self, fn: Callable[[], None]) -> bool: ...
+
+    def can_send_now(self) -> bool: ...
+
+    def send_now(self, sealed: Any) -> None: ...
 
     async def receive(self) -> list[NettyMessage]: ...
 
@@ -48,6 +64,18 @@ class FramedMessageStream:
 
     async def send(self, msg: NettyMessage) -> None:
         await self.stream.send_all(b"".join(encode(msg)))
+
+    async def wait_writable(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    def defer(self, fn: Callable[[], None]) -> bool:
+        return _defer(self.stream, fn)
+
+    def can_send_now(self) -> bool:
+        return self.stream.writable  # only asked after `defer` succeeded: the simulated link
+
+    def send_now(self, sealed: bytes) -> None:
+        self.stream.send_now(sealed, len(sealed))
 
     async def receive(self) -> list[NettyMessage]:
         decoder = self._decoder
@@ -80,8 +108,28 @@ class ObjectMessageStream:
     async def send(self, msg: NettyMessage) -> None:
         await self.stream.send_message(*self.seal(msg))
 
+    async def wait_writable(self) -> None:
+        await self.stream.wait_send_all_might_not_block()
+
+    def defer(self, fn: Callable[[], None]) -> bool:
+        return _defer(self.stream, fn)
+
+    def can_send_now(self) -> bool:
+        return self.stream.writable
+
+    def send_now(self, sealed: tuple[NettyMessage, int]) -> None:
+        self.stream.send_now(*sealed)
+
     async def receive(self) -> list[NettyMessage]:
         return await self.stream.receive_messages()
+
+
+def _defer(stream: Any, fn: Callable[[], None]) -> bool:
+    call_soon = getattr(stream, "call_soon", None)
+    if call_soon is None:
+        return False
+    call_soon(fn)
+    return True
 
 
 def message_stream(stream: Any) -> FramedMessageStream | ObjectMessageStream:

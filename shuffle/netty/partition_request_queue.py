@@ -1,8 +1,15 @@
 """PartitionRequestQueue: the server side of one connection (spec 3.4).
 
-Readers that have something sendable wait in a FIFO; one writer loop sends one buffer at
-a time (a write must complete before the next starts) and puts a reader that has more
-to send at the back, so readers take turns on the shared connection.
+Readers that have something sendable wait in a FIFO; one writer sends one buffer at a
+time (a write must complete before the next starts) and puts a reader that has more to
+send at the back, so readers take turns on the shared connection. As in Flink's
+`writeAndFlushNextMessageIfPossible`, nothing is taken off the queue while the connection
+is not writable: the reader stays queued with its credit, and no buffer is pulled.
+
+The writer is a task that waits for work and for writability. On the simulated link, work
+that arrives while the task is idle is written from the connection's event loop instead
+(`MessageStream.defer`): the same hop as Flink's hand-over to the Netty thread, without a
+task wakeup per buffer.
 """
 
 from __future__ import annotations
@@ -25,11 +32,31 @@ class PartitionRequestQueue:
         self.all_readers: dict[str, CreditBasedSequenceNumberingViewReader] = {}
         self._control: deque[NettyMessage] = deque()
         self.fatal_error = False
-        self._wakeup: kernel.Event | None = None
+        self._wakeup: kernel.Event | None = None  # set while the writer task waits for work
+        self._write_deferred = False
 
     def _wake(self) -> None:
-        if self._wakeup is not None:
+        if self._wakeup is None or self._write_deferred:
+            return  # the writer task is busy, or a deferred write will see the work
+        if self.connection.defer(self._write_idle):
+            self._write_deferred = True
+        else:
             self._wakeup.set()
+            self._wakeup = None
+
+    def _write_idle(self) -> None:
+        """On the connection's event loop: write while writable, for the idle writer task."""
+        connection = self.connection
+        try:
+            while self._wakeup is not None and connection.can_send_now():
+                sealed = self._next_sealed()
+                if sealed is None:
+                    return
+                connection.send_now(sealed)
+        finally:
+            self._write_deferred = False
+        if self._wakeup is not None and (self._control or self.available_readers):
+            self._wakeup.set()  # not writable: the task waits for the connection
             self._wakeup = None
 
     def send_control(self, msg: NettyMessage) -> None:
@@ -96,15 +123,22 @@ class PartitionRequestQueue:
 
     async def run_writer(self) -> None:
         """Write control messages and buffers, one at a time, until cancelled."""
-        tracer = self.tracer
+        connection = self.connection
         while True:
-            if self._control:
-                await self.connection.send(self._control.popleft())
+            await connection.wait_writable()
+            sealed = self._next_sealed()
+            if sealed is None:
+                self._wakeup = wakeup = kernel.Event()
+                await wakeup.wait()
                 continue
-            if not self.available_readers:
-                self._wakeup = kernel.Event()
-                await self._wakeup.wait()
-                continue
+            await connection.send_sealed(sealed)
+
+    def _next_sealed(self) -> object | None:
+        """The next message to write, sealed (a buffer is pulled and recycled here), or None."""
+        if self._control:
+            return self.connection.seal(self._control.popleft())
+        tracer = self.tracer
+        while self.available_readers:
             reader = self.available_readers.popleft()
             reader.is_registered_as_available = False
             try:
@@ -127,4 +161,5 @@ class PartitionRequestQueue:
                                  buffer.memory(), reader.subpartition_index)
             sealed = self.connection.seal(msg)
             buffer.recycle()
-            await self.connection.send_sealed(sealed)
+            return sealed
+        return None

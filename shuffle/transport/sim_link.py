@@ -81,6 +81,22 @@ class SimStream:
         """Send an object that takes `size` bytes on the wire; the peer receives it as it is."""
         await self._send(message, size)
 
+    @property
+    def writable(self) -> bool:
+        """A send now would be taken at once (Netty's `isWritable`, and no send in progress)."""
+        return (not self._sending and not self._closed and not self._out.reader_closed
+                and self._out.unread < self._network.send_window_bytes)
+
+    def call_soon(self, fn: Any) -> None:
+        """Run `fn()` on the connection's event loop: once every runnable task has yielded."""
+        sim.call_soon(fn)
+
+    def send_now(self, item: Any, size: int) -> None:
+        """Send without waiting; only while `writable`."""
+        if not self.writable:
+            raise kernel.BusyResourceError("the connection is not writable now")
+        self._push(item, size)
+
     async def wait_send_all_might_not_block(self) -> None:
         self._enter_send()
         try:

@@ -181,3 +181,27 @@ async def test_records_arrive_in_order_across_buffers(credit_flow):
     h.finish()
     await h.settle(1.0)
     assert h.received[0] == values and h.received[1] == values[::-1]
+
+
+async def test_nothing_is_pulled_while_the_connection_is_unwritable_and_credit_merges(credit_flow):
+    """Flink checks writability before it takes a reader off the queue or builds an AddCredit:
+    while the consumer's connection is congested the reader keeps its credit and buffers stay
+    queued at the producer; credit recycled meanwhile leaves as one AddCredit."""
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096, send_window=4096))
+    lent = lend_all_floating_buffers(h)  # only the two exclusive buffers take data
+    await h.emit_buffers(0, 4)  # three visible: two go out, one waits for credit
+    await h.settle()
+    assert h.receiver(0).queued == 2 and h.sender(0).credit == 0 and h.sender(0).backlog == 1
+    client = h.consumer.connection_manager.client("producer")
+    server_in = client.stream._out  # what the consumer sends: congest it
+    server_in.unread += 10 * 4096  # the producer side does not read: the window is full
+    h.consume(0, 2)  # two exclusive buffers come back: two credits to announce
+    await h.settle()
+    assert h.credits_announced(0) == []
+    assert h.channel(0).unannounced_credit == 2
+    server_in.unread -= 10 * 4096
+    server_in.wake_writers()
+    await h.settle()
+    assert h.credits_announced(0) == [2]
+    assert h.receiver(0).queued == 1  # the third buffer followed on the merged credit
+    give_back(lent)
