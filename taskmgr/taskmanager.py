@@ -20,6 +20,7 @@ from graph import ExecutionGraph
 from shuffle import kernel
 from shuffle.config import NetworkConfig
 from shuffle.environment import NettyShuffleEnvironment
+from shuffle.errors import CreditViolationError
 from shuffle.netty.connection_manager import Transport
 from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.deployment import TaskDeploymentDescriptor
@@ -29,9 +30,6 @@ from taskmgr.operators.sinks import Verification
 from taskmgr.rpc import REGISTRY, RpcConnection, RpcError
 from taskmgr.task import Task
 
-#: How a credit violation shows in a task failure: the sender's reader went below zero
-#: credit, or a buffer arrived that the receiver had no credit (no buffer) for.
-CREDIT_VIOLATIONS = ("no credit available", "The read buffer is null in credit-based input channel")
 #: Shortest time (in sample periods) the last sample of a run may cover.
 MIN_LAST_SAMPLE = 0.1
 
@@ -70,12 +68,12 @@ class TaskServices:
         return self.iteration_channels.setdefault((broker_id, subtask), IterationChannel())
 
 
-def _mentions(exc: BaseException | None, texts: tuple[str, ...]) -> bool:
-    """Whether `exc` or an exception it was raised from says one of `texts`."""
+def _caused_by(exc: BaseException | None, error_type: type[BaseException]) -> bool:
+    """Whether `exc` is, or was raised from, an `error_type`."""
     seen = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if any(text in str(exc) for text in texts):
+        if isinstance(exc, error_type):
             return True
         exc = exc.__cause__ or exc.__context__
     return False
@@ -242,6 +240,6 @@ class TaskManager:
             "emitted_per_origin": dict(job.services.emitted_per_origin),
             "records_emitted": sum(c.records_emitted for c in contexts),
             "records_received": sum(c.records_received for c in contexts),
-            "credit_violations": sum(_mentions(t.failure_cause, CREDIT_VIOLATIONS) for t in job.tasks.values()),
+            "credit_violations": sum(_caused_by(t.failure_cause, CreditViolationError) for t in job.tasks.values()),
             "task_states": {t.execution_id: t.state.value for t in job.tasks.values()},
         }

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from shuffle import kernel
 from shuffle.consumer.input_channel import BufferAndAvailability, CancelTaskError, InputChannel
-from shuffle.partition.result_partition_manager import PartitionNotFoundError, ResultPartitionManager
+from shuffle.errors import PartitionNotFoundError
+from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.trace import Tracer
 

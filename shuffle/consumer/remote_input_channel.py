@@ -15,15 +15,11 @@ from shuffle.buffer.data_type import DataType
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, CancelTaskError, InputChannel
-from shuffle.partition.result_partition_manager import PartitionNotFoundError
+from shuffle.errors import BufferReorderingError, PartitionNotFoundError
 from shuffle.trace import Tracer
 
 if TYPE_CHECKING:
     from shuffle.consumer.single_input_gate import SingleInputGate
-
-
-class BufferReorderingError(IOError):
-    pass
 
 
 class PartitionRequestClient(Protocol):

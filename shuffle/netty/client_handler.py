@@ -20,6 +20,14 @@ from typing import TYPE_CHECKING
 
 from shuffle import kernel
 from shuffle.buffer.buffer import Buffer
+from shuffle.errors import (
+    CreditViolationError,
+    LocalTransportError,
+    PartitionNotFoundError,
+    RemoteError,
+    RemoteTransportError,
+    error_from_wire,
+)
 from shuffle.netty.message_stream import message_stream
 from shuffle.netty.messages import (
     AckAllUserRecordsProcessed,
@@ -38,18 +46,6 @@ from shuffle.transport import ByteStream
 
 if TYPE_CHECKING:
     from shuffle.consumer.remote_input_channel import RemoteInputChannel
-
-
-class RemoteTransportError(IOError):
-    """The connection to a producer TaskManager failed or closed under live channels."""
-
-
-class LocalTransportError(IOError):
-    """The consumer side of a connection failed (corrupted stream, unexpected message)."""
-
-
-class RemoteError(IOError):
-    """An error the producer reported for one channel."""
 
 
 class CreditBasedPartitionRequestClientHandler:
@@ -169,7 +165,7 @@ class CreditBasedPartitionRequestClientHandler:
                     return
                 buffer = channel.request_buffer() if self.credit_based else await channel.request_buffer_blocking()
                 if buffer is None:
-                    raise RuntimeError("The read buffer is null in credit-based input channel.")
+                    raise CreditViolationError("The read buffer is null in credit-based input channel.")
                 payload = msg.buffer
                 buffer.segment.adopt(payload if type(payload) is bytes else bytes(payload))
                 buffer.size = size
@@ -188,10 +184,11 @@ class CreditBasedPartitionRequestClientHandler:
             channel = self.input_channels.get(msg.receiver_id)
             if channel is None:
                 return
-            if msg.error_class == "PartitionNotFoundError":
+            error = error_from_wire(msg.error_class, msg.message)
+            if isinstance(error, PartitionNotFoundError):
                 channel.on_failed_partition_request()
             else:
-                channel.on_error(RemoteError(f"{msg.error_class}: {msg.message}"))
+                channel.on_error(error)
         elif type(msg) is BacklogAnnouncement:
             channel = self.input_channels.get(msg.receiver_id)
             if channel is None or channel.is_released:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import msgpack
 
 from shuffle.buffer.data_type import DataType
+from shuffle.errors import CorruptedStreamError
 
 MAGIC_NUMBER = 0xBADC0FFE
 FRAME_HEADER_LENGTH = 9  # frame length (4), magic number (4), message id (1)
@@ -31,10 +32,6 @@ _FRAME_HEADER = struct.Struct(">iIB")
 _BUFFER_FRAME_HEADER = struct.Struct(">iIBH")  # ... plus the msgpack header's length
 _FRAME_LENGTH = struct.Struct(">i")
 _DATA_TYPES = tuple(DataType)
-
-
-class CorruptedStreamError(ValueError):
-    """The byte stream does not follow the framing (wrong magic, bad length, unknown id)."""
 
 
 class NettyMessage:

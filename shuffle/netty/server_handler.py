@@ -25,7 +25,8 @@ from shuffle.netty.messages import (
 )
 from shuffle.netty.partition_request_queue import PartitionRequestQueue
 from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
-from shuffle.partition.result_partition_manager import PartitionNotFoundError, ResultPartitionManager
+from shuffle.errors import PartitionNotFoundError
+from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.trace import Tracer
 from shuffle.transport import ByteStream
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
+from shuffle.errors import CreditViolationError
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 
@@ -68,7 +69,7 @@ class CreditBasedSequenceNumberingViewReader:
             self.num_credits_available -= 1
             if self.num_credits_available < 0:
                 nxt.buffer.recycle()
-                raise RuntimeError("no credit available")
+                raise CreditViolationError("no credit available")
         next_type = nxt.next_data_type
         more = next_type is not DataType.NONE and (self._has_credit() or next_type.is_event)
         return ReaderBuffer(nxt.buffer, nxt.buffers_in_backlog, nxt.sequence_number, more)

@@ -8,16 +8,9 @@ partition that is not registered yet waits (bounded) for it, as Flink 1.18+ does
 from __future__ import annotations
 
 from shuffle import kernel
+from shuffle.errors import PartitionNotFoundError
 from shuffle.partition.result_partition import ResultPartition
 from shuffle.partition.subpartition_view import BufferAvailabilityListener, PipelinedSubpartitionView
-
-
-class PartitionNotFoundError(IOError):
-    """The requested partition is not (yet) produced on this TaskManager."""
-
-    def __init__(self, partition_id: str) -> None:
-        super().__init__(f"Partition {partition_id} not found.")
-        self.partition_id = partition_id
 
 
 class ResultPartitionManager:

@@ -1,0 +1,67 @@
+"""The network stack's errors, typed, in one place.
+
+Flink's Netty layer sends a failure to the consumer as the exception itself; here an
+`ErrorResponse` carries the class name and message, and `error_from_wire` turns them back
+into the same class where the stack knows it (so code recognises errors by type, never
+by their text), else into a `RemoteError`.
+"""
+
+from __future__ import annotations
+
+
+class IllegalStateError(RuntimeError):
+    """A state the protocol forbids was reached (Flink's `checkState` failing)."""
+
+
+class ProtocolError(IOError):
+    """A peer broke the Netty protocol."""
+
+
+class CorruptedStreamError(ProtocolError):
+    """The byte stream does not follow the framing (wrong magic, bad length, unknown id)."""
+
+
+class CreditViolationError(ProtocolError):
+    """Data was sent without credit: the producer's reader went below zero credit, or a
+    buffer arrived for which the consumer had no buffer (credit) to put it in."""
+
+
+class BufferReorderingError(ProtocolError):
+    """A buffer arrived out of sequence on a channel."""
+
+
+class PartitionNotFoundError(IOError):
+    """The requested result partition is not (or no longer) registered at the producer."""
+
+    def __init__(self, partition_id: str) -> None:
+        super().__init__(f"Partition {partition_id} not found.")
+        self.partition_id = partition_id
+
+
+class RemoteError(IOError):
+    """An error the producer reported for one channel, of a type this side does not know."""
+
+
+class RemoteTransportError(IOError):
+    """The connection to a producer TaskManager failed or closed under live channels."""
+
+
+class LocalTransportError(IOError):
+    """The consumer side of a connection failed (corrupted stream, unexpected message)."""
+
+
+_WIRE_TYPES: dict[str, type[Exception]] = {
+    cls.__name__: cls
+    for cls in (IllegalStateError, ProtocolError, CorruptedStreamError, CreditViolationError,
+                BufferReorderingError, PartitionNotFoundError)
+}
+
+
+def error_from_wire(error_class: str, message: str) -> Exception:
+    """The exception an ErrorResponse describes: its own class where known, else RemoteError."""
+    cls = _WIRE_TYPES.get(error_class)
+    if cls is None:
+        return RemoteError(f"{error_class}: {message}")
+    error = cls.__new__(cls)  # the sender's message as it is, whatever the class's arguments
+    Exception.__init__(error, message)
+    return error
