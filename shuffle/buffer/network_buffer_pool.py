@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Callable
 
 from shuffle import kernel
 from shuffle.buffer.buffer import MemorySegment
+from shuffle.java_int import INT_MAX
 
 if TYPE_CHECKING:
     from shuffle.buffer.local_buffer_pool import LocalBufferPool
 
-INT_MAX = 2**31 - 1
 
 
 class InsufficientBuffersError(IOError):

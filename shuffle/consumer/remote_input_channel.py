@@ -16,6 +16,7 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, CancelTaskError, InputChannel
 from shuffle.errors import BufferReorderingError, PartitionNotFoundError
+from shuffle.java_int import next_sequence_number
 from shuffle.trace import Tracer
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ class RemoteInputChannel(InputChannel):
             first_priority = self.num_priority == 1
         else:
             self.received.append((buffer, sequence_number))
-        self.expected_sequence_number += 1
+        self.expected_sequence_number = next_sequence_number(self.expected_sequence_number)
         if self.tracer.enabled:
             self.tracer.emit("buffer_received", channel=self.name, seq=sequence_number, backlog=backlog,
                              bytes=buffer.size, data_type=data_type.name)
@@ -125,7 +126,7 @@ class RemoteInputChannel(InputChannel):
                 f"Buffer re-ordering: expected buffer with sequence number "
                 f"{self.expected_sequence_number}, but received {sequence_number}."))
             return
-        self.expected_sequence_number += 1
+        self.expected_sequence_number = next_sequence_number(self.expected_sequence_number)
         if backlog >= 0:
             self.on_sender_backlog(backlog)
 

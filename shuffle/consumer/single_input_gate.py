@@ -19,9 +19,9 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
+from shuffle.java_int import INT_MAX
 from shuffle.serialization.event_serializer import deserialize_event
 
-INT_MAX = 2**31 - 1
 
 
 class GateBuffersSpec(NamedTuple):

@@ -22,12 +22,13 @@ from shuffle.api.events import EndOfPartitionEvent
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.buffer_builder import BufferConsumer
 from shuffle.buffer.data_type import DataType
+from shuffle.errors import IllegalStateError
+from shuffle.java_int import INT_MAX, next_sequence_number
 from shuffle.serialization.event_serializer import serialize_event
 
 if TYPE_CHECKING:
     from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 
-INT_MAX = 2**31 - 1
 _END_OF_PARTITION = serialize_event(EndOfPartitionEvent())
 
 
@@ -56,6 +57,8 @@ class PipelinedSubpartition:
         self.sequence_number = 0
         self.receiver_exclusive_buffers = receiver_exclusive_buffers
         self.desired_buffer_size = INT_MAX
+        self.total_number_of_buffers = 0  # buffers and events added
+        self.total_number_of_bytes = 0  # bytes handed to the reader
 
     # -- derived state -----------------------------------------------------------------
 
@@ -93,18 +96,23 @@ class PipelinedSubpartition:
             consumer.close()
             return -1
         view = self.read_view
+        notify_priority = False
         if consumer.data_type.has_priority:
             self._buffers.insert(self._num_priority, (consumer, partial_record_length))
             self._num_priority += 1
-            if self._num_priority == 1 and not self.is_blocked and view is not None:
-                view.notify_priority_event(self.sequence_number + self._num_priority - 1)
-            return self.desired_buffer_size
-        self._buffers.append((consumer, partial_record_length))
+            notify_priority = self._num_priority == 1 and not self.is_blocked
+        else:
+            self._buffers.append((consumer, partial_record_length))
+        self.total_number_of_buffers += 1
         if consumer.is_buffer:
             self.buffers_in_backlog += 1
-        if finish or (view is not None and not self.flush_requested and not self.is_blocked
-                      and self._number_of_finished_buffers() == 1):
-            if view is not None:
+        # As Flink: a priority add still runs the data-available check.
+        notify_data = finish or (view is not None and not self.flush_requested and not self.is_blocked
+                                 and self._number_of_finished_buffers() == 1)
+        if view is not None:
+            if notify_priority:
+                view.notify_priority_event(self.sequence_number)
+            if notify_data:
                 view.notify_data_available()
         return self.desired_buffer_size
 
@@ -136,6 +144,10 @@ class PipelinedSubpartition:
             if len(buffers) == 1:
                 self.flush_requested = False
             finished = consumer.is_finished()
+            if not finished and len(buffers) > 1:
+                buffer.recycle()
+                raise IllegalStateError("When there are multiple buffers, an unfinished bufferConsumer can not be "
+                                        "at the head of the buffers queue.")
             if finished:
                 buffers.popleft()
                 if self._num_priority:
@@ -157,7 +169,8 @@ class PipelinedSubpartition:
             self.is_blocked = True
         next_type = self.next_buffer_type() if self.is_data_available() else DataType.NONE
         seq = self.sequence_number
-        self.sequence_number += 1
+        self.sequence_number = next_sequence_number(seq)
+        self.total_number_of_bytes += buffer.size
         return BufferAndBacklog(buffer, self.get_buffers_in_backlog(), next_type, seq)
 
     def resume_consumption(self) -> None:

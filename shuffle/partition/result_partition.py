@@ -14,7 +14,8 @@ from typing import Protocol
 from shuffle import kernel
 from shuffle.buffer.buffer_builder import BufferBuilder, BufferConsumer
 from shuffle.buffer.local_buffer_pool import UNKNOWN_CHANNEL, LocalBufferPool
-from shuffle.buffer.network_buffer_pool import INT_MAX, NetworkBufferPool
+from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+from shuffle.java_int import INT_MAX
 from shuffle.config import NetworkConfig
 from shuffle.partition.pipelined_subpartition import PipelinedSubpartition
 from shuffle.partition.result_partition_type import ResultPartitionType

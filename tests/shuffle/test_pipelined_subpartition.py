@@ -1,9 +1,13 @@
 """Notification, visibility and backlog rules of PipelinedSubpartition (spec 2.4)."""
 
+import pytest
+
 from shuffle.api.events import CheckpointBarrier, CheckpointOptions, AlignmentType
 from shuffle.buffer.buffer_builder import BufferBuilder, BufferConsumer
 from shuffle.buffer.buffer import MemorySegment
 from shuffle.buffer.data_type import DataType
+from shuffle.errors import IllegalStateError
+from shuffle.java_int import INT_MAX, INT_MIN
 from shuffle.partition.pipelined_subpartition import PipelinedSubpartition
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.serialization.event_serializer import serialize_event
@@ -132,3 +136,41 @@ def test_sequence_numbers_and_finish():
         seqs.append((n.sequence_number, n.buffer.data_type))
     assert seqs == [(0, DataType.DATA_BUFFER), (1, DataType.EVENT_BUFFER)]
     assert sub.add(builder().create_buffer_consumer_from(0)) == -1
+
+
+
+def finished_consumer(nbytes):
+    b = builder(nbytes)
+    consumer = b.create_buffer_consumer_from(0)
+    b.append(memoryview(b"x" * nbytes))
+    b.finish()
+    return consumer
+
+
+def test_a_priority_add_still_notifies_data_availability_as_flink_does():
+    sub, listener, _ = setup()
+    sub.add(finished_consumer(32))  # its consumer has not seen "finished" yet: not visible
+    assert listener.data == 0
+    sub.add(BufferConsumer.for_event(serialize_event(barrier(AlignmentType.UNALIGNED)),
+                                     DataType.PRIORITIZED_EVENT_BUFFER))
+    assert listener.priority == [0]  # Flink passes the current sequence number
+    assert listener.data == 1  # two elements now: the data-available check fires on a priority add too
+
+
+def test_polling_behind_two_unfinished_buffers_is_an_illegal_state():
+    sub, _, _ = setup()
+    for _ in range(2):
+        b = builder()
+        sub.add(b.create_buffer_consumer_from(0))
+        b.append(memoryview(b"y" * 8))
+    with pytest.raises(IllegalStateError, match="unfinished bufferConsumer"):
+        sub.poll_buffer()
+
+
+def test_sequence_numbers_wrap_as_java_ints_and_totals_are_counted():
+    sub, _, _ = setup()
+    sub.sequence_number = INT_MAX
+    sub.add(finished_consumer(32))
+    sub.add(finished_consumer(16))
+    assert [sub.poll_buffer().sequence_number for _ in range(2)] == [INT_MAX, INT_MIN]
+    assert sub.total_number_of_buffers == 2 and sub.total_number_of_bytes == 48
