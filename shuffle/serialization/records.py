@@ -170,7 +170,11 @@ class FixedWidthRecords:
 
     def take(self, indices_or_mask: np.ndarray | Sequence[int]) -> FixedWidthRecords:
         """The records at the given indices, or where a boolean mask is true."""
-        return FixedWidthRecords(self.rows[np.asarray(indices_or_mask)], self.format)
+        selector = np.asarray(indices_or_mask)
+        # np.take/np.compress copy whole rows; indexing a structured array goes field by
+        # field and is ~20x slower.
+        rows = np.compress(selector, self.rows) if selector.dtype == bool else np.take(self.rows, selector)
+        return FixedWidthRecords(rows, self.format)
 
     @property
     def record_size(self) -> int:

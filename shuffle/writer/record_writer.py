@@ -66,8 +66,10 @@ class RecordWriter:
         if counts[first] == len(batch):
             runs = [(first, wire)]
         else:
-            order = np.argsort(targets, kind="stable")
-            grouped = memoryview(batch.rows[order].view(np.uint8))
+            # A stable sort of small integers is a radix sort; np.take copies whole rows.
+            order = np.argsort(targets.astype(np.uint16) if self.num_subpartitions <= 65536 else targets,
+                               kind="stable")
+            grouped = memoryview(np.take(batch.rows, order).view(np.uint8))
             runs = []
             offset = 0
             for target in np.flatnonzero(counts).tolist():
