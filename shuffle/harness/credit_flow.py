@@ -240,6 +240,20 @@ class CreditFlowHarness:
         self._stalled[channel] = False
         self._resumed[channel].set()
 
+    def set_writable(self, writable: bool, side: str = "consumer") -> None:
+        """Make one end's connection unwritable (or writable again), as Flink's tests set a
+        channel's writability: "consumer" holds back what the consumer sends (partition
+        requests, AddCredit), "producer" what the producer sends (buffers, events).
+        Simulated link only."""
+        if side == "consumer":
+            streams = [client.stream for client in self.consumer.connection_manager.clients()]
+        elif side == "producer":
+            streams = [handler.stream for handler in self.producer.connection_manager.server_handlers()]
+        else:
+            raise ValueError(f"side must be 'consumer' or 'producer', not {side!r}")
+        for stream in streams:
+            stream.set_writable(writable)
+
     async def settle(self, seconds: float = 0.05) -> None:
         """Let the simulated network and tasks run for `seconds` of virtual time."""
         await kernel.sleep(seconds)

@@ -58,6 +58,14 @@ class ConnectionManager:
     def client(self, address: Any) -> CreditBasedPartitionRequestClientHandler | None:
         return self._clients.get(address)
 
+    def clients(self) -> list[CreditBasedPartitionRequestClientHandler]:
+        """The client connections (inspection: harness)."""
+        return list(self._clients.values())
+
+    def server_handlers(self) -> list[PartitionRequestServerHandler]:
+        """The served connections (inspection: harness)."""
+        return list(self._server_handlers)
+
     async def create_partition_request_client(self, address: Any) -> CreditBasedPartitionRequestClientHandler:
         """The shared connection to `address`, connecting on first use and after it failed."""
         client = self._clients.get(address)

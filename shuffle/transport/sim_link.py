@@ -40,7 +40,7 @@ _EOF = None  # item marking the end of the stream (the peer's FIN)
 class _Direction:
     """What travels one way on a connection: (arrival time, item, size) in FIFO order."""
 
-    __slots__ = ("items", "unread", "link_free_at", "reader", "writers", "reader_closed")
+    __slots__ = ("items", "unread", "link_free_at", "reader", "writers", "reader_closed", "paused")
 
     def __init__(self) -> None:
         self.items: deque[tuple[float, Any, int]] = deque()
@@ -49,6 +49,7 @@ class _Direction:
         self.reader: tuple[sim.Task, int] | None = None  # a reader blocked until an arrival
         self.writers: list[tuple[sim.Task, int]] = []  # writers blocked on a full window
         self.reader_closed = False
+        self.paused = False  # not writable whatever the window (tests, a paused link)
 
     def wake_writers(self) -> None:
         writers, self.writers = self.writers, []
@@ -84,8 +85,16 @@ class SimStream:
     @property
     def writable(self) -> bool:
         """A send now would be taken at once (Netty's `isWritable`, and no send in progress)."""
-        return (not self._sending and not self._closed and not self._out.reader_closed
-                and self._out.unread < self._network.send_window_bytes)
+        out = self._out
+        return (not self._sending and not self._closed and not out.reader_closed and not out.paused
+                and out.unread < self._network.send_window_bytes)
+
+    def set_writable(self, writable: bool) -> None:
+        """Make this end unwritable (or writable again) whatever its window, as Netty's
+        user-defined writability does; sends wait meanwhile."""
+        self._out.paused = not writable
+        if writable:
+            self._out.wake_writers()
 
     def call_soon(self, fn: Any) -> None:
         """Run `fn()` on the connection's event loop: once every runnable task has yielded."""
@@ -117,7 +126,7 @@ class SimStream:
         out = self._out
         window = self._network.send_window_bytes
         self._check_writable()
-        while out.unread >= window:
+        while out.unread >= window or out.paused:
             out.writers.append(sim.block())
             await sim.park()
             self._check_writable()

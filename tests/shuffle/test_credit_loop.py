@@ -192,16 +192,25 @@ async def test_nothing_is_pulled_while_the_connection_is_unwritable_and_credit_m
     await h.emit_buffers(0, 4)  # three visible: two go out, one waits for credit
     await h.settle()
     assert h.receiver(0).queued == 2 and h.sender(0).credit == 0 and h.sender(0).backlog == 1
-    client = h.consumer.connection_manager.client("producer")
-    server_in = client.stream._out  # what the consumer sends: congest it
-    server_in.unread += 10 * 4096  # the producer side does not read: the window is full
+    h.set_writable(False, side="consumer")
     h.consume(0, 2)  # two exclusive buffers come back: two credits to announce
     await h.settle()
     assert h.credits_announced(0) == []
     assert h.channel(0).unannounced_credit == 2
-    server_in.unread -= 10 * 4096
-    server_in.wake_writers()
+    h.set_writable(True, side="consumer")
     await h.settle()
     assert h.credits_announced(0) == [2]
     assert h.receiver(0).queued == 1  # the third buffer followed on the merged credit
     give_back(lent)
+
+
+async def test_an_unwritable_producer_connection_keeps_readers_queued_with_their_credit(credit_flow):
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    h.set_writable(False, side="producer")
+    await h.emit_buffers(0, 3)
+    await h.settle()
+    assert h.receiver(0).queued == 0
+    assert h.sender(0).credit == 2 and h.sender(0).queued == 3  # nothing pulled, credit kept
+    h.set_writable(True, side="producer")
+    await h.settle()
+    assert h.receiver(0).queued == 2 and h.sender(0).queued == 1  # the visible two went out
