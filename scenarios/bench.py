@@ -9,14 +9,14 @@ registered here, one line each: `register_figure("name")(module.function)`.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from graph import Cost, DiscardingSink, StreamExecutionEnvironment
 from scenarios import bench_network, bench_scale
 from taskmgr.cluster import execute
 
-Figure = Callable[[], list[dict[str, Any]]]
+Figure = Callable[[], Iterable[dict[str, Any]]]
 
 FIGURES: dict[str, Figure] = {}
 

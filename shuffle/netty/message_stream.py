@@ -66,7 +66,11 @@ class FramedMessageStream:
         await self.stream.send_all(b"".join(encode(msg)))
 
     async def wait_writable(self) -> None:
-        await self.stream.wait_send_all_might_not_block()
+        # On TCP the writer has no outbound buffer of its own: the socket's send buffer is
+        # Netty's, and send_all waits while it is full. Only the simulated link has a window
+        # to wait for here (asking a real socket would cost an epoll round per frame).
+        if hasattr(self.stream, "writable"):
+            await self.stream.wait_send_all_might_not_block()
 
     def defer(self, fn: Callable[[], None]) -> bool:
         return _defer(self.stream, fn)

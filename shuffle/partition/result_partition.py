@@ -143,7 +143,9 @@ class ResultPartition:
         builder = await self._request_builder(target)
         desired = self.subpartitions[target].add(builder.create_buffer_consumer_from(0), partial_record_length)
         if 0 < desired < builder.capacity:
-            builder.trim(max(self.config.min_segment_size, desired))
+            # Flink's resizeBuffer: never below the rest of the record in progress, which the
+            # new buffer starts with (the debloater itself announces no less than 256 B).
+            builder.trim(max(partial_record_length, desired))
         self._unicast[target] = builder
         return builder
 

@@ -214,3 +214,16 @@ async def test_an_unwritable_producer_connection_keeps_readers_queued_with_their
     h.set_writable(True, side="producer")
     await h.settle()
     assert h.receiver(0).queued == 2 and h.sender(0).queued == 1  # the visible two went out
+
+
+async def test_a_new_buffer_is_trimmed_to_the_announced_size_but_holds_the_rest_of_the_record(credit_flow):
+    """Flink's resizeBuffer: a debloated size applies to new buffers, but a buffer that
+    continues a record keeps room for the rest of it (no 256-byte floor)."""
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    partition, subpartition = h.targets[0]
+    partition.subpartitions[subpartition].set_desired_buffer_size(100)
+    await h.emit(0, 1000)  # one record: 100 bytes fit the first buffer, 900 follow in the next
+    await h.emit(0, 50)  # a new record: a new buffer of at most 100 bytes
+    h.flush(0)
+    await h.settle()
+    assert [event["bytes"] for event in h.buffers_sent(0)] == [100, 900, 50]
