@@ -27,6 +27,14 @@ class AlignmentType(IntEnum):
     FORCED_ALIGNED = 3
 
 
+class EndOfDataStatus(IntEnum):
+    """What an input gate has seen of EndOfData (Flink's `PullingAsyncDataInput.EndOfDataStatus`)."""
+
+    NOT_END_OF_DATA = 0
+    DRAINED = 1
+    STOPPED = 2
+
+
 class StopMode(IntEnum):
     """Why `EndOfData` was sent: drained (end of input, stop --drain) or not."""
 

@@ -11,7 +11,7 @@ from collections import deque
 from typing import NamedTuple
 
 from shuffle import kernel
-from shuffle.api.events import EndOfPartitionEvent
+from shuffle.api.events import EndOfData, EndOfDataStatus, EndOfPartitionEvent, StopMode
 from shuffle.availability import AvailabilityHelper
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.local_buffer_pool import LocalBufferPool
@@ -19,6 +19,7 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
+from shuffle.errors import IllegalStateError
 from shuffle.java_int import INT_MAX
 from shuffle.serialization.event_serializer import deserialize_event
 
@@ -70,6 +71,8 @@ class SingleInputGate:
         self._enqueued: list[bool] = []
         self._end_of_partition: list[bool] = []
         self._num_end_of_partition = 0
+        self._end_of_data: set[int] = set()  # channels that sent EndOfData
+        self._drain_on_end_of_data = True
         self._last_priority_seq: list[int] = []
         self.availability = AvailabilityHelper()
         self.priority_availability = AvailabilityHelper()
@@ -176,6 +179,8 @@ class SingleInputGate:
             if isinstance(event, EndOfPartitionEvent):
                 self._on_end_of_partition(channel)
                 more = bool(self._with_data)
+            elif isinstance(event, EndOfData):
+                self._on_end_of_data(channel, event)
             return BufferOrEvent(None, event, channel.channel_info, more, more_priority, buffer.size)
 
     async def get_next(self) -> BufferOrEvent | None:
@@ -202,6 +207,19 @@ class SingleInputGate:
         channel.release_all_resources()
         if self.is_finished:
             self.availability.set_available()
+
+    def _on_end_of_data(self, channel: InputChannel, event: EndOfData) -> None:
+        if channel.channel_index in self._end_of_data:
+            raise IllegalStateError(f"channel {channel.name} received EndOfData twice")
+        self._end_of_data.add(channel.channel_index)
+        self._drain_on_end_of_data &= event.stop_mode is StopMode.DRAIN
+
+    def has_received_end_of_data(self) -> EndOfDataStatus:
+        """Flink's `hasReceivedEndOfData`: DRAINED once every channel sent EndOfData with
+        drain, STOPPED if all did and any without, else NOT_END_OF_DATA."""
+        if len(self._end_of_data) < len(self.channels):
+            return EndOfDataStatus.NOT_END_OF_DATA
+        return EndOfDataStatus.DRAINED if self._drain_on_end_of_data else EndOfDataStatus.STOPPED
 
     @property
     def is_finished(self) -> bool:

@@ -2,6 +2,7 @@
 
 import pytest
 
+from shuffle import kernel
 from shuffle.buffer.network_buffer_pool import InsufficientBuffersError, NetworkBufferPool
 from shuffle.config import NetworkConfig
 from shuffle.consumer.single_input_gate import gate_buffers_spec
@@ -128,3 +129,29 @@ async def test_unpooled_request_times_out_with_flink_hint(sim_kernel):
     assert nbp.num_total_required_buffers == 1
     for b in held:
         b.close()
+
+
+async def test_destroying_a_pool_wakes_tasks_waiting_for_its_availability(sim_kernel):
+    # Flink's lazyDestroy completes the availability future: a task soft back-pressured on a
+    # partition that gets released must wake (and then fail on its next request), not hang.
+    from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+
+    network = NetworkBufferPool(8, 1024)
+    pool = network.create_buffer_pool(2, 2, num_subpartitions=1)
+    builders = [pool.request_buffer_builder(0) for _ in range(2)]
+    assert not pool.is_available()
+    woke = kernel.Event()
+
+    async def waiter() -> None:
+        await pool.wait_available()
+        woke.set()
+
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await kernel.sleep(1)
+        pool.destroy()
+        for builder in builders:
+            builder.close()
+        with kernel.fail_after(1):
+            await woke.wait()
+    assert network.num_available_segments == 8
