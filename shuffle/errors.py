@@ -13,6 +13,16 @@ class IllegalStateError(RuntimeError):
     """A state the protocol forbids was reached (Flink's `checkState` failing)."""
 
 
+class InvariantViolation(AssertionError):
+    """A rule of the network stack's state no longer holds (a bug, never a user mistake)."""
+
+
+def check(condition: bool, what: str) -> None:
+    """Raise InvariantViolation(`what`) unless `condition` holds."""
+    if not condition:
+        raise InvariantViolation(what)
+
+
 class ProtocolError(IOError):
     """A peer broke the Netty protocol."""
 

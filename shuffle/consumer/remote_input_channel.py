@@ -15,7 +15,7 @@ from shuffle.buffer.data_type import DataType
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, CancelTaskError, InputChannel
-from shuffle.errors import BufferReorderingError, PartitionNotFoundError
+from shuffle.errors import BufferReorderingError, PartitionNotFoundError, check
 from shuffle.java_int import next_sequence_number
 from shuffle.trace import Tracer
 
@@ -141,6 +141,12 @@ class RemoteInputChannel(InputChannel):
             self.unannounced_credit += n
             if previous == 0 and self.client is not None:
                 self.client.notify_credit_available(self)
+
+    def check_invariants(self) -> None:
+        """Priority buffers are a prefix of the received ones; credit is never negative."""
+        check(0 <= self.num_priority <= len(self.received),
+              f"{self.name}: {self.num_priority} priority buffers of {len(self.received)} received")
+        check(self.unannounced_credit >= 0, f"{self.name}: unannounced credit {self.unannounced_credit}")
 
     def get_and_reset_unannounced_credit(self) -> int:
         credit, self.unannounced_credit = self.unannounced_credit, 0

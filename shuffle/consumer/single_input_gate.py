@@ -19,7 +19,7 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
-from shuffle.errors import IllegalStateError
+from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX
 from shuffle.serialization.event_serializer import deserialize_event
 
@@ -207,6 +207,16 @@ class SingleInputGate:
         channel.release_all_resources()
         if self.is_finished:
             self.availability.set_available()
+
+    def check_invariants(self) -> None:
+        """Priority channels are a prefix of the channels with data; each is queued once."""
+        check(0 <= self._num_priority <= len(self._with_data),
+              f"gate {self.gate_index} of {self.owner_name}: {self._num_priority} priority of {len(self._with_data)}")
+        check(sum(self._enqueued) == len(self._with_data),
+              f"gate {self.gate_index} of {self.owner_name}: queued flags disagree with the queue")
+        for channel in self.channels:
+            if isinstance(channel, RemoteInputChannel):
+                channel.check_invariants()
 
     def _on_end_of_data(self, channel: InputChannel, event: EndOfData) -> None:
         if channel.channel_index in self._end_of_data:

@@ -255,8 +255,22 @@ class CreditFlowHarness:
             stream.set_writable(writable)
 
     async def settle(self, seconds: float = 0.05) -> None:
-        """Let the simulated network and tasks run for `seconds` of virtual time."""
+        """Let the simulated network and tasks run for `seconds` of virtual time, then check
+        the stack's invariants (`InvariantViolation` if one broke)."""
         await kernel.sleep(seconds)
+        self.check_invariants()
+
+    def check_invariants(self) -> None:
+        """Backlog equals queued data buffers, priority counts fit their queues, credit >= 0
+        (both ends of every channel)."""
+        for partition in self.partitions:
+            for subpartition in partition.subpartitions:
+                subpartition.check_invariants()
+        for gate in self.gates:
+            gate.check_invariants()
+        for handler in self.producer.connection_manager.server_handlers():
+            for reader in handler.queue.all_readers.values():
+                reader.check_invariants()
 
     # -- state -----------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
-from shuffle.errors import CreditViolationError
+from shuffle.errors import CreditViolationError, check
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 
@@ -73,6 +73,10 @@ class CreditBasedSequenceNumberingViewReader:
         next_type = nxt.next_data_type
         more = next_type is not DataType.NONE and (self._has_credit() or next_type.is_event)
         return ReaderBuffer(nxt.buffer, nxt.buffers_in_backlog, nxt.sequence_number, more)
+
+    def check_invariants(self) -> None:
+        """Credit is never negative."""
+        check(self.num_credits_available >= 0, f"{self.channel_name}: credit {self.num_credits_available}")
 
     # BufferAvailabilityListener
     def notify_data_available(self) -> None:

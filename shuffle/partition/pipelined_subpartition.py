@@ -22,7 +22,7 @@ from shuffle.api.events import EndOfPartitionEvent
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.buffer_builder import BufferConsumer
 from shuffle.buffer.data_type import DataType
-from shuffle.errors import IllegalStateError
+from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX, next_sequence_number
 from shuffle.serialization.event_serializer import serialize_event
 
@@ -195,6 +195,14 @@ class PipelinedSubpartition:
         self.buffers_in_backlog = 0
         if self.read_view is not None:
             self.read_view.notify_data_available()
+
+    def check_invariants(self) -> None:
+        """The backlog counts the queued data buffers; priority elements are a prefix."""
+        data_buffers = sum(1 for consumer, _ in self._buffers if consumer.is_buffer)
+        check(self.buffers_in_backlog == data_buffers,
+              f"{self!r}: backlog {self.buffers_in_backlog} != {data_buffers} queued data buffers")
+        check(0 <= self._num_priority <= len(self._buffers),
+              f"{self!r}: {self._num_priority} priority elements of {len(self._buffers)}")
 
     # -- statistics ----------------------------------------------------------------------
 
