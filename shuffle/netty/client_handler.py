@@ -28,18 +28,21 @@ from shuffle.errors import (
     RemoteTransportError,
     error_from_wire,
 )
+from shuffle.netty.client_outbound import (
+    AckAllUserRecordsProcessedMessage,
+    AddCreditMessage,
+    CancelPartitionRequestMessage,
+    ClientOutboundMessage,
+    NewBufferSizeMessage,
+    PartitionRequestMessage,
+    ResumeConsumptionMessage,
+)
 from shuffle.netty.message_stream import message_stream
 from shuffle.netty.messages import (
-    AckAllUserRecordsProcessed,
-    AddCredit,
     BacklogAnnouncement,
     BufferResponse,
-    CancelPartitionRequest,
     ErrorResponse,
     NettyMessage,
-    NewBufferSize,
-    PartitionRequest,
-    ResumeConsumption,
 )
 from shuffle.trace import Tracer
 from shuffle.transport import ByteStream
@@ -56,7 +59,7 @@ class CreditBasedPartitionRequestClientHandler:
         self.credit_based = credit_based
         self.tracer = tracer
         self.input_channels: dict[str, RemoteInputChannel] = {}
-        self._outbound: deque[tuple[str, RemoteInputChannel, int]] = deque()
+        self._outbound: deque[ClientOutboundMessage | CancelPartitionRequestMessage] = deque()
         self._wakeup: kernel.Event | None = None  # set while the writer task waits for work
         self._write_deferred = False
         self.channel_error: BaseException | None = None
@@ -64,8 +67,8 @@ class CreditBasedPartitionRequestClientHandler:
 
     # -- the client API used by RemoteInputChannel --------------------------------------
 
-    def _enqueue(self, kind: str, channel: RemoteInputChannel | None, arg: object = 0) -> None:
-        self._outbound.append((kind, channel, arg))
+    def _enqueue(self, message: ClientOutboundMessage | CancelPartitionRequestMessage) -> None:
+        self._outbound.append(message)
         self._wake()
 
     def _wake(self) -> None:
@@ -97,23 +100,23 @@ class CreditBasedPartitionRequestClientHandler:
             channel.on_error(self.channel_error)
             return
         self.input_channels[channel.receiver_id] = channel
-        self._enqueue("request", channel)
+        self._enqueue(PartitionRequestMessage(channel, self.credit_based))
 
     def notify_credit_available(self, channel: RemoteInputChannel) -> None:
-        self._enqueue("credit", channel)
+        self._enqueue(AddCreditMessage(channel))
 
     def resume_consumption(self, channel: RemoteInputChannel) -> None:
-        self._enqueue("resume", channel)
+        self._enqueue(ResumeConsumptionMessage(channel))
 
     def acknowledge_all_records_processed(self, channel: RemoteInputChannel) -> None:
-        self._enqueue("ack", channel)
+        self._enqueue(AckAllUserRecordsProcessedMessage(channel))
 
     def notify_new_buffer_size(self, channel: RemoteInputChannel, size: int) -> None:
-        self._enqueue("buffer_size", channel, size)
+        self._enqueue(NewBufferSizeMessage(channel, size))
 
     def close_channel(self, channel: RemoteInputChannel) -> None:
         if self.input_channels.pop(channel.receiver_id, None) is not None:
-            self._enqueue("cancel", channel)
+            self._enqueue(CancelPartitionRequestMessage(channel.receiver_id))
 
     # -- connection loops -----------------------------------------------------------------
 
@@ -199,7 +202,7 @@ class CreditBasedPartitionRequestClientHandler:
             raise RuntimeError(f"Received unknown message from producer: {type(msg).__name__}")
 
     def _outbound_cancel(self, receiver_id: str) -> None:
-        self._enqueue("cancel_id", None, receiver_id)
+        self._enqueue(CancelPartitionRequestMessage(receiver_id))
 
     async def _write_loop(self) -> None:
         connection = self.connection
@@ -216,38 +219,14 @@ class CreditBasedPartitionRequestClientHandler:
         """Build the next outbound message (None when nothing is left to send)."""
         tracer = self.tracer
         while self._outbound:
-            kind, channel, arg = self._outbound.popleft()
-            msg = self._build(kind, channel, arg)
+            outbound = self._outbound.popleft()
+            msg = outbound.build()
             if msg is None:
                 continue
             if tracer.enabled:
-                if kind == "credit":
-                    tracer.emit("credit_announced", channel=channel.name, credit=msg.credit)
-                elif kind == "request":
-                    tracer.emit("partition_request", channel=channel.name, initial_credit=msg.credit)
+                outbound.trace(tracer, msg)
             return msg
         return None
-
-    def _build(self, kind: str, channel: RemoteInputChannel, arg) -> NettyMessage | None:
-        if kind == "cancel_id":
-            return CancelPartitionRequest(arg)
-        if kind == "cancel":
-            return CancelPartitionRequest(channel.receiver_id)
-        if channel.is_released:
-            return None
-        if kind == "request":
-            credit = channel.initial_credit if self.credit_based else 0
-            return PartitionRequest(channel.partition_id, channel.subpartition_index, channel.receiver_id, credit)
-        if kind == "credit":
-            credit = channel.get_and_reset_unannounced_credit()
-            return AddCredit(credit, channel.receiver_id) if credit > 0 else None
-        if kind == "resume":
-            return ResumeConsumption(channel.receiver_id)
-        if kind == "ack":
-            return AckAllUserRecordsProcessed(channel.receiver_id)
-        if kind == "buffer_size":
-            return NewBufferSize(arg, channel.receiver_id)
-        raise ValueError(kind)
 
     def _fail_all(self, cause: BaseException) -> None:
         """Fail every registered channel, once."""
