@@ -7,7 +7,6 @@ the producer (coalesced) in AddCredit messages.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING, Protocol
 
 from shuffle.buffer.buffer import Buffer
@@ -17,6 +16,7 @@ from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, CancelTaskError, InputChannel
 from shuffle.errors import BufferReorderingError, PartitionNotFoundError, check
 from shuffle.java_int import next_sequence_number
+from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.trace import Tracer
 
 if TYPE_CHECKING:
@@ -57,8 +57,7 @@ class RemoteInputChannel(InputChannel):
         self.credit_based = credit_based
         self.partition_request_timeout = partition_request_timeout
         self.tracer = tracer
-        self.received: deque[tuple[Buffer, int]] = deque()
-        self.num_priority = 0
+        self.received: PrioritizedDeque[tuple[Buffer, int]] = PrioritizedDeque()
         self.expected_sequence_number = 0
         self.unannounced_credit = 0
         self.buffer_manager = BufferManager(network_pool, self)
@@ -104,11 +103,10 @@ class RemoteInputChannel(InputChannel):
         was_empty = not self.received
         first_priority = False
         if data_type.has_priority:
-            self.received.insert(self.num_priority, (buffer, sequence_number))
-            self.num_priority += 1
-            first_priority = self.num_priority == 1
+            self.received.add_priority_element((buffer, sequence_number))
+            first_priority = self.received.num_priority_elements == 1
         else:
-            self.received.append((buffer, sequence_number))
+            self.received.add((buffer, sequence_number))
         self.expected_sequence_number = next_sequence_number(self.expected_sequence_number)
         if self.tracer.enabled:
             self.tracer.emit("buffer_received", channel=self.name, seq=sequence_number, backlog=backlog,
@@ -143,9 +141,7 @@ class RemoteInputChannel(InputChannel):
                 self.client.notify_credit_available(self)
 
     def check_invariants(self) -> None:
-        """Priority buffers are a prefix of the received ones; credit is never negative."""
-        check(0 <= self.num_priority <= len(self.received),
-              f"{self.name}: {self.num_priority} priority buffers of {len(self.received)} received")
+        """Credit is never negative."""
         check(self.unannounced_credit >= 0, f"{self.name}: unannounced credit {self.unannounced_credit}")
 
     def get_and_reset_unannounced_credit(self) -> int:
@@ -174,13 +170,11 @@ class RemoteInputChannel(InputChannel):
             if self.is_released:
                 raise CancelTaskError("Queried for a buffer after channel has been released.")
             return None
-        buffer, seq = self.received.popleft()
-        if self.num_priority:
-            self.num_priority -= 1
+        buffer, seq = self.received.poll()
         self.num_bytes_in += buffer.size
         self.num_buffers_in += 1
         next_type = self.received[0][0].data_type if self.received else DataType.NONE
-        return BufferAndAvailability(buffer, next_type, 0, seq, self.num_priority > 0)
+        return BufferAndAvailability(buffer, next_type, 0, seq, self.received.num_priority_elements > 0)
 
     def resume_consumption(self) -> None:
         if self.is_released:
@@ -199,8 +193,7 @@ class RemoteInputChannel(InputChannel):
             return
         self.is_released = True
         while self.received:
-            self.received.popleft()[0].recycle()
-        self.num_priority = 0
+            self.received.poll()[0].recycle()
         self.buffer_manager.release_all_buffers()
         if self.client is not None:
             self.client.close_channel(self)

@@ -7,7 +7,6 @@ into events, tracks end of partition per channel, and owns the gate's floating b
 
 from __future__ import annotations
 
-from collections import deque
 from typing import NamedTuple
 
 from shuffle import kernel
@@ -21,6 +20,7 @@ from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
 from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX
+from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.serialization.event_serializer import deserialize_event
 
 
@@ -66,8 +66,7 @@ class SingleInputGate:
         self.blocking = blocking
         self.channels: list[InputChannel] = []
         self.buffer_pool: LocalBufferPool | None = None
-        self._with_data: deque[InputChannel] = deque()
-        self._num_priority = 0
+        self._with_data: PrioritizedDeque[InputChannel] = PrioritizedDeque()
         self._enqueued: list[bool] = []
         self._end_of_partition: list[bool] = []
         self._num_end_of_partition = 0
@@ -125,23 +124,17 @@ class SingleInputGate:
             return
         if self._end_of_partition[idx]:
             return
+        with_data = self._with_data
         if self._enqueued[idx]:
-            if not priority:
+            # Already queued: only a move into the priority section can change anything.
+            if not priority or not with_data.prioritize(channel):
                 return
-            # Move it into the priority section if it is not there yet.
-            position = self._with_data.index(channel)
-            if position < self._num_priority:
-                return
-            del self._with_data[position]
-        if priority:
-            self._with_data.insert(self._num_priority, channel)
-            self._num_priority += 1
-            if self._num_priority == 1:
-                self.priority_availability.set_available()
         else:
-            self._with_data.append(channel)
-        self._enqueued[idx] = True
-        if len(self._with_data) == 1:
+            with_data.add(channel, priority)
+            self._enqueued[idx] = True
+        if priority and with_data.num_priority_elements == 1:
+            self.priority_availability.set_available()
+        if len(with_data) == 1:
             self.availability.set_available()
 
     # -- polling --------------------------------------------------------------------------
@@ -155,11 +148,10 @@ class SingleInputGate:
                 if not self.is_finished:
                     self.availability.set_unavailable()
                 return None
-            channel = self._with_data.popleft()
-            if self._num_priority:
-                self._num_priority -= 1
-                if self._num_priority == 0:
-                    self.priority_availability.set_unavailable()
+            had_priority = self._with_data.num_priority_elements > 0
+            channel = self._with_data.poll()
+            if had_priority and not self._with_data.num_priority_elements:
+                self.priority_availability.set_unavailable()
             self._enqueued[channel.channel_index] = False
             result = channel.get_next_buffer()
             if result is None:
@@ -171,7 +163,7 @@ class SingleInputGate:
                 self._last_priority_seq[channel.channel_index] = result.sequence_number
             self.num_bytes_in += buffer.size
             more = bool(self._with_data)
-            more_priority = self._num_priority > 0
+            more_priority = self._with_data.num_priority_elements > 0
             if buffer.is_buffer:
                 return BufferOrEvent(buffer, None, channel.channel_info, more, more_priority, buffer.size)
             event = deserialize_event(bytes(buffer.memory()))
@@ -198,20 +190,17 @@ class SingleInputGate:
         self._end_of_partition[idx] = True
         self._num_end_of_partition += 1
         if self._enqueued[idx]:
-            if self._with_data.index(channel) < self._num_priority:
-                self._num_priority -= 1
-                if self._num_priority == 0:
-                    self.priority_availability.set_unavailable()
+            had_priority = self._with_data.num_priority_elements > 0
             self._with_data.remove(channel)
+            if had_priority and not self._with_data.num_priority_elements:
+                self.priority_availability.set_unavailable()
             self._enqueued[idx] = False
         channel.release_all_resources()
         if self.is_finished:
             self.availability.set_available()
 
     def check_invariants(self) -> None:
-        """Priority channels are a prefix of the channels with data; each is queued once."""
-        check(0 <= self._num_priority <= len(self._with_data),
-              f"gate {self.gate_index} of {self.owner_name}: {self._num_priority} priority of {len(self._with_data)}")
+        """Each channel with data is queued once."""
         check(sum(self._enqueued) == len(self._with_data),
               f"gate {self.gate_index} of {self.owner_name}: queued flags disagree with the queue")
         for channel in self.channels:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections import deque
 
 from shuffle import kernel
 from shuffle.consumer.input_channel import InputChannelInfo
 from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
+from shuffle.prioritized_deque import PrioritizedDeque
 
 
 class UnionInputGate:
@@ -20,20 +20,17 @@ class UnionInputGate:
             self._offsets.append(offset)
             offset += gate.num_channels
         # Gates that may have data, FIFO, gates with priority events in a front section.
-        self._with_data: deque[int] = deque(range(len(gates)))
+        self._with_data: PrioritizedDeque[int] = PrioritizedDeque()
+        for index in range(len(gates)):
+            self._with_data.add(index)
         self._queued = [True] * len(gates)
-        self._num_priority = 0
 
     def _queue_gate(self, index: int, priority: bool) -> None:
         if self._queued[index]:
-            if not priority or self._with_data.index(index) < self._num_priority:
-                return
-            self._with_data.remove(index)
-        if priority:
-            self._with_data.insert(self._num_priority, index)
-            self._num_priority += 1
-        else:
-            self._with_data.append(index)
+            if priority:
+                self._with_data.prioritize(index)
+            return
+        self._with_data.add(index, priority)
         self._queued[index] = True
 
     def _requeue_available(self) -> None:
@@ -49,9 +46,7 @@ class UnionInputGate:
     def poll_next(self) -> BufferOrEvent | None:
         self._requeue_available()
         for _ in range(len(self._with_data)):
-            index = self._with_data.popleft()
-            if self._num_priority:
-                self._num_priority -= 1
+            index = self._with_data.poll()
             self._queued[index] = False
             gate = self.gates[index]
             result = gate.poll_next()
@@ -63,7 +58,7 @@ class UnionInputGate:
             channel = InputChannelInfo(result.channel_info.gate_index,
                                        result.channel_info.channel_index + self._offsets[index])
             return result._replace(channel_info=channel, more_available=bool(self._with_data),
-                                   more_priority_events=self._num_priority > 0)
+                                   more_priority_events=self._with_data.num_priority_elements > 0)
         return None
 
     def is_available(self) -> bool:

@@ -15,7 +15,6 @@ are what the credit loop runs on, so they follow Flink to the letter:
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING, NamedTuple
 
 from shuffle.api.events import EndOfPartitionEvent
@@ -24,6 +23,7 @@ from shuffle.buffer.buffer_builder import BufferConsumer
 from shuffle.buffer.data_type import DataType
 from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX, next_sequence_number
+from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.serialization.event_serializer import serialize_event
 
 if TYPE_CHECKING:
@@ -46,8 +46,7 @@ class PipelinedSubpartition:
         self.index = index
         self.parent_name = parent_name
         # (consumer, partial_record_length); priority elements first.
-        self._buffers: deque[tuple[BufferConsumer, int]] = deque()
-        self._num_priority = 0
+        self._buffers: PrioritizedDeque[tuple[BufferConsumer, int]] = PrioritizedDeque()
         self.buffers_in_backlog = 0
         self.read_view: PipelinedSubpartitionView | None = None
         self.is_finished = False
@@ -98,11 +97,10 @@ class PipelinedSubpartition:
         view = self.read_view
         notify_priority = False
         if consumer.data_type.has_priority:
-            self._buffers.insert(self._num_priority, (consumer, partial_record_length))
-            self._num_priority += 1
-            notify_priority = self._num_priority == 1 and not self.is_blocked
+            self._buffers.add_priority_element((consumer, partial_record_length))
+            notify_priority = self._buffers.num_priority_elements == 1 and not self.is_blocked
         else:
-            self._buffers.append((consumer, partial_record_length))
+            self._buffers.add((consumer, partial_record_length))
         self.total_number_of_buffers += 1
         if consumer.is_buffer:
             self.buffers_in_backlog += 1
@@ -149,9 +147,7 @@ class PipelinedSubpartition:
                 raise IllegalStateError("When there are multiple buffers, an unfinished bufferConsumer can not be "
                                         "at the head of the buffers queue.")
             if finished:
-                buffers.popleft()
-                if self._num_priority:
-                    self._num_priority -= 1
+                buffers.poll()
                 consumer.close()
                 if consumer.is_buffer:
                     self.buffers_in_backlog -= 1
@@ -189,20 +185,17 @@ class PipelinedSubpartition:
             return
         self.is_released = True
         while self._buffers:
-            consumer, _ = self._buffers.popleft()
+            consumer, _ = self._buffers.poll()
             consumer.close()
-        self._num_priority = 0
         self.buffers_in_backlog = 0
         if self.read_view is not None:
             self.read_view.notify_data_available()
 
     def check_invariants(self) -> None:
-        """The backlog counts the queued data buffers; priority elements are a prefix."""
+        """The backlog counts the queued data buffers."""
         data_buffers = sum(1 for consumer, _ in self._buffers if consumer.is_buffer)
         check(self.buffers_in_backlog == data_buffers,
               f"{self!r}: backlog {self.buffers_in_backlog} != {data_buffers} queued data buffers")
-        check(0 <= self._num_priority <= len(self._buffers),
-              f"{self!r}: {self._num_priority} priority elements of {len(self._buffers)}")
 
     # -- statistics ----------------------------------------------------------------------
 
