@@ -55,8 +55,9 @@ class Verification:
         received = duplicates = missing = 0
         for origin in set(self.seqs) | set(emitted_per_origin):
             arrays = self.seqs.get(origin, [])
-            seqs = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int64)
-            distinct = np.unique(seqs)
+            seqs = np.sort(np.concatenate(arrays)) if arrays else np.zeros(0, dtype=np.int64)
+            # Distinct values of the sorted array (np.unique hashes, ~10x slower on millions).
+            distinct = seqs[np.concatenate(([True], seqs[1:] != seqs[:-1]))] if len(seqs) else seqs
             received += len(seqs)
             duplicates += len(seqs) - len(distinct)
             expected = emitted_per_origin.get(origin, 0)
@@ -103,8 +104,11 @@ class SinkOperator(StreamOperator):
             seqs = np.fromiter((value[1] for value, _ in records), dtype=np.int64, count=len(records))
         origins = seqs >> ORIGIN_SHIFT
         channel = self.ctx.current_channel
-        for origin in np.unique(origins).tolist():
-            own = seqs[origins == origin]
+        first = int(origins[0])
+        # A channel mostly carries one source subtask's records: skip the grouping then.
+        groups = [first] if (origins == first).all() else np.unique(origins).tolist()
+        for origin in groups:
+            own = seqs if len(groups) == 1 else seqs[origins == origin]
             last = self.last_seq.get((channel, origin), -1)
             self.verification.out_of_order += int(own[0] <= last) + int(np.count_nonzero(np.diff(own) <= 0))
             self.last_seq[channel, origin] = int(own[-1])
