@@ -53,7 +53,11 @@ def summary_of(scenario: Scenario, result: JobResult) -> dict[str, Any]:
         "seed": scenario.seed,
         "status": result.status.value,
         "duration_s": result.duration,
-        "vertices": result.vertex_summaries(),
+        "vertices": [vertex | ({"latency_ms": result.latency_summary(vertex["name"])}
+                               if vertex["name"] in result.latency else {})
+                     for vertex in result.vertex_summaries()],
+        # End to end, source to sink, over the second half of the run (all sinks together).
+        "latency_ms": result.latency_summary(),
         # Per checkpoint: duration, alignment, start delay, persisted bytes. The runtime
         # takes no checkpoints yet (run_scenario rejects scenarios that ask for them).
         "checkpoints": [],

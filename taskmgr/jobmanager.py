@@ -29,6 +29,7 @@ from shuffle import kernel
 from shuffle.netty.connection_manager import Transport
 from shuffle.transport import ByteStream
 from taskmgr.deployment import JobInformation, create_descriptor, execution_id
+from taskmgr.metrics.latency import LatencyHistogram
 from taskmgr.metrics.summary import VertexLayout, vertex_summaries
 from taskmgr.metrics.table import MetricTable
 from taskmgr.operators.sinks import Verification
@@ -72,6 +73,8 @@ class JobResult:
     error: BaseException | None = None
     collected: dict[str, list[Any]] = field(default_factory=dict)
     verifications: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: Sink vertex name -> end-to-end latency of its records over the steady state.
+    latency: dict[str, LatencyHistogram] = field(default_factory=dict)
     records_emitted: int = 0
     records_received: int = 0
     metrics: pa.Table = field(default_factory=lambda: MetricTable().to_arrow())
@@ -89,6 +92,17 @@ class JobResult:
         """Steady state of every vertex (summary.json's `vertices`), in topological order."""
         layouts = [VertexLayout(name, task_managers) for name, task_managers in self.placement.items()]
         return vertex_summaries(self.metrics, layouts, self.duration)
+
+    def latency_summary(self, vertex: str | None = None) -> dict[str, float] | None:
+        """summary.json's `latency_ms` over the steady state: of one sink vertex, or of all
+        sinks together (None: no record reached a sink in that time)."""
+        if vertex is not None:
+            histogram = self.latency.get(vertex)
+            return histogram.summary_ms() if histogram is not None else None
+        overall = LatencyHistogram()
+        for histogram in self.latency.values():
+            overall.merge(histogram)
+        return overall.summary_ms()
 
     def vertex_summary(self, name: str) -> dict[str, Any]:
         """The steady state of the vertex named `name` (or whose chained name starts with it)."""
@@ -322,7 +336,10 @@ def _merge_reports(job: _JobExecution, graph: ExecutionGraph, status: JobStatus,
     collected: dict[str, list[Any]] = {}
     verifications: dict[str, Verification] = {}
     emitted_per_origin: dict[int, int] = {}
+    latency: dict[str, LatencyHistogram] = {}
     for report in reports:
+        for vertex, message in report.get("latency", {}).items():
+            latency.setdefault(vertex, LatencyHistogram()).merge(LatencyHistogram.from_message(message))
         for name, values in report.get("collected", {}).items():
             collected.setdefault(name, []).extend(values)
         for name, verification in report.get("verifications", {}).items():
@@ -338,6 +355,7 @@ def _merge_reports(job: _JobExecution, graph: ExecutionGraph, status: JobStatus,
     return JobResult(
         job.job_id, status, duration, error=job.failure, collected=collected,
         verifications={name: v.report(emitted_per_origin) for name, v in verifications.items()},
+        latency=latency,
         records_emitted=emitted, records_received=received,
         metrics=pa.concat_tables(tables) if tables else MetricTable().to_arrow(),
         invariants={

@@ -190,6 +190,8 @@ class Task:
         writers = [self._record_writer(partition, index, ctx)
                    for index, partition in zip((p.data_set_index for p in descriptor.produced_partitions),
                                                self._partitions)]
+        timeouts = [writer.timeout for writer in writers if writer.timeout >= 0]
+        ctx.flush_timeout = min(timeouts) if timeouts else -1.0
         chain = build_operator_chain(vertex, ctx, writers, env.config.buffer_size)
         self._source = chain.source
         if self._source is None:
@@ -203,8 +205,9 @@ class Task:
             async with kernel.open_nursery() as nursery:
                 for gate in self._gates:
                     nursery.start_soon(gate.request_partitions)
-                for writer in writers:
-                    nursery.start_soon(writer.run_output_flusher)
+                for index, writer in enumerate(writers):
+                    phase = ctx.rng(f"output-flusher-{index}").uniform(0, max(writer.timeout, 0))
+                    nursery.start_soon(writer.run_output_flusher, phase)
                 await self._stream_task.invoke()
                 for partition in self._partitions:
                     partition.finish()

@@ -24,6 +24,7 @@ from shuffle.errors import CreditViolationError
 from shuffle.netty.connection_manager import Transport
 from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.deployment import TaskDeploymentDescriptor
+from taskmgr.metrics.latency import LatencyHistogram
 from taskmgr.metrics.sampler import MetricSampler, MetricSource
 from taskmgr.operators.base import RunControl
 from taskmgr.operators.sinks import Verification
@@ -58,6 +59,8 @@ class TaskServices:
     sampler: MetricSampler
     collected: defaultdict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
     verifications: defaultdict[str, Verification] = field(default_factory=lambda: defaultdict(Verification))
+    #: Sink vertex name -> its subtasks' latency over the steady state (merged).
+    latency: defaultdict[str, LatencyHistogram] = field(default_factory=lambda: defaultdict(LatencyHistogram))
     emitted_per_origin: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
     iteration_channels: dict[tuple[str, int], IterationChannel] = field(default_factory=dict)
 
@@ -86,7 +89,7 @@ class _JobSession:
                  duration: float, sample_period: float) -> None:
         now = kernel.current_time()
         self.graph = graph
-        self.run_control = RunControl(now - start_offset)
+        self.run_control = RunControl(now - start_offset, duration=duration)
         self.end = self.run_control.t0 + duration
         sampler = MetricSampler(sample_period)
         sampler.t0 = self.run_control.t0
@@ -237,6 +240,7 @@ class TaskManager:
             "metrics": job.services.sampler.table.to_arrow(),
             "collected": dict(job.services.collected),
             "verifications": dict(job.services.verifications),
+            "latency": {vertex: histogram.to_message() for vertex, histogram in job.services.latency.items()},
             "emitted_per_origin": dict(job.services.emitted_per_origin),
             "records_emitted": sum(c.records_emitted for c in contexts),
             "records_received": sum(c.records_received for c in contexts),

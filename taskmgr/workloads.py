@@ -78,14 +78,14 @@ class GeneratorState:
     def exhausted(self) -> bool:
         return self.remaining == 0
 
-    def next_batch(self, n: int, timestamp_ms: int) -> FixedWidthRecords:
-        """The next `n` records, all stamped `timestamp_ms` (fewer at the end of a bounded source)."""
+    def next_batch(self, n: int, timestamp_ns: int) -> FixedWidthRecords:
+        """The next `n` records, all stamped `timestamp_ns` (fewer at the end of a bounded source)."""
         if self.remaining is not None:
             n = min(n, self.remaining)
             self.remaining -= n
         seqs = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64)
         self.next_seq += n
-        return FixedWidthRecords.make(self.keys.sample(self.rng, n), seqs, timestamp_ms, self.record_size)
+        return FixedWidthRecords.make(self.keys.sample(self.rng, n), seqs, timestamp_ns, self.record_size)
 
 
 @dataclass(frozen=True)

@@ -95,10 +95,14 @@ class RecordWriter:
     async def wait_available(self) -> None:
         await self.partition.wait_available()
 
-    async def run_output_flusher(self) -> None:
-        """Flush every `timeout` seconds until cancelled (Flink's OutputFlusher thread)."""
+    async def run_output_flusher(self, phase: float = 0.0) -> None:
+        """Flush every `timeout` seconds until cancelled (Flink's OutputFlusher thread), the
+        first time after `phase` seconds: where a flusher thread starts relative to the
+        records is arbitrary in Flink, and a phase of 0 everywhere would align every flush
+        with every paced source in sim mode."""
         if self.timeout <= 0:
             return
+        await kernel.sleep(phase)
         while not self.partition.is_finished:
             await kernel.sleep(self.timeout)
             self.partition.flush_all()

@@ -37,6 +37,11 @@ class RunControl:
 
     t0: float
     costs_enabled: bool = True
+    #: The run's duration (job time): its second half is the steady state summaries report.
+    duration: float = float("inf")
+
+    def in_steady_state(self, job_time: float) -> bool:
+        return self.duration / 2 <= job_time <= self.duration
 
     def job_time(self) -> float:
         return kernel.current_time() - self.t0
@@ -58,6 +63,9 @@ class OperatorContext:
     services: TaskServices
     #: Channel of the buffer being processed (the input processor sets it).
     current_channel: InputChannelInfo | None = None
+    #: The shortest buffer timeout of the task's outputs (s; 0 = flush every record, -1 = none):
+    #: paced sources emit in steps finer than it, so pacing does not hide the flush latency.
+    flush_timeout: float = -1.0
     records_emitted: int = 0
     records_received: int = 0
 
@@ -67,8 +75,9 @@ class OperatorContext:
                    zlib.crc32(purpose.encode()), self.subtask_index]
         return np.random.default_rng(np.random.SeedSequence(entropy))
 
-    def timestamp_ms(self) -> int:
-        return int(self.run.job_time() * 1000)
+    def timestamp_ns(self) -> int:
+        """Now, as a record timestamp: nanoseconds since the job started."""
+        return int(self.run.job_time() * 1e9)
 
     async def charge(self, cost: Cost | None, n: int) -> None:
         """Spend the modelled processing time of `n` records (sleep n * cost now)."""

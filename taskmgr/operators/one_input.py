@@ -16,7 +16,7 @@ import numpy as np
 from graph import OutputTag, StreamNode
 from shuffle.serialization.records import FixedWidthRecords
 from taskmgr.operators.base import OperatorContext, Output, StreamOperator, user_method
-from taskmgr.operators.records import GenericRecords, Records, as_generic
+from taskmgr.operators.records import GenericRecords, NS_PER_MS, Records, as_generic
 
 
 class ProcessContext:
@@ -29,7 +29,8 @@ class ProcessContext:
         self._key: Any = None
 
     def timestamp(self) -> int:
-        return self._timestamp
+        """The record's timestamp in milliseconds (its creation time since the job started)."""
+        return self._timestamp // NS_PER_MS
 
     def get_current_key(self) -> Any:
         return self._key

@@ -3,6 +3,12 @@
 Fixed-width synthetic records stay `FixedWidthRecords` batches (vectorized on the hot
 path); generic records are lists of `(value, timestamp)`. A user function never sees a
 batch: each fixed-width row is handed over as a `SyntheticRecord(key, seq, timestamp)`.
+
+A record's timestamp (the stream element's) is its creation time at the source in
+nanoseconds since the job started (virtual in sim mode); operators keep it, sinks measure
+end-to-end latency with it. Flink leaves the timestamp to the program's timestamp
+assigner; we use the field for latency, and show user functions milliseconds
+(`SyntheticRecord.timestamp`, `ctx.timestamp()`), as PyFlink does.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from typing import Any, NamedTuple, Union
 from shuffle.serialization.records import FixedWidthRecords
 
 GenericRecords = list[tuple[Any, int]]
+NS_PER_MS = 1_000_000
 Records = Union[FixedWidthRecords, GenericRecords]
 
 
@@ -27,7 +34,7 @@ def as_generic(records: Records) -> GenericRecords:
     """`records` as `(value, timestamp)` pairs (fixed-width rows become SyntheticRecords)."""
     if isinstance(records, FixedWidthRecords):
         keys, seqs, stamps = records.keys.tolist(), records.seqs.tolist(), records.timestamps.tolist()
-        return [(SyntheticRecord(k, s, t), t) for k, s, t in zip(keys, seqs, stamps)]
+        return [(SyntheticRecord(k, s, t // NS_PER_MS), t) for k, s, t in zip(keys, seqs, stamps)]
     return records
 
 

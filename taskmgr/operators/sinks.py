@@ -17,6 +17,7 @@ import numpy as np
 
 from graph import CollectSink, DiscardingSink, PrintSink, SinkFunction, StreamNode
 from shuffle.serialization.records import FixedWidthRecords
+from taskmgr.metrics.latency import LatencyMetrics
 from taskmgr.operators.base import OperatorContext, Output, StreamOperator, user_method
 from taskmgr.operators.records import Records, as_generic
 from taskmgr.operators.sources import ORIGIN_SHIFT
@@ -82,10 +83,13 @@ class SinkOperator(StreamOperator):
             self.last_seq: dict[tuple[Any, int], int] = {}
         elif not isinstance(sink, DiscardingSink):
             self.invoke = print if isinstance(sink, PrintSink) else user_method(sink, "invoke")
+        self.latency = LatencyMetrics(ctx.services.latency[ctx.vertex_name])
+        ctx.services.register_metrics(ctx.vertex_name, ctx.subtask_index, self.latency)
 
     async def process(self, records: Records, input_index: int) -> None:
         await self.ctx.charge(self.node.cost, len(records))
         self.ctx.records_received += len(records)
+        self._record_latency(records)
         sink = self.sink
         if isinstance(sink, DiscardingSink):
             return
@@ -96,6 +100,17 @@ class SinkOperator(StreamOperator):
         else:
             for value, _ in as_generic(records):
                 self.invoke(value)
+
+    def _record_latency(self, records: Records) -> None:
+        """End-to-end latency of each record: now minus its creation time (both ns of job time)."""
+        if not len(records):
+            return
+        job_time = self.ctx.run.job_time()
+        if isinstance(records, FixedWidthRecords):
+            created = records.timestamps
+        else:
+            created = np.fromiter((timestamp for _, timestamp in records), dtype=np.int64, count=len(records))
+        self.latency.record(int(job_time * 1e9) - created, self.ctx.run.in_steady_state(job_time))
 
     def _verify(self, records: Records) -> None:
         if isinstance(records, FixedWidthRecords):

@@ -28,7 +28,9 @@ DEFAULT_SOURCE_COST = 1e-7
 #: which source subtask a record comes from.
 ORIGIN_SHIFT = 40
 #: A rate-limited generator wakes up when this much time's worth of records is due
-#: (seconds; one record at least), rather than once per record.
+#: (seconds; one record at least), rather than once per record; at most a hundredth of
+#: its output's buffer timeout (per record when that is 0), so that the pacing step stays
+#: small against the flush latency it would otherwise blur.
 RATE_QUANTUM = 0.010
 #: Records per emission of sources of generic records.
 GENERIC_BATCH = 512
@@ -95,6 +97,9 @@ class GeneratorSourceOperator(SourceOperator):
         #: Records of the schedule given up because the source fell too far behind.
         self.forgone = 0
         self.max_burst = max(1, int(source.rate * MAX_BURST_SECONDS))
+        timeout = ctx.flush_timeout
+        step = RATE_QUANTUM if timeout < 0 else min(RATE_QUANTUM, timeout / 100)
+        self.quantum = max(1, int(source.rate * step))
 
     def due(self) -> int:
         if self.schedule is None:
@@ -108,17 +113,16 @@ class GeneratorSourceOperator(SourceOperator):
     def next_records(self, n: int) -> Records | None:
         if self.state.exhausted:
             return None
-        batch = self.state.next_batch(n, self.ctx.timestamp_ms())
+        batch = self.state.next_batch(n, self.ctx.timestamp_ns())
         self.emitted += len(batch)
         self.ctx.services.emitted_per_origin[self.ctx.origin] += len(batch)
         return batch
 
     async def wait_available(self) -> None:
-        """Until the records of one `RATE_QUANTUM` are due (at least one record)."""
+        """Until the records of one pacing step are due (at least one record)."""
         if self.schedule is None:
             await kernel.sleep_forever()
-        quantum = max(1, int(self.schedule.rate * RATE_QUANTUM))
-        await kernel.sleep_until(self.schedule.time_due(self.forgone + self.emitted + quantum))
+        await kernel.sleep_until(self.schedule.time_due(self.forgone + self.emitted + self.quantum))
 
 
 class ListSourceOperator(SourceOperator):
@@ -141,7 +145,7 @@ class ListSourceOperator(SourceOperator):
     def next_records(self, n: int) -> Records | None:
         if self.position >= len(self.values):
             return None
-        timestamp = self.ctx.timestamp_ms()
+        timestamp = self.ctx.timestamp_ns()
         chunk = self.values[self.position:self.position + n]
         self.position += len(chunk)
         return [(value, timestamp) for value in chunk]

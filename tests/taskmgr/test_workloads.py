@@ -50,7 +50,7 @@ def test_keys_are_deterministic_per_seed_vertex_and_subtask():
 def test_generator_batches_have_increasing_seqs_and_stop_at_count():
     source = GeneratorSource(rate=0, record_size=32, keys=KeyDistribution("uniform", num_keys=8), count=250)
     state = GeneratorState.for_subtask(source, seed=3, vertex="Source", subtask=1)
-    batches = [state.next_batch(100, timestamp_ms=t) for t in (5, 6, 7)]
+    batches = [state.next_batch(100, timestamp_ns=t) for t in (5, 6, 7)]
     assert [len(b) for b in batches] == [100, 100, 50]
     assert state.exhausted and len(state.next_batch(100, 8)) == 0
     seqs = np.concatenate([b.seqs for b in batches])

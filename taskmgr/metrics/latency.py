@@ -1,0 +1,134 @@
+"""End-to-end latency: log-linear histograms (HdrHistogram-style) of nanosecond values.
+
+Values below 2^SUB_BITS ns are counted exactly; above, each power of two is split into
+2^SUB_BITS linear sub-buckets, so a bucket is never wider than 1/64 of its values (a
+percentile is within ~1.6 % of the true value) and a histogram is a fixed array of
+counts, whatever the number of records. Recording a batch is one `np.bincount`.
+
+A sink subtask keeps two: one per sample period (`LatencyMetrics`, sampled into
+metrics.parquet as `latencyP50Ms`, ...) and one over the steady state, the second half of
+the run, that the JobManager merges per sink vertex for summary.json's `latency_ms`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+SUB_BITS = 6
+_SUB = 1 << SUB_BITS
+_MAX_EXPONENT = 62  # values up to 2^63 ns
+NUM_BUCKETS = _SUB + (_MAX_EXPONENT - SUB_BITS + 1) * _SUB
+
+#: summary keys -> percentile (None: the mean / max)
+SUMMARY_KEYS = ("mean", "p50", "p90", "p99", "p999", "max")
+_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+_NS_PER_MS = 1e6
+
+
+def bucket_indices(values: np.ndarray) -> np.ndarray:
+    """The bucket of each value (int64 ns, negatives count as 0)."""
+    v = np.maximum(values.astype(np.int64, copy=False), 0)
+    _, exponent = np.frexp(v.astype(np.float64))  # v = m * 2^e, 0.5 <= m < 1: e = bit length
+    shift = np.maximum(exponent.astype(np.int64) - 1 - SUB_BITS, 0)
+    small = v < _SUB
+    # above _SUB: bucket = _SUB + (exponent - 1 - SUB_BITS) * _SUB + (v >> shift) - _SUB
+    return np.where(small, v, shift * _SUB + (v >> shift))
+
+
+def bucket_upper_bounds() -> np.ndarray:
+    """The largest value (ns) of each bucket, for percentiles (HdrHistogram's highest equivalent value)."""
+    index = np.arange(NUM_BUCKETS, dtype=np.int64)
+    shift = np.maximum(index // _SUB - 1, 0)
+    low = np.where(index < _SUB, index, (index - shift * _SUB) << shift)
+    return low + (np.int64(1) << shift) - 1
+
+
+_UPPER = bucket_upper_bounds()
+
+
+class LatencyHistogram:
+    """Counts of latency values (ns) with their exact count, sum and max."""
+
+    __slots__ = ("counts", "count", "total", "max")
+
+    def __init__(self) -> None:
+        self.counts = np.zeros(NUM_BUCKETS, dtype=np.int64)
+        self.count = 0
+        self.total = 0.0
+        self.max = 0
+
+    def record(self, values_ns: np.ndarray) -> None:
+        if not len(values_ns):
+            return
+        values = np.maximum(np.asarray(values_ns, dtype=np.int64), 0)
+        self.counts += np.bincount(bucket_indices(values), minlength=NUM_BUCKETS)
+        self.count += len(values)
+        self.total += float(values.sum())
+        self.max = max(self.max, int(values.max()))
+
+    def merge(self, other: LatencyHistogram) -> None:
+        self.counts += other.counts
+        self.count += other.count
+        self.total += other.total
+        self.max = max(self.max, other.max)
+
+    def percentile(self, q: float) -> int:
+        """The value (ns) at or below which `q` % of the values lie (bucket upper bound, capped
+        at the exact max)."""
+        if not self.count:
+            raise ValueError("no values recorded")
+        rank = max(1, int(np.ceil(q / 100.0 * self.count)))
+        index = int(np.searchsorted(np.cumsum(self.counts), rank))
+        return min(int(_UPPER[index]), self.max)
+
+    def summary_ms(self) -> dict[str, float] | None:
+        """`{"mean", "p50", "p90", "p99", "p999", "max"}` in milliseconds (None if empty)."""
+        if not self.count:
+            return None
+        summary = {"mean": self.total / self.count / _NS_PER_MS}
+        summary.update({key: self.percentile(q) / _NS_PER_MS for key, q in _PERCENTILES.items()})
+        summary["max"] = self.max / _NS_PER_MS
+        return {key: summary[key] for key in SUMMARY_KEYS}
+
+    def to_message(self) -> dict[str, Any]:
+        """The non-empty buckets, for a job report."""
+        nonzero = np.flatnonzero(self.counts)
+        return {"buckets": nonzero.tolist(), "counts": self.counts[nonzero].tolist(), "count": self.count,
+                "total": self.total, "max": self.max}
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any]) -> LatencyHistogram:
+        histogram = cls()
+        histogram.counts[np.asarray(message["buckets"], dtype=np.int64)] = message["counts"]
+        histogram.count, histogram.total, histogram.max = message["count"], message["total"], message["max"]
+        return histogram
+
+
+#: Metric names in metrics.parquet (per sink subtask and sample period).
+PERIOD_METRICS = {"latencyMeanMs": "mean", "latencyP50Ms": "p50", "latencyP90Ms": "p90",
+                  "latencyP99Ms": "p99", "latencyMaxMs": "max"}
+
+
+class LatencyMetrics:
+    """A sink subtask's latency: per sample period (a metric source) and over the steady state."""
+
+    counters: tuple[str, ...] = ()
+
+    def __init__(self, steady: LatencyHistogram) -> None:
+        self.period = LatencyHistogram()
+        self.steady = steady  # shared by the vertex's subtasks in this TaskManager
+
+    def record(self, values_ns: np.ndarray, in_steady_state: bool) -> None:
+        self.period.record(values_ns)
+        if in_steady_state:
+            self.steady.record(values_ns)
+
+    def snapshot(self) -> dict[str, float]:
+        """The period's percentiles (nothing if no record arrived), then a fresh period."""
+        summary = self.period.summary_ms()
+        self.period = LatencyHistogram()
+        if summary is None:
+            return {}
+        return {metric: summary[key] for metric, key in PERIOD_METRICS.items()}

@@ -1,0 +1,93 @@
+"""End-to-end latency: the histogram's accuracy, and what a paced job shows (issue 10's cases)."""
+
+import numpy as np
+import pytest
+
+from graph import DiscardingSink, StreamExecutionEnvironment
+from taskmgr.cluster import execute
+from taskmgr.metrics.latency import LatencyHistogram, LatencyMetrics
+
+
+def test_percentiles_are_within_two_percent_of_the_exact_ones():
+    rng = np.random.default_rng(3)
+    values = np.concatenate([rng.integers(0, 200, 1000), rng.lognormal(14, 2, 50_000).astype(np.int64)])
+    histogram = LatencyHistogram()
+    histogram.record(values[:20_000])
+    other = LatencyHistogram()
+    other.record(values[20_000:])
+    histogram.merge(LatencyHistogram.from_message(other.to_message()))
+    assert histogram.count == len(values) and histogram.max == values.max()
+    for q in (50, 90, 99, 99.9):
+        exact = np.percentile(values, q, method="inverted_cdf")
+        assert histogram.percentile(q) == pytest.approx(exact, rel=0.02, abs=1)
+    summary = histogram.summary_ms()
+    assert summary["mean"] == pytest.approx(values.mean() / 1e6)
+    assert list(summary) == ["mean", "p50", "p90", "p99", "p999", "max"]
+
+
+def test_small_values_are_exact_and_an_empty_histogram_has_no_summary():
+    histogram = LatencyHistogram()
+    assert histogram.summary_ms() is None
+    histogram.record(np.array([0, 1, 2, 3, 127, -5]))
+    assert [histogram.percentile(q) for q in (1, 50, 100)] == [0, 1, 127]  # sorted: 0 0 1 2 3 127
+
+
+def test_a_period_metric_source_reports_and_restarts_and_feeds_the_steady_histogram_only_when_asked():
+    steady = LatencyHistogram()
+    metrics = LatencyMetrics(steady)
+    metrics.record(np.array([2_000_000, 4_000_000]), in_steady_state=False)
+    assert metrics.snapshot()["latencyMaxMs"] == 4.0
+    assert metrics.snapshot() == {}  # a new period without records
+    metrics.record(np.array([1_000_000]), in_steady_state=True)
+    assert steady.count == 1
+
+
+def paced_job(rate: int, timeout: float) -> StreamExecutionEnvironment:
+    """Issue 10's job: a paced source -> rebalance -> a map on the other TaskManager, 16-byte records."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_buffer_timeout(timeout)
+    (env.from_generator(rate=rate, record_size=16).name("Src").rebalance()
+        .map(cost="0ms").name("Map").slot_sharing_group("other").sink_to(DiscardingSink()))
+    return env
+
+
+def latency(rate: int, timeout: float) -> dict[str, float]:
+    result = execute(paced_job(rate, timeout), duration=3, task_managers=2).raise_for_status()
+    return result.latency_summary()
+
+
+def test_a_timeout_shorter_than_the_fill_time_bounds_the_latency():
+    # 1,000 records/s fill a 32 KiB buffer (29 bytes a record) in 1.1 s: the 100 ms flush decides.
+    summary = latency(1000, 0.1)
+    assert summary["p50"] == pytest.approx(50, abs=8)
+    assert 90 <= summary["p99"] <= 101
+    assert summary["max"] <= 101
+
+
+def test_a_buffer_that_fills_first_cuts_the_latency():
+    # 100,000 records/s fill a buffer in 11.3 ms, long before the 100 ms timeout.
+    summary = latency(100_000, 0.1)
+    assert summary["p99"] < 20 and summary["p50"] < 10
+
+
+def test_flushing_every_record_leaves_about_the_link_latency():
+    summary = latency(1000, 0.0)
+    assert summary["p99"] < 0.5  # the link's 50 us, serialization and one task hop
+
+
+def test_latency_is_in_the_run_outputs(tmp_path):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from scenarios.run import run_scenario
+    from scenarios.scenario_file import load_scenario
+
+    scenario = load_scenario("scenarios/library/slow-map-throttled.toml", ["duration=4s"])
+    summary = run_scenario(scenario, tmp_path).summary
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["latency_ms"] == summary["latency_ms"] and written["latency_ms"]["p50"] > 0
+    sinks = [v for v in written["vertices"] if "latency_ms" in v]
+    assert sinks and sinks[0]["latency_ms"]["max"] <= written["latency_ms"]["max"]
+    metric_names = set(pq.read_table(tmp_path / "metrics.parquet")["metric"].to_pylist())
+    assert {"latencyP50Ms", "latencyP99Ms"} <= metric_names
