@@ -23,6 +23,7 @@ from graph import (
     to_dot,
 )
 from scenarios.build import build_program, call_program, load_program
+from scenarios.progress import ProgressPrinter
 from scenarios.scenario_file import ScenarioError, load_scenario
 
 EXIT_FAILED = 1
@@ -44,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", metavar="SCENARIO", help="scenario file (.toml)")
     run.add_argument("--out", required=True, metavar="DIR", help="output folder")
     run.add_argument("--trace", action="store_true", help="also write trace.jsonl (network events)")
+    run.add_argument("--quiet", action="store_true", help="no progress while the run goes on")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a scenario key, e.g. network.buffer_timeout=10ms (repeatable)")
 
@@ -96,10 +98,14 @@ def _run(args: argparse.Namespace) -> int:
     from scenarios.run import OutputDirError, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
+    progress = None if args.quiet else ProgressPrinter(scenario.name, scenario.duration, sys.stderr)
     try:
-        outcome = run_scenario(scenario, Path(args.out), trace=args.trace)
+        outcome = run_scenario(scenario, Path(args.out), trace=args.trace, progress=progress)
     except OutputDirError as e:
         raise UserError(str(e)) from None
+    finally:
+        if progress is not None:
+            progress.close()
     summary = outcome.summary
     print(f"{scenario.name}: {summary['status']} after {summary['duration_s']:.3f} s ({scenario.mode} mode)")
     print(format_table(summary))

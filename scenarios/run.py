@@ -19,7 +19,7 @@ from scenarios.outputs import TRACE_FILE, write_metrics, write_plan, write_summa
 from scenarios.scenario_file import Scenario, ScenarioError
 from shuffle import kernel
 from shuffle.trace import NULL_TRACER, Tracer
-from taskmgr.cluster import ClusterConfig, run_job
+from taskmgr.cluster import ClusterConfig, ProgressCallback, run_job
 from taskmgr.jobmanager import JobConfig, JobResult
 from taskmgr.scheduler import slots_needed
 
@@ -95,7 +95,8 @@ def _make_out_dir(out_dir: Path) -> None:
         raise OutputDirError(f"--out {out_dir}: the folder is not writable")
 
 
-def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False) -> RunOutcome:
+def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
+                 progress: ProgressCallback | None = None) -> RunOutcome:
     """Run `scenario` and write its outputs into `out_dir`.
 
     Raises `ScenarioError` for settings the runtime cannot run and `OutputDirError` for
@@ -115,7 +116,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False) -> RunO
         tracer = NULL_TRACER
         if trace:
             tracer = Tracer(out=stack.enter_context(open(out_dir / TRACE_FILE, "w")))
-        result = kernel.run(run_job, graph, cluster, job, tracer, mode=scenario.mode)
+        result = kernel.run(run_job, graph, cluster, job, tracer, progress, mode=scenario.mode)
     write_metrics(out_dir, result.metrics)
     summary = summary_of(scenario, result)
     write_summary(out_dir, summary)

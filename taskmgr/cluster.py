@@ -8,6 +8,7 @@ JobManager's address, as they would in separate processes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,11 @@ from taskmgr.jobmanager import JobConfig, JobManager, JobResult
 from taskmgr.taskmanager import TaskManager
 
 LOOPBACK = "127.0.0.1:0"
+#: Progress is reported this many times over a run's duration.
+PROGRESS_STEPS = 200
+
+#: Called with (job time in seconds, records emitted by the sources so far).
+ProgressCallback = Callable[[float, int], None]
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,10 @@ class MiniCluster:
         finally:
             self._stopped[tm.name].set()
 
+    def records_emitted(self) -> int:
+        """Records the job's sources emitted so far (in-process TaskManagers only)."""
+        return sum(tm.records_emitted() for tm in self.task_managers.values())
+
     def kill_task_manager(self, name: str) -> None:
         """The TaskManager dies at once: its connections close, its tasks vanish."""
         self._scopes[name].cancel()
@@ -107,19 +117,30 @@ def default_timeout(job: JobConfig) -> float:
 
 
 async def run_job(program: StreamExecutionEnvironment | ExecutionGraph, cluster: ClusterConfig, job: JobConfig,
-                  tracer: Tracer = NULL_TRACER) -> JobResult:
-    """Start a cluster, run one job on it, shut it down (inside a trio run; bounded by
-    `default_timeout`, in the run's clock)."""
+                  tracer: Tracer = NULL_TRACER, progress: ProgressCallback | None = None) -> JobResult:
+    """Start a cluster, run one job on it, shut it down (inside a kernel run; bounded by
+    `default_timeout`, in the run's clock). `progress` is called PROGRESS_STEPS times over
+    the job's duration."""
     graph = _execution_graph(program)
     with kernel.fail_after(default_timeout(job)):
-        return await _run_on_new_cluster(graph, cluster, job, tracer)
+        return await _run_on_new_cluster(graph, cluster, job, tracer, progress)
+
+
+async def _report_progress(mini: MiniCluster, job: JobConfig, progress: ProgressCallback) -> None:
+    start = kernel.current_time()
+    step = job.duration / PROGRESS_STEPS
+    for k in range(1, PROGRESS_STEPS + 1):
+        await kernel.sleep_until(start + k * step)
+        progress(k * step, mini.records_emitted())
 
 
 async def _run_on_new_cluster(graph: ExecutionGraph, cluster: ClusterConfig, job: JobConfig,
-                              tracer: Tracer) -> JobResult:
+                              tracer: Tracer, progress: ProgressCallback | None = None) -> JobResult:
     async with kernel.open_nursery() as nursery:
         mini = MiniCluster(cluster, tracer)
         await mini.start(nursery)
+        if progress is not None:
+            nursery.start_soon(_report_progress, mini, job, progress)
         result = await mini.execute(graph, job)
         await mini.shutdown()
         nursery.cancel_scope.cancel()

@@ -161,6 +161,11 @@ class TaskManager:
                 if self._connection is not None:
                     await self._connection.aclose()
 
+    def records_emitted(self) -> int:
+        """Records the sources of this TaskManager emitted so far, over its running jobs."""
+        return sum(task.context.records_emitted for job in self._jobs.values() for task in job.tasks.values()
+                   if task.context is not None)
+
     async def _follow_jobmanager(self) -> None:
         while True:
             message = await self._connection.receive()

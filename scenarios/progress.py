@@ -1,0 +1,59 @@
+"""Progress of a run on the terminal: virtual time against the duration, records emitted
+so far, and how fast the simulation runs against the wall clock.
+
+On a terminal a one-line bar is redrawn (at most 10 times a wall second); otherwise a
+plain line is printed at most every `PLAIN_INTERVAL` wall seconds, so logs stay short.
+This is the one place that reads the wall clock during a run (the runtime never does).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TextIO
+
+BAR_WIDTH = 24
+REDRAW_INTERVAL = 0.1
+PLAIN_INTERVAL = 5.0
+
+
+class ProgressPrinter:
+    """`printer(job_time, records)` as the runtime's progress callback; `close()` at the end."""
+
+    def __init__(self, label: str, duration: float, stream: TextIO) -> None:
+        self.label = label
+        self.duration = duration
+        self.stream = stream
+        self.on_terminal = stream.isatty()
+        self.start = time.monotonic()
+        self._last_print = self.start
+        self._drawn = False
+
+    def __call__(self, job_time: float, records: int) -> None:
+        now = time.monotonic()
+        interval = REDRAW_INTERVAL if self.on_terminal else PLAIN_INTERVAL
+        if now - self._last_print < interval and job_time < self.duration:
+            return
+        self._last_print = now
+        line = self.line(job_time, records, now - self.start)
+        if self.on_terminal:
+            self.stream.write("\r" + line + "\x1b[K")
+            self._drawn = True
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def line(self, job_time: float, records: int, wall: float) -> str:
+        fraction = min(job_time / self.duration, 1.0) if self.duration > 0 else 1.0
+        speed = job_time / wall if wall > 0 else 0.0
+        text = (f"{self.label}: {job_time:.1f}/{self.duration:g} s  {records:,} records  "
+                f"{speed:.2f}x real time  {wall:.0f} s elapsed")
+        if not self.on_terminal:
+            return text
+        filled = round(fraction * BAR_WIDTH)
+        return f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] " + text
+
+    def close(self) -> None:
+        """End the bar's line (the table follows)."""
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()

@@ -1,0 +1,44 @@
+"""Progress during a run: the runtime reports virtual time and records; the printer draws it."""
+
+import io
+
+from graph import DiscardingSink, StreamExecutionEnvironment
+from scenarios.progress import ProgressPrinter
+from shuffle import kernel
+from shuffle.trace import NULL_TRACER
+from taskmgr.cluster import PROGRESS_STEPS, ClusterConfig, run_job
+from taskmgr.jobmanager import JobConfig
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_runtime_reports_progress_over_the_whole_duration():
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator(rate=1000).name("Gen").sink_to(DiscardingSink())
+    seen = []
+    outcome = kernel.run(run_job, env, ClusterConfig(), JobConfig(duration=2.0), NULL_TRACER,
+                         lambda job_time, records: seen.append((job_time, records)), mode="sim")
+    assert len(seen) == PROGRESS_STEPS and seen[-1][0] == 2.0
+    times, records = zip(*seen)
+    assert list(times) == sorted(times) and list(records) == sorted(records)
+    assert 1900 <= records[-1] <= outcome.records_emitted
+
+
+def test_a_log_gets_plain_lines_and_a_terminal_a_redrawn_bar():
+    log = io.StringIO()
+    printer = ProgressPrinter("job", 10.0, log)
+    printer(1.0, 100)  # within PLAIN_INTERVAL of the start: not printed
+    printer(10.0, 1000)  # the end is always printed
+    printer.close()
+    (line,) = log.getvalue().splitlines()
+    assert line.startswith("job: 10.0/10 s  1,000 records")
+    terminal = Terminal()
+    printer = ProgressPrinter("job", 10.0, terminal)
+    printer._last_print -= 1  # the redraw interval has passed
+    printer(5.0, 500)
+    printer.close()
+    assert terminal.getvalue().startswith("\r[" + "#" * 12 + "." * 12 + "] job: 5.0/10 s  500 records")
+    assert terminal.getvalue().endswith("\n")
