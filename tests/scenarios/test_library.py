@@ -71,3 +71,70 @@ def test_slow_sink_window_backpressure_only_while_the_sink_is_slow(tmp_path: Pat
     assert all(backpressured[t] > 900 for t in range(13, 21))
     assert all(busy[t] < 100 for t in [*range(1, 10), *range(22, 31)])
     assert all(busy[t] > 990 for t in range(12, 21))
+
+
+def test_slow_sink_is_busy_and_backpressures_every_task_upstream(tmp_path: Path) -> None:
+    vertices = run(tmp_path, "slow-sink", "duration=10s")
+    store = vertices["Store: Writer"] if "Store: Writer" in vertices else vertices["Store"]
+    assert store["backpressure_level"] == "ok" and store["metrics"]["busyTimeMsPerSecond"] > 990
+    assert store["metrics"]["numRecordsInPerSecond"] == pytest.approx(500, rel=0.05)
+    assert vertices["Sessionize"]["backpressure_level"] == "high"
+    assert vertices["Clicks"]["backpressure_level"] == "high"
+
+
+def test_buffer_timeout_trades_latency_against_buffers(tmp_path: Path) -> None:
+    def measure(*overrides: str) -> tuple[dict, float]:
+        scenario = load_scenario(LIBRARY / "buffer-timeout-latency.toml", ["duration=6s", *overrides])
+        out = tmp_path / "-".join(overrides or ("default",))
+        summary = run_scenario(scenario, out, trace=True).summary
+        sent = sum('"event":"buffer_sent"' in line for line in (out / "trace.jsonl").open())
+        return summary["latency_ms"], sent / 6
+
+    slow_latency, slow_sent_per_s = measure()
+    fast_latency, fast_sent_per_s = measure("network.buffer_timeout=1ms")
+    assert slow_latency["p50"] == pytest.approx(50, abs=8) and 90 <= slow_latency["p99"] <= 101
+    assert fast_latency["p99"] < 1.1
+    assert slow_sent_per_s == pytest.approx(10, abs=2) and fast_sent_per_s > 50 * slow_sent_per_s
+
+
+def test_a_local_channel_has_no_buffers_of_its_own(tmp_path: Path) -> None:
+    remote = run(tmp_path, "local-vs-remote", "duration=6s")
+    local = run(tmp_path, "local-vs-remote", "duration=6s", "job.stages[Score].slot_sharing_group=default")
+    for vertices in (remote, local):
+        assert vertices["Events"]["backpressure_level"] == "high"
+        assert vertices["Score"]["metrics"]["busyTimeMsPerSecond"] > 990
+    assert remote["Score"]["metrics"]["inPoolUsage"] > 0.9
+    assert local["Score"]["metrics"]["inPoolUsage"] == 0
+    assert local["Score"]["metrics"]["inputExclusiveBuffersUsage"] == 0
+
+
+def test_broadcast_writes_once_and_the_consumers_set_the_pace(tmp_path: Path) -> None:
+    vertices = run(tmp_path, "broadcast-fanout", "duration=6s")
+    source, apply = vertices["Rules"], vertices["Apply"]
+    assert source["backpressure_level"] == "high"
+    assert all(s["metrics"]["numRecordsInPerSecond"] == pytest.approx(1000, rel=0.05) for s in apply["subtasks"])
+    assert all(s["metrics"]["busyTimeMsPerSecond"] > 990 for s in apply["subtasks"])
+    # Written once into a shared buffer, counted per subpartition as Flink does: 4 x 45 bytes.
+    bytes_per_record = source["metrics"]["numBytesOutPerSecond"] / source["metrics"]["numRecordsOutPerSecond"]
+    assert bytes_per_record == pytest.approx(4 * 45, rel=0.05)
+
+
+def test_a_slow_link_backpressures_the_source_while_no_task_is_busy(tmp_path: Path) -> None:
+    vertices = run(tmp_path, "slow-link", "duration=6s")
+    assert vertices["Uploads"]["backpressure_level"] == "high"
+    index = vertices["Index"]["metrics"]
+    assert index["busyTimeMsPerSecond"] < 200 and index["inPoolUsage"] < 0.2
+    # 10 Mbit/s carry ~1,200 records of 1 KiB (1,041 bytes a record on the wire, plus framing).
+    assert index["numRecordsInPerSecond"] == pytest.approx(1200, rel=0.05)
+
+
+def test_floating_buffers_go_to_the_hot_reducers_channels(tmp_path: Path) -> None:
+    from shuffle.partitioner.key_groups import assign_key_to_parallel_operator
+
+    vertices = run(tmp_path, "floating-vs-exclusive", "duration=10s")
+    reducers = vertices["CountPerKey"]
+    hot = max(range(4), key=lambda i: subtask(reducers, i)["numRecordsInPerSecond"])
+    assert subtask(reducers, hot)["busyTimeMsPerSecond"] > 990
+    assert subtask(reducers, hot)["inputFloatingBuffersUsage"] > 0.9
+    assert all(subtask(reducers, i)["inputFloatingBuffersUsage"] == 0 for i in range(4) if i != hot)
+    assert hot == assign_key_to_parallel_operator(0, 128, 4)  # the hot key's subtask
