@@ -71,32 +71,41 @@ class Consumed:
 class CreditFlowHarness:
     def __init__(self, config: NetworkConfig, producer: NettyShuffleEnvironment,
                  consumer: NettyShuffleEnvironment, targets: list[tuple[ResultPartition, int]],
-                 gates: list[SingleInputGate], tracer: Tracer, nursery: Any) -> None:
+                 gates: list[SingleInputGate], tracer: Tracer, nursery: Any,
+                 slots: list[tuple[int, int]] | None = None) -> None:
         self.config = config
         self.producer = producer
         self.consumer = consumer
         self.targets = targets  # channel -> (producing partition, subpartition)
         self.partitions = list(dict.fromkeys(p for p, _ in targets))
         self.gates = gates
+        # channel -> (gate, index in that gate): one gate per channel, or one for all
+        self._slots = slots if slots is not None else [(i, 0) for i in range(len(targets))]
+        self._channel_at = {slot: channel for channel, slot in enumerate(self._slots)}
         self.trace = tracer
         self._nursery = nursery
-        self._stalled = [False] * len(gates)
-        self._resumed = [kernel.Event() for _ in gates]
-        self.consumed: list[list[Consumed]] = [[] for _ in gates]
+        channels = len(targets)
+        self._stalled = [False] * channels
+        self._resumed = [kernel.Event() for _ in range(channels)]
+        self.consumed: list[list[Consumed]] = [[] for _ in range(channels)]
         self._serializer = RecordSerializer(GenericFormat())
-        self._deserializers = [SpanningRecordDeserializer(GenericFormat()) for _ in gates]
-        self.received: list[list[object]] = [[] for _ in gates]
-        self._decode = [False] * len(gates)  # channels fed with `emit_values` carry real records
+        self._deserializers = [SpanningRecordDeserializer(GenericFormat()) for _ in range(channels)]
+        self.received: list[list[object]] = [[] for _ in range(channels)]
+        self._decode = [False] * channels  # channels fed with `emit_values` carry real records
         self._consumer_scopes: list[kernel.CancelScope] = []
 
     @classmethod
     async def start(cls, nursery: Any, config: NetworkConfig | None = None, channels: int = 1,
                     local: bool = False, transport: str = "sim",
-                    separate_producers: bool = False, trace: bool = True) -> "CreditFlowHarness":
+                    separate_producers: bool = False, trace: bool = True,
+                    one_gate: bool = False) -> "CreditFlowHarness":
         """Build the setup with its tasks in `nursery`; partitions are requested before it returns.
 
         Channel i reads subpartition i of one partition, or with `separate_producers` the only
         subpartition of partition i (independent upstream tasks sharing the connection).
+        Each channel has an input gate of its own, or with `one_gate` all channels are the
+        channels of one gate (sharing its floating buffers; `consume` of any channel then
+        polls that gate, and what it returns is filed under the channel it came from).
         `transport` is "sim" (simulated link, on the sim kernel), "sim_frames" (the same link
         carrying encoded frames instead of message objects, as TCP does) or "tcp" (loopback,
         on the realtime kernel).
@@ -125,14 +134,19 @@ class CreditFlowHarness:
         else:
             shared = producer.create_result_partition(PARTITION_ID, channels, owner_name="producer")
             targets = [(shared, i) for i in range(channels)]
+        descriptors = [InputChannelDescriptor(partition.partition_id, subpartition, producer_address)
+                       for partition, subpartition in targets]
+        if one_gate:
+            groups, slots = [descriptors], [(0, i) for i in range(channels)]
+        else:
+            groups, slots = [[d] for d in descriptors], [(i, 0) for i in range(channels)]
         gates = []
-        for index, (partition, subpartition) in enumerate(targets):
-            descriptor = InputChannelDescriptor(partition.partition_id, subpartition, producer_address)
-            gate = consumer.create_input_gate(0, f"consumer-{index}", [descriptor])
+        for index, group in enumerate(groups):
+            gate = consumer.create_input_gate(0, f"consumer-{index}", group)
             await gate.setup()
             await gate.request_partitions()
             gates.append(gate)
-        harness = cls(config, producer, consumer, targets, gates, tracer, nursery)
+        harness = cls(config, producer, consumer, targets, gates, tracer, nursery, slots)
         await harness.settle()
         return harness
 
@@ -140,10 +154,11 @@ class CreditFlowHarness:
     @asynccontextmanager
     async def open(cls, config: NetworkConfig | None = None, channels: int = 1, local: bool = False,
                    transport: str = "sim", separate_producers: bool = False,
-                   trace: bool = True) -> AsyncIterator["CreditFlowHarness"]:
+                   trace: bool = True, one_gate: bool = False) -> AsyncIterator["CreditFlowHarness"]:
         """`start` in a nursery of its own, closed (and checked for leaks) on exit."""
         async with kernel.open_nursery() as nursery:
-            harness = await cls.start(nursery, config, channels, local, transport, separate_producers, trace)
+            harness = await cls.start(nursery, config, channels, local, transport, separate_producers, trace,
+                                      one_gate)
             yield harness
             await harness.close()
             nursery.cancel_scope.cancel()
@@ -193,24 +208,27 @@ class CreditFlowHarness:
     # -- driving the consumers -------------------------------------------------------------
 
     def consume(self, channel: int, n: int = 1) -> list[Consumed]:
-        """Read up to `n` buffers or events of a channel now, recycling each (creates credit)."""
+        """Read up to `n` buffers or events of a channel's gate now, recycling each (creates
+        credit); filed under the channel each came from."""
         out = []
-        gate = self.gates[channel]
+        gate_index = self._slots[channel][0]
+        gate = self.gates[gate_index]
         for _ in range(n):
             result = gate.poll_next()
             if result is None:
                 break
+            source = self._channel_at[gate_index, result.channel_info.channel_index]
             if result.buffer is not None:
                 item = Consumed(result.buffer.data_type, result.size)
-                if self._decode[channel]:
-                    deserializer = self._deserializers[channel]
+                if self._decode[source]:
+                    deserializer = self._deserializers[source]
                     deserializer.add_buffer(result.buffer.memory())
-                    self.received[channel].extend(value for value, _ in deserializer.read())
+                    self.received[source].extend(value for value, _ in deserializer.read())
                 result.buffer.recycle()
             else:
                 item = Consumed(DataType.EVENT_BUFFER, result.size)
+            self.consumed[source].append(item)
             out.append(item)
-        self.consumed[channel].extend(out)
         return out
 
     def auto_consume(self, channel: int, cost_per_buffer: float = 0.0) -> None:
@@ -218,7 +236,7 @@ class CreditFlowHarness:
         self._nursery.start_soon(self._consume_loop, channel, cost_per_buffer)
 
     async def _consume_loop(self, channel: int, cost: float) -> None:
-        gate = self.gates[channel]
+        gate = self.gate(channel)
         with kernel.CancelScope() as scope:
             self._consumer_scopes.append(scope)
             while not gate.is_finished:
@@ -275,7 +293,12 @@ class CreditFlowHarness:
     # -- state -----------------------------------------------------------------------------
 
     def channel(self, index: int) -> RemoteInputChannel | LocalInputChannel:
-        return self.gates[index].channels[0]
+        gate_index, channel_index = self._slots[index]
+        return self.gates[gate_index].channels[channel_index]
+
+    def gate(self, channel: int) -> SingleInputGate:
+        """The input gate a channel belongs to."""
+        return self.gates[self._slots[channel][0]]
 
     def sender(self, index: int) -> SenderState:
         partition, subpartition = self.targets[index]

@@ -227,3 +227,19 @@ async def test_a_new_buffer_is_trimmed_to_the_announced_size_but_holds_the_rest_
     h.flush(0)
     await h.settle()
     assert [event["bytes"] for event in h.buffers_sent(0)] == [100, 900, 50]
+
+
+async def test_channels_of_one_gate_share_its_floating_buffers(credit_flow):
+    """Flink's gate: floating buffers go to whichever channel announces backlog first."""
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096, floating_buffers_per_gate=4), channels=2,
+                          one_gate=True)
+    assert h.gate(0) is h.gate(1) and len(h.gates) == 1
+    await h.emit_buffers(0, 8)  # channel 0 has a backlog: it takes every floating buffer
+    await h.settle()
+    assert h.receiver(0).queued == 6  # 2 exclusive + 4 floating
+    await h.emit_buffers(1, 8)
+    await h.settle()
+    assert h.receiver(1).queued == 2  # only its exclusive buffers: the gate has no floating left
+    assert h.receiver(1).required > 2 + h.receiver(1).floating_free  # it waits for floating buffers
+    h.consume(1, 8)  # polls the shared gate: buffers come from both channels, filed per channel
+    assert len(h.consumed[0]) + len(h.consumed[1]) == 8
