@@ -38,6 +38,7 @@ from shuffle.netty.client_outbound import (
     ResumeConsumptionMessage,
 )
 from shuffle.netty.message_stream import message_stream
+from shuffle.netty.outbound_writer import OutboundWriter
 from shuffle.netty.messages import (
     BacklogAnnouncement,
     BufferResponse,
@@ -60,8 +61,7 @@ class CreditBasedPartitionRequestClientHandler:
         self.tracer = tracer
         self.input_channels: dict[str, RemoteInputChannel] = {}
         self._outbound: deque[ClientOutboundMessage | CancelPartitionRequestMessage] = deque()
-        self._wakeup: kernel.Event | None = None  # set while the writer task waits for work
-        self._write_deferred = False
+        self.writer = OutboundWriter(self.connection, self._next_sealed, self._has_work)
         self.channel_error: BaseException | None = None
         self.closed = False  # the connection ended: the ConnectionManager connects anew
 
@@ -72,28 +72,7 @@ class CreditBasedPartitionRequestClientHandler:
         self._wake()
 
     def _wake(self) -> None:
-        if self._wakeup is None or self._write_deferred:
-            return  # the writer task is busy, or a deferred write will see the work
-        if self.connection.defer(self._write_idle):
-            self._write_deferred = True
-        else:
-            self._wakeup.set()
-            self._wakeup = None
-
-    def _write_idle(self) -> None:
-        """On the connection's event loop: write while writable, for the idle writer task."""
-        connection = self.connection
-        try:
-            while self._wakeup is not None and connection.can_send_now():
-                msg = self._next_message()
-                if msg is None:
-                    return
-                connection.send_now(connection.seal(msg))
-        finally:
-            self._write_deferred = False
-        if self._wakeup is not None and self._outbound:
-            self._wakeup.set()  # not writable: the task waits for the connection
-            self._wakeup = None
+        self.writer.wake()
 
     def request_subpartition(self, channel: RemoteInputChannel) -> None:
         if self.channel_error is not None:
@@ -124,7 +103,7 @@ class CreditBasedPartitionRequestClientHandler:
         """Read and write until the connection ends; any failure fails every channel."""
         try:
             async with kernel.open_nursery() as nursery:
-                nursery.start_soon(self._write_loop)
+                nursery.start_soon(self.writer.run)
                 await self._read_loop()
                 nursery.cancel_scope.cancel()
         except* (kernel.BrokenResourceError, kernel.ClosedResourceError, OSError) as group:
@@ -204,16 +183,12 @@ class CreditBasedPartitionRequestClientHandler:
     def _outbound_cancel(self, receiver_id: str) -> None:
         self._enqueue(CancelPartitionRequestMessage(receiver_id))
 
-    async def _write_loop(self) -> None:
-        connection = self.connection
-        while True:
-            await connection.wait_writable()
-            msg = self._next_message()
-            if msg is None:
-                self._wakeup = wakeup = kernel.Event()
-                await wakeup.wait()
-                continue
-            await connection.send(msg)
+    def _next_sealed(self) -> object | None:
+        msg = self._next_message()
+        return None if msg is None else self.connection.seal(msg)
+
+    def _has_work(self) -> bool:
+        return bool(self._outbound)
 
     def _next_message(self) -> NettyMessage | None:
         """Build the next outbound message (None when nothing is left to send)."""

@@ -6,10 +6,8 @@ send at the back, so readers take turns on the shared connection. As in Flink's
 `writeAndFlushNextMessageIfPossible`, nothing is taken off the queue while the connection
 is not writable: the reader stays queued with its credit, and no buffer is pulled.
 
-The writer is a task that waits for work and for writability. On the simulated link, work
-that arrives while the task is idle is written from the connection's event loop instead
-(`MessageStream.defer`): the same hop as Flink's hand-over to the Netty thread, without a
-task wakeup per buffer.
+The writing itself (writability, the writer task, deferred writes on the simulated link)
+is the connection's `OutboundWriter`.
 """
 
 from __future__ import annotations
@@ -17,8 +15,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable
 
-from shuffle import kernel
 from shuffle.netty.message_stream import MessageStream
+from shuffle.netty.outbound_writer import OutboundWriter
 from shuffle.netty.messages import BacklogAnnouncement, BufferResponse, ErrorResponse, NettyMessage
 from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
 from shuffle.trace import Tracer
@@ -32,32 +30,10 @@ class PartitionRequestQueue:
         self.all_readers: dict[str, CreditBasedSequenceNumberingViewReader] = {}
         self._control: deque[NettyMessage] = deque()
         self.fatal_error = False
-        self._wakeup: kernel.Event | None = None  # set while the writer task waits for work
-        self._write_deferred = False
+        self.writer = OutboundWriter(connection, self._next_sealed, self._has_work)
 
     def _wake(self) -> None:
-        if self._wakeup is None or self._write_deferred:
-            return  # the writer task is busy, or a deferred write will see the work
-        if self.connection.defer(self._write_idle):
-            self._write_deferred = True
-        else:
-            self._wakeup.set()
-            self._wakeup = None
-
-    def _write_idle(self) -> None:
-        """On the connection's event loop: write while writable, for the idle writer task."""
-        connection = self.connection
-        try:
-            while self._wakeup is not None and connection.can_send_now():
-                sealed = self._next_sealed()
-                if sealed is None:
-                    return
-                connection.send_now(sealed)
-        finally:
-            self._write_deferred = False
-        if self._wakeup is not None and (self._control or self.available_readers):
-            self._wakeup.set()  # not writable: the task waits for the connection
-            self._wakeup = None
+        self.writer.wake()
 
     def send_control(self, msg: NettyMessage) -> None:
         """Queue a non-buffer message (error, backlog announcement) ahead of buffers."""
@@ -123,15 +99,10 @@ class PartitionRequestQueue:
 
     async def run_writer(self) -> None:
         """Write control messages and buffers, one at a time, until cancelled."""
-        connection = self.connection
-        while True:
-            await connection.wait_writable()
-            sealed = self._next_sealed()
-            if sealed is None:
-                self._wakeup = wakeup = kernel.Event()
-                await wakeup.wait()
-                continue
-            await connection.send_sealed(sealed)
+        await self.writer.run()
+
+    def _has_work(self) -> bool:
+        return bool(self._control or self.available_readers)
 
     def _next_sealed(self) -> object | None:
         """The next message to write, sealed (a buffer is pulled and recycled here), or None."""
