@@ -137,6 +137,8 @@ def format_comparison(comparison: Comparison) -> str:
     if settings:
         lines.append(f"settings that differ ({len(settings)} of {len(comparison.settings)}):")
         lines.append(_columns([["setting", *labels], *_table_rows(settings, False)]))
+    elif not comparison.settings:
+        lines.append("settings: not recorded (runs made before summary.json had 'settings')")
     else:
         lines.append(f"settings: all {len(comparison.settings)} equal")
     results = [row for row in comparison.results if row.differs]

@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from scenarios.channels import ChannelTimeline, Steps
-from scenarios.report.data import MetricSeries, Run, bucket_extremes, bucket_mean
+from scenarios.report.data import Aggregate, MetricSeries, Run, bucket_extremes, bucket_mean
 from taskmgr.metrics.backpressure import LOW_MAX_RATIO, OK_MAX_RATIO, backpressure_level
 
 MAX_POINTS = 2000
@@ -71,9 +71,9 @@ def _color(i: int) -> str:
 
 
 def _series(metrics: MetricSeries, vertex: str, metric: str, subtask: int | None,
-            how: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+            how: Aggregate | None = None) -> tuple[np.ndarray, np.ndarray]:
     if subtask is None:
-        t, v = metrics.vertex(vertex, metric, how)  # type: ignore[arg-type]
+        t, v = metrics.vertex(vertex, metric, how)
     else:
         t, v = metrics.subtask(vertex, metric, subtask)
     return bucket_mean(t, v, MAX_POINTS)
