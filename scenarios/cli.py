@@ -1,4 +1,4 @@
-"""The `shufflesim` command: run, plan, bench.
+"""The `shufflesim` command: run, plan, report, compare, trace, bench.
 
 User mistakes (a missing file, a bad key or value, an unknown program) print one line
 `shufflesim: error: ...` and exit with code 2; a job that fails prints its root cause and
@@ -11,7 +11,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from graph import (
@@ -23,6 +23,8 @@ from graph import (
     to_dot,
 )
 from scenarios.build import build_program, call_program, load_program
+from scenarios.channels import TraceFileError
+from scenarios.outputs import RunFolderError
 from scenarios.progress import ProgressPrinter
 from scenarios.scenario_file import ScenarioError, load_scenario
 
@@ -40,8 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run a scenario and write its outputs",
-                              description="Run a scenario file; write plan.json, metrics.parquet, summary.json "
-                                          "(and trace.jsonl with --trace) into --out, print a per-vertex table.")
+                              description="Run a scenario file; write plan.json, metrics.parquet, summary.json, "
+                                          "report.html (and trace.jsonl with --trace) into --out, print a "
+                                          "per-vertex table.")
     run.add_argument("scenario", metavar="SCENARIO", help="scenario file (.toml)")
     run.add_argument("--out", required=True, metavar="DIR", help="output folder")
     run.add_argument("--trace", action="store_true", help="also write trace.jsonl (network events)")
@@ -59,6 +62,25 @@ def _parser() -> argparse.ArgumentParser:
     output.add_argument("--dot", action="store_true", help="print the JobGraph in Graphviz DOT instead")
     plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                       help="override a scenario key (scenario files only)")
+
+    report = commands.add_parser("report", help="(re)make a run's report.html from its files",
+                                 description="Write report.html (plots of the run) into a run folder.")
+    report.add_argument("run_dir", metavar="RUN_DIR", help="the --out folder of a run")
+    report.add_argument("--out", metavar="FILE", help="write here instead of RUN_DIR/report.html")
+
+    compare = commands.add_parser("compare", help="what differs between runs (settings, steady state)",
+                                  description="Print the settings and steady-state results that differ between "
+                                              "runs (changes against the first); write an HTML page with the "
+                                              "runs' plots overlaid.")
+    compare.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="--out folders of runs (two or more)")
+    compare.add_argument("--out", default="compare.html", metavar="FILE",
+                         help="the HTML comparison (default: compare.html in the current folder)")
+
+    trace = commands.add_parser("trace", help="write a run's Perfetto / Chrome trace (trace.perfetto.json)",
+                                description="Convert a run's metrics.parquet (task states) and trace.jsonl "
+                                            "(channels, with --trace) into trace-event JSON for ui.perfetto.dev.")
+    trace.add_argument("run_dir", metavar="RUN_DIR", help="the --out folder of a run")
+    trace.add_argument("--out", metavar="FILE", help="write here instead of RUN_DIR/trace.perfetto.json")
 
     bench = commands.add_parser("bench", help="print performance figures as JSON lines",
                                 description="Compute performance figures; one JSON object per line.")
@@ -95,6 +117,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from scenarios.report import REPORT_FILE
     from scenarios.run import OutputDirError, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
@@ -114,10 +137,45 @@ def _run(args: argparse.Namespace) -> int:
     for violation in summary["invariants"]["violations"]:
         print(f"invariant broken: {violation}")
     print(f"outputs in {args.out}")
+    print(f"report {Path(args.out) / REPORT_FILE}")
     if "error" in summary:
         print(f"shufflesim: job failed: {summary['error']}", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_FAILED if summary["invariants"]["violations"] else 0
+
+
+def _written(write: Callable[[], Path]) -> Path:
+    """The file `write` wrote; a folder or file it cannot write is the user's mistake."""
+    try:
+        return write()
+    except OSError as e:
+        raise UserError(f"{e.filename or 'output'}: cannot write: {e.strerror}") from None
+
+
+def _report(args: argparse.Namespace) -> int:
+    from scenarios.report import write_report
+
+    print(f"report {_written(lambda: write_report(args.run_dir, args.out))}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from scenarios.compare import compare_runs, format_comparison, write_comparison
+
+    if len(args.run_dirs) < 2:
+        raise UserError("compare needs two or more run folders")
+    comparison = compare_runs(args.run_dirs)
+    print(format_comparison(comparison))
+    print(f"\ncomparison {_written(lambda: write_comparison(comparison, args.out))}")
+    return 0
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from scenarios.perfetto import write_perfetto
+
+    path = _written(lambda: write_perfetto(args.run_dir, args.out))
+    print(f"trace {path} (open it in ui.perfetto.dev)")
+    return 0
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -133,10 +191,12 @@ def _bench(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    command = {"run": _run, "plan": _plan, "bench": _bench}[args.command]
+    command = {"run": _run, "plan": _plan, "report": _report, "compare": _compare, "trace": _trace,
+               "bench": _bench}[args.command]
     try:
         return command(args)
-    except (UserError, ScenarioError, UnsupportedOperationException, IllegalStateException) as e:
+    except (UserError, ScenarioError, RunFolderError, TraceFileError, UnsupportedOperationException,
+            IllegalStateException) as e:
         print(f"shufflesim: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -2,7 +2,8 @@
 
 Builds the scenario's program, compiles it, runs it in the scenario's mode (sim:
 virtual time, deterministic for the seed; realtime: TCP on loopback), then writes
-plan.json, metrics.parquet, summary.json and (with a trace) trace.jsonl.
+plan.json, metrics.parquet, summary.json, (with a trace) trace.jsonl and, from those,
+report.html.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from typing import Any
 from graph import ExecutionGraph, plan_json
 from scenarios.build import build_program
 from scenarios.outputs import TRACE_FILE, write_metrics, write_plan, write_summary
-from scenarios.scenario_file import Scenario, ScenarioError
+from scenarios.report import write_report
+from scenarios.scenario_file import Scenario, ScenarioError, settings_of
 from shuffle import kernel
 from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.cluster import ClusterConfig, ProgressCallback, run_job
@@ -63,6 +65,8 @@ def summary_of(scenario: Scenario, result: JobResult) -> dict[str, Any]:
         "checkpoints": [],
         "records": {"emitted": result.records_emitted, "received": result.records_received},
         "invariants": result.invariants | {"violations": result.invariant_violations()},
+        # The scenario as it ran (defaults and --set applied), for reports and `shufflesim compare`.
+        "settings": settings_of(scenario),
     }
     if result.error is not None:
         summary["error"] = f"{type(result.error).__name__}: {result.error}"
@@ -120,6 +124,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
     write_metrics(out_dir, result.metrics)
     summary = summary_of(scenario, result)
     write_summary(out_dir, summary)
+    write_report(out_dir)
     return RunOutcome(summary, result)
 
 

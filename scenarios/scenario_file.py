@@ -28,7 +28,7 @@ import itertools
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -456,6 +456,17 @@ class Scenario:
             return self.network.to_network_config(self.cluster.network_memory)
         except ScenarioError as e:
             raise ScenarioError(f"{self.source_path}: {e}") from None
+
+
+def settings_of(value: Any) -> Any:
+    """Settings as plain JSON values keyed as in scenario files (defaults included; times in
+    seconds, sizes in bytes, bandwidth in bytes/s; None: not set, the API's default applies)."""
+    if is_dataclass(value):
+        return {f.metadata.get("key") or f.name: settings_of(getattr(value, f.name))
+                for f in fields(value) if "parse" in f.metadata}
+    if isinstance(value, tuple):
+        return [settings_of(item) for item in value]
+    return value
 
 
 def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:

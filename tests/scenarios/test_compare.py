@@ -1,0 +1,79 @@
+"""`shufflesim compare` on real runs: differing settings and steady state, and compare.html."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scenarios.cli import main
+from scenarios.compare import change, compare_runs
+from scenarios.report.figures import overlay_figure
+
+LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("runs")
+    base = ["run", str(LIBRARY / "slow-map.toml"), "--set", "duration=4s"]
+    assert main([*base, "--out", str(root / "slow")]) == 0
+    assert main([*base, "--out", str(root / "fast"), "--set", "job.stages[SlowMap].cost=2ms",
+                 "--set", "network.buffer_timeout=1ms"]) == 0
+    return root / "slow", root / "fast"
+
+
+def test_compare_prints_what_differs_and_writes_compare_html(
+        runs: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    capsys.readouterr()
+    assert main(["compare", *map(str, runs)]) == 0
+    printed = capsys.readouterr().out
+    lines = printed.splitlines()
+    settings = lines[lines.index(next(line for line in lines if line.startswith("settings that differ"))) + 1:]
+    settings = settings[1:settings.index("")]
+    assert [line.split()[0] for line in settings] == ["job.stages[SlowMap].cost", "network.buffer_timeout"]
+    assert settings[0].split()[1:] == ["0.005", "0.002", "(-60.0%)"]
+    slow_map_in = next(line for line in lines if "SlowMap -> Sink: Writer" in line and "numRecordsInPerSecond" in line)
+    assert slow_map_in.split()[-3:] == ["200", "500", "(+150.0%)"]  # 5 ms -> 2 ms per record
+    assert not any("backpressure level" in line for line in lines)  # equal: not printed
+    assert lines[-1] == "comparison compare.html"
+    page = (tmp_path / "compare.html").read_text()
+    assert "job.stages[SlowMap].cost" in page and page.count("Plotly.newPlot(") == 2  # one per vertex
+
+
+def test_overlay_draws_each_run_in_every_panel(runs: tuple[Path, Path]) -> None:
+    comparison = compare_runs(runs)
+    fig = overlay_figure(comparison.runs, "SlowMap -> Sink: Writer")
+    by_axis: dict[str, list[str]] = {}
+    for trace in fig.data:
+        by_axis.setdefault(trace.yaxis, []).append(trace.name)
+    assert by_axis and all(names == ["slow", "fast"] for names in by_axis.values())
+    titles = [a.text for a in fig.layout.annotations]
+    assert "records in" in titles and "records out" not in titles  # a sink-chained map emits nothing
+
+
+def test_a_run_compared_with_itself_differs_in_nothing(runs: tuple[Path, Path], tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    capsys.readouterr()
+    assert main(["compare", str(runs[0]), str(runs[0]), "--out", str(tmp_path / "same.html")]) == 0
+    printed = capsys.readouterr().out
+    assert "settings: all" in printed and "results: all" in printed and "equal" in printed
+    assert (tmp_path / "same.html").exists()
+
+
+def test_change_is_relative_to_the_first_run() -> None:
+    assert change(200.0, 500.0) == "+150.0%"
+    assert change(1000.0, 999.9) == "-0.01%"
+    assert change(0.0, 3.0) == "+3"
+    assert change(2, 2) == "="
+    assert change("high", "ok") == ""
+
+
+def test_compare_names_a_folder_that_is_no_run(runs: tuple[Path, Path], tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", str(runs[0]), str(tmp_path)]) == 2
+    assert f"{tmp_path / 'summary.json'}: no such file" in capsys.readouterr().err
+    assert main(["compare", *map(str, runs), "--out", str(tmp_path / "no" / "such" / "dir.html")]) == 2
+    assert "cannot write" in capsys.readouterr().err
