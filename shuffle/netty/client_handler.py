@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from shuffle.buffer.buffer import Buffer
+from shuffle.config import DEFAULT_MAX_FRAME_SIZE
 from shuffle.netty.messages import (
     AckAllUserRecordsProcessed,
     AddCredit,
@@ -54,8 +55,10 @@ class RemoteError(IOError):
 
 
 class CreditBasedPartitionRequestClientHandler:
-    def __init__(self, stream: trio.abc.Stream, remote_address: str, credit_based: bool, tracer: Tracer) -> None:
+    def __init__(self, stream: trio.abc.Stream, remote_address: str, credit_based: bool, tracer: Tracer,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.stream = stream
+        self.max_frame_size = max_frame_size
         self.remote_address = remote_address
         self.credit_based = credit_based
         self.tracer = tracer
@@ -116,7 +119,7 @@ class CreditBasedPartitionRequestClientHandler:
             await trio.aclose_forcefully(self.stream)
 
     async def _read_loop(self) -> None:
-        decoder = FrameDecoder()
+        decoder = FrameDecoder(self.max_frame_size)
         while True:
             data = await self.stream.receive_some(RECEIVE_SIZE)
             if not data:

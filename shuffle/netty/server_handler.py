@@ -42,7 +42,7 @@ class PartitionRequestServerHandler:
 
     async def run(self) -> None:
         """Serve until the client closes the connection; then release every reader."""
-        decoder = FrameDecoder()
+        decoder = FrameDecoder(self.config.frame_size_limit)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self.queue.run_writer)

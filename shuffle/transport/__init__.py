@@ -14,6 +14,11 @@ import trio
 StreamHandler = Callable[[trio.abc.Stream], Awaitable[Any]]
 
 
+class ProtocolError(Exception):
+    """A peer's bytes break a protocol on a stream (framing, handshake, message): the
+    connection is closed; never anything else than this connection fails."""
+
+
 class Transport(Protocol):
     async def serve(
         self, address: Hashable, handler: StreamHandler, *, task_status: Any = trio.TASK_STATUS_IGNORED
