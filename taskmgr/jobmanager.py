@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,8 @@ from taskmgr.operators.sinks import Verification
 from taskmgr.rpc import REGISTRY, RpcConnection, RpcError
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
 from taskmgr.task import ExecutionState
+
+log = logging.getLogger(__name__)
 
 #: Operator kinds that emit exactly one record per input record.
 _ONE_TO_ONE = frozenset({"source", "map", "keyed_reduce", "sink"})
@@ -200,7 +203,16 @@ class JobManager:
             task_status.started(self.address)
 
     async def _serve_task_manager(self, stream: trio.abc.Stream) -> None:
+        """Serve one connection; a peer that breaks the protocol is logged and disconnected."""
         connection = RpcConnection(stream)
+        try:
+            await self._follow_task_manager(connection)
+        except RpcError as exc:
+            log.warning("JobManager: closed a connection that broke the protocol: %s", exc)
+        finally:
+            await connection.aclose()
+
+    async def _follow_task_manager(self, connection: RpcConnection) -> None:
         message = await connection.receive()
         if message is None:
             return
