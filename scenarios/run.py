@@ -18,6 +18,7 @@ from scenarios.build import build_program
 from scenarios.outputs import TRACE_FILE, write_metrics, write_plan, write_summary
 from scenarios.scenario_file import Scenario, ScenarioError
 from shuffle.trace import NULL_TRACER, Tracer
+from shuffle.transport.auth import secret_from_text
 from taskmgr import clock
 from taskmgr.cluster import ClusterConfig, run_job
 from taskmgr.jobmanager import JobConfig, JobResult
@@ -33,6 +34,10 @@ TABLE_COLUMNS = (
     ("outPool", "outPoolUsage", "{:.2f}"),
     ("inPool", "inPoolUsage", "{:.2f}"),
 )
+
+
+#: Where a cluster's secret comes from when the scenario does not give one.
+SECRET_VARIABLE = "SHUFFLESIM_SECRET"
 
 
 class OutputDirError(ValueError):
@@ -82,6 +87,19 @@ def _check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
             f"(task_managers = {cluster.task_managers}, slots_per_task_manager = {cluster.slots_per_task_manager})")
 
 
+def cluster_secret(scenario: Scenario) -> bytes | None:
+    """The scenario's `[cluster] secret`, else $SHUFFLESIM_SECRET, else None (random per run)."""
+    text = scenario.cluster.secret
+    if text is None:
+        text = os.environ.get(SECRET_VARIABLE)
+        if text is None:
+            return None
+    try:
+        return secret_from_text(text)
+    except ValueError as e:
+        raise ScenarioError(f"{SECRET_VARIABLE}: {e}") from None
+
+
 def _make_out_dir(out_dir: Path) -> None:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -105,7 +123,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False) -> RunO
     _make_out_dir(out_dir)
     write_plan(out_dir, plan_json(env))
     cluster = ClusterConfig(scenario.mode, scenario.cluster.task_managers, scenario.cluster.slots_per_task_manager,
-                            network)
+                            network, cluster_secret(scenario))
     job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers)
     with contextlib.ExitStack() as stack:
         tracer = NULL_TRACER
