@@ -53,6 +53,8 @@ class ResultPartitionManager:
         with trio.move_on_after(timeout):
             await event.wait()
             return True
+        if self._registered.get(partition_id) is event and not event.statistics().tasks_waiting:
+            del self._registered[partition_id]  # requests for ids that never come leave nothing behind
         return False
 
     def _on_released(self, partition: ResultPartition) -> None:

@@ -249,3 +249,13 @@ async def test_client_fails_the_channels_of_a_corrupted_connection_only(credit_f
 def test_partition_request_round_trip_keeps_attempt_ids():
     msg = PartitionRequest("ds0#1@" + "ab" * 16, 0, "rx", 2)
     assert decode(frame_bytes(msg)) == [msg]
+
+
+async def test_requests_for_partitions_that_never_come_leave_nothing_behind(autojump_clock):
+    from shuffle.partition.result_partition_manager import ResultPartitionManager
+
+    manager = ResultPartitionManager()
+    async with trio.open_nursery() as nursery:
+        for i in range(100):
+            nursery.start_soon(manager.wait_for_partition, f"guess-{i % 10}", 1.0)
+    assert manager._registered == {}
