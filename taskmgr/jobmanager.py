@@ -28,7 +28,7 @@ import trio
 
 from graph import ExecutionGraph
 from shuffle.netty.connection_manager import Transport
-from taskmgr.deployment import JobInformation, create_descriptor, execution_id
+from taskmgr.deployment import JobInformation, create_descriptor, execution_id, new_attempt_ids
 from taskmgr.metrics.summary import VertexLayout, vertex_summaries
 from taskmgr.metrics.table import MetricTable
 from taskmgr.operators.sinks import Verification
@@ -285,10 +285,11 @@ class JobManager:
         job_ref = REGISTRY.put(graph)
         try:
             addresses = {eid: self.task_managers[tm].shuffle_address for eid, tm in job.placement.items()}
+            attempts = new_attempt_ids(graph)
             for vertex in graph.all_execution_vertices:
                 info = JobInformation(job.job_id, job_ref, config.seed, trio.current_time() - start,
                                       config.duration, config.sample_period)
-                descriptor = create_descriptor(vertex, info, addresses)
+                descriptor = create_descriptor(vertex, info, addresses, attempts)
                 await self._send(job.placement[execution_id(vertex)], "deploy_task",
                                  descriptor=descriptor.to_message())
             with trio.move_on_at(start + config.duration):

@@ -25,6 +25,7 @@ from shuffle.netty.messages import (
 )
 from shuffle.netty.partition_request_queue import PartitionRequestQueue
 from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
+from shuffle.partition.result_partition_id import readable_partition_id
 from shuffle.partition.result_partition_manager import PartitionNotFoundError, ResultPartitionManager
 from shuffle.trace import Tracer
 
@@ -80,7 +81,7 @@ class PartitionRequestServerHandler:
         elif kind is PartitionRequest:
             reader = CreditBasedSequenceNumberingViewReader(
                 msg.receiver_id, msg.credit, queue, self.config.credit_based,
-                f"{msg.partition_id}#{msg.subpartition_index}")
+                f"{readable_partition_id(msg.partition_id)}#{msg.subpartition_index}")
             try:
                 reader.request_subpartition_view(self.partition_manager, msg.partition_id, msg.subpartition_index)
             except PartitionNotFoundError:
