@@ -83,7 +83,7 @@ def encode_message(kind: str, **fields: Any) -> bytes:
 def check_message(message: Any) -> dict[str, Any]:
     """`message` if it is one of `MESSAGES` with exactly its fields; `RpcError` otherwise."""
     if type(message) is not dict or type(message.get("type")) is not str:
-        raise RpcError("malformed message: not a map with a 'type'")
+        raise RpcError("malformed message: not a map with a type name")
     kind = message["type"]
     if kind not in MESSAGES:
         raise RpcError(f"unknown message type {kind[:40]!r}")

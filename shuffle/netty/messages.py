@@ -237,6 +237,8 @@ _BY_ID: dict[int, type] = {
         SegmentId,
     )
 }
+#: The catalogue, in id order (tests and the fuzzer build examples of every type from it).
+MESSAGE_TYPES: tuple[type, ...] = tuple(_BY_ID.values())
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -271,8 +273,10 @@ def _decode_frame(frame: memoryview, msg_id: int) -> NettyMessage:
     """Decode one whole frame (length field included) whose header was checked."""
     try:
         if msg_id == BufferResponse.ID:
-            (header_length,) = struct.unpack_from(">H", frame, FRAME_HEADER_LENGTH)
             start = _BUFFER_FRAME_HEADER.size
+            if len(frame) < start:
+                raise CorruptedStreamError("BufferResponse: frame too short for its header length")
+            (header_length,) = struct.unpack_from(">H", frame, FRAME_HEADER_LENGTH)
             if start + header_length > len(frame):
                 raise CorruptedStreamError(f"BufferResponse: header length {header_length} exceeds its frame")
             receiver_id, sequence_number, backlog, data_type, subpartition_id, is_compressed = _header(
@@ -285,7 +289,7 @@ def _decode_frame(frame: memoryview, msg_id: int) -> NettyMessage:
         return cls(*_header(cls, frame[FRAME_HEADER_LENGTH:]))
     except CorruptedStreamError:
         raise
-    except (ValueError, struct.error) as exc:  # a message's own validation, a frame too short for its header
+    except ValueError as exc:  # a message's own validation (e.g. credit > 0)
         raise CorruptedStreamError(str(exc)) from None
 
 

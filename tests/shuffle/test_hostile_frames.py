@@ -1,6 +1,7 @@
 """Hostile bytes on a Netty connection: the decoder raises CorruptedStreamError and nothing
 else, refuses oversized frames from their length field, and the handlers close only the
-connection that carried them (spec 3.1, Flink's NettyMessageDecoder behaviour)."""
+connection that carried them (spec 3.1, Flink's NettyMessageDecoder behaviour).
+Random and mutated inputs in random chunks: tests/scenarios/test_fuzz.py."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import struct
 import msgpack
 import pytest
 import trio
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from shuffle.buffer.data_type import DataType
 from shuffle.config import NetworkConfig
@@ -26,7 +25,7 @@ from shuffle.netty.messages import (
     PartitionRequest,
     encode,
 )
-from test_messages import EXAMPLES, frame_bytes
+from test_messages import frame_bytes
 
 LIMIT = 4096
 
@@ -138,54 +137,6 @@ def test_max_frame_size_default_and_validation():
     assert NetworkConfig(max_frame_size=200_000).frame_size_limit == 200_000
     with pytest.raises(ValueError, match="max_frame_size must be at least buffer_size"):
         NetworkConfig(max_frame_size=40_000)
-
-
-# -- properties: anything in, only messages or the typed error out --------------------------
-
-
-def check_outcome(data: bytes, cuts: list[int]) -> None:
-    """Decoding yields messages that re-encode to themselves, or CorruptedStreamError."""
-    try:
-        messages = decode(data, sorted(cuts))
-    except CorruptedStreamError:
-        return
-    for msg in messages:
-        assert decode(frame_bytes(msg)) == [msg]
-
-
-cut_lists = st.lists(st.integers(0, 400), max_size=6)
-
-
-@settings(max_examples=300)
-@given(st.binary(max_size=400), cut_lists)
-def test_random_bytes(data, cuts):
-    check_outcome(data, [c for c in cuts if c <= len(data)])
-
-
-@st.composite
-def mutated_frames(draw):
-    data = bytearray(b"".join(frame_bytes(m) for m in draw(st.lists(st.sampled_from(EXAMPLES), min_size=1,
-                                                                      max_size=3))))
-    for _ in range(draw(st.integers(1, 4))):
-        position = draw(st.integers(0, len(data) - 1)) if data else 0
-        kind = draw(st.sampled_from(["flip", "set", "insert", "delete", "truncate"]))
-        if kind == "flip" and data:
-            data[position] ^= 1 << draw(st.integers(0, 7))
-        elif kind == "set" and data:
-            data[position] = draw(st.sampled_from([0, 1, 0x7F, 0x80, 0xFF, draw(st.integers(0, 255))]))
-        elif kind == "insert":
-            data[position:position] = draw(st.binary(min_size=1, max_size=8))
-        elif kind == "delete":
-            del data[position:position + draw(st.integers(1, 8))]
-        else:
-            del data[position:]
-    return bytes(data)
-
-
-@settings(max_examples=500)
-@given(mutated_frames(), cut_lists)
-def test_mutated_valid_frames(data, cuts):
-    check_outcome(data, [c for c in cuts if c <= len(data)])
 
 
 # -- the handlers: Flink's behaviour, for that connection only ------------------------------

@@ -1,6 +1,7 @@
 """Hostile bytes on a JobManager/TaskManager connection: the RPC decoder raises RpcError and
 nothing else, refuses oversized frames from their length field, and a peer that breaks the
-protocol is disconnected and logged: the JobManager and the TaskManager go on."""
+protocol is disconnected and logged: the JobManager and the TaskManager go on.
+Random and mutated inputs in random chunks: tests/scenarios/test_fuzz.py."""
 
 from __future__ import annotations
 
@@ -93,45 +94,6 @@ GARBAGE = {
 def test_garbage_raises_rpc_error(data):
     with pytest.raises(RpcError):
         decode(data)
-
-
-@st.composite
-def mutated_frames(draw) -> bytes:
-    data = bytearray(b"".join(encode(m) for m in draw(st.lists(messages(), min_size=1, max_size=3))))
-    for _ in range(draw(st.integers(1, 4))):
-        position = draw(st.integers(0, max(len(data) - 1, 0)))
-        kind = draw(st.sampled_from(["flip", "insert", "delete", "truncate"]))
-        if kind == "flip" and data:
-            data[position] ^= 1 << draw(st.integers(0, 7))
-        elif kind == "insert":
-            data[position:position] = draw(st.binary(min_size=1, max_size=8))
-        elif kind == "delete":
-            del data[position:position + draw(st.integers(1, 8))]
-        else:
-            del data[position:]
-    return bytes(data)
-
-
-def check_outcome(data: bytes, cuts: list[int]) -> None:
-    """Only RpcError, or messages of the catalogue that re-encode to themselves."""
-    try:
-        decoded = decode(data, sorted(c for c in cuts if c <= len(data)))
-    except RpcError:
-        return
-    for message in decoded:
-        assert decode(encode(message), limit=1 << 20) == [message]
-
-
-@settings(max_examples=300)
-@given(st.binary(max_size=300), st.lists(st.integers(0, 300), max_size=5))
-def test_random_bytes(data, cuts):
-    check_outcome(data, cuts)
-
-
-@settings(max_examples=500)
-@given(mutated_frames(), st.lists(st.integers(0, 300), max_size=5))
-def test_mutated_valid_frames(data, cuts):
-    check_outcome(data, cuts)
 
 
 # -- the JobManager and the TaskManager disconnect a peer that breaks the protocol -------

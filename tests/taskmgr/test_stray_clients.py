@@ -32,25 +32,16 @@ def program() -> StreamExecutionEnvironment:
     return env
 
 
-async def read_until_closed(stream) -> bytes:
-    """What arrives until the peer closes (a TCP peer that closes with our bytes unread resets)."""
-    data = bytearray()
-    try:
-        while chunk := await stream.receive_some():
-            data += chunk
-    except trio.BrokenResourceError:
-        pass
-    return bytes(data)
-
-
 async def stray(address: str, payload: bytes) -> bytes:
-    """Connect without the secret, send `payload`, return what came back until the disconnect."""
+    """Connect without the secret, send `payload`: what comes back before the disconnect."""
     stream = await TcpTransport().connect(address)
     try:
         await stream.send_all(payload)
+        return await stream.receive_some()  # b"": the server closed without a byte
     except trio.BrokenResourceError:
-        return b""
-    return await read_until_closed(stream)
+        return b""  # reset: the server closed with our bytes unread
+    finally:
+        await stream.aclose()
 
 
 async def run_with_strangers(mini: MiniCluster) -> dict:
