@@ -18,6 +18,7 @@ the message's fields (msgpack scalars of the right types; ints are Java ints >= 
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections import deque
 from collections.abc import Iterator
@@ -53,6 +54,8 @@ class NettyMessage:
     ID: ClassVar[int]
     _header: ClassVar[Any]  # message -> tuple of header fields
     _header_types: ClassVar[tuple[tuple[str, tuple[type, ...]], ...]]  # (field, accepted types)
+    _signatures: ClassVar[frozenset[tuple[type, ...]]]  # every accepted tuple of header types
+    _int_fields: ClassVar[tuple[int, ...]]  # header positions holding ints
 
 
 #: Header field annotations -> the msgpack types a decoded header may hold for them.
@@ -67,6 +70,8 @@ def _message(cls: type) -> type:
     cls = dataclass(slots=True)(cls)
     header_fields = [f for f in fields(cls) if f.name != "buffer"]
     cls._header_types = tuple((f.name, _WIRE_TYPES[f.type]) for f in header_fields)
+    cls._signatures = frozenset(itertools.product(*(types for _, types in cls._header_types)))
+    cls._int_fields = tuple(i for i, (_, types) in enumerate(cls._header_types) if int in types)
     names = [f.name for f in header_fields]
     if len(names) == 0:
         cls._header = staticmethod(lambda _msg: ())
@@ -263,10 +268,15 @@ def _header(cls: type, data: memoryview) -> list[Any]:
         raise CorruptedStreamError(f"{cls.__name__}: header is not valid msgpack ({exc})") from None
     if type(values) is not list or len(values) != len(cls._header_types):
         raise CorruptedStreamError(f"{cls.__name__}: header is not an array of {len(cls._header_types)} fields")
-    for value, (name, types) in zip(values, cls._header_types):
-        if type(value) not in types or (type(value) is int and not 0 <= value <= _INT_MAX):
-            raise CorruptedStreamError(f"{cls.__name__}: field {name!r} is not a valid {types[0].__name__}")
-    return values
+    if tuple(map(type, values)) in cls._signatures:
+        for i in cls._int_fields:
+            if not 0 <= values[i] <= _INT_MAX:
+                break
+        else:
+            return values
+    name, types = next((name, types) for value, (name, types) in zip(values, cls._header_types)
+                       if type(value) not in types or (type(value) is int and not 0 <= value <= _INT_MAX))
+    raise CorruptedStreamError(f"{cls.__name__}: field {name!r} is not a valid {types[0].__name__}")
 
 
 def _decode_frame(frame: memoryview, msg_id: int) -> NettyMessage:
