@@ -1,4 +1,4 @@
-"""The `shufflesim` command: run, plan, report, compare, trace, bench.
+"""The `shufflesim` command: run, plan, report, compare, trace, bench, fuzz.
 
 User mistakes (a missing file, a bad key or value, an unknown program) print one line
 `shufflesim: error: ...` and exit with code 2; a job that fails prints its root cause and
@@ -85,6 +85,16 @@ def _parser() -> argparse.ArgumentParser:
     bench = commands.add_parser("bench", help="print performance figures as JSON lines",
                                 description="Compute performance figures; one JSON object per line.")
     bench.add_argument("figures", nargs="*", metavar="FIGURE", help="figures to compute (default: all)")
+
+    fuzz = commands.add_parser("fuzz", help="fuzz the Netty and RPC decoders with mutated frames",
+                               description="Feed mutated valid frames and random bytes to the decoders of peer "
+                                           "bytes; exit 1 if one raises anything but its protocol's error.")
+    fuzz.add_argument("--inputs", type=int, metavar="N", help="inputs in total (default: 100000 unless --seconds)")
+    fuzz.add_argument("--seconds", type=float, metavar="S", help="stop after S seconds")
+    fuzz.add_argument("--seed", type=int, default=0, help="seed of the mutations (default 0)")
+    fuzz.add_argument("--out", default="fuzz-findings", metavar="DIR",
+                      help="where inputs that raised another exception are saved (default fuzz-findings)")
+    fuzz.add_argument("--replay", metavar="FILE", help="decode one saved input again and show what it raises")
     return parser
 
 
@@ -189,10 +199,27 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fuzz(args: argparse.Namespace) -> int:
+    import time
+
+    from scenarios.fuzz import format_report, fuzz, replay
+
+    if args.replay:
+        print(replay(Path(args.replay)))
+        return 0
+    if (args.inputs is not None and args.inputs < 1) or (args.seconds is not None and args.seconds <= 0):
+        raise UserError("--inputs and --seconds must be positive")
+    inputs = 100_000 if args.inputs is None and args.seconds is None else args.inputs
+    start = time.monotonic()
+    reports = fuzz(inputs, args.seconds, args.seed, Path(args.out))
+    print(format_report(reports, time.monotonic() - start))
+    return EXIT_FAILED if any(r.findings for r in reports.values()) else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     command = {"run": _run, "plan": _plan, "report": _report, "compare": _compare, "trace": _trace,
-               "bench": _bench}[args.command]
+               "bench": _bench, "fuzz": _fuzz}[args.command]
     try:
         return command(args)
     except (UserError, ScenarioError, RunFolderError, TraceFileError, UnsupportedOperationException,

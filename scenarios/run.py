@@ -21,6 +21,7 @@ from scenarios.report import write_report
 from scenarios.scenario_file import Scenario, ScenarioError, settings_of
 from shuffle import kernel
 from shuffle.trace import NULL_TRACER, Tracer
+from shuffle.transport.auth import secret_from_text
 from taskmgr.cluster import ClusterConfig, ProgressCallback, run_job
 from taskmgr.jobmanager import JobConfig, JobResult
 from taskmgr.scheduler import slots_needed
@@ -35,6 +36,10 @@ TABLE_COLUMNS = (
     ("outPool", "outPoolUsage", "{:.2f}"),
     ("inPool", "inPoolUsage", "{:.2f}"),
 )
+
+
+#: Where a cluster's secret comes from when the scenario does not give one.
+SECRET_VARIABLE = "SHUFFLESIM_SECRET"
 
 
 class OutputDirError(ValueError):
@@ -90,6 +95,19 @@ def _check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
             f"(task_managers = {cluster.task_managers}, slots_per_task_manager = {cluster.slots_per_task_manager})")
 
 
+def cluster_secret(scenario: Scenario) -> bytes | None:
+    """The scenario's `[cluster] secret`, else $SHUFFLESIM_SECRET, else None (random per run)."""
+    text = scenario.cluster.secret
+    if text is None:
+        text = os.environ.get(SECRET_VARIABLE)
+        if text is None:
+            return None
+    try:
+        return secret_from_text(text)
+    except ValueError as e:
+        raise ScenarioError(f"{SECRET_VARIABLE}: {e}") from None
+
+
 def _make_out_dir(out_dir: Path) -> None:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -114,7 +132,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
     _make_out_dir(out_dir)
     write_plan(out_dir, plan_json(env))
     cluster = ClusterConfig(scenario.mode, scenario.cluster.task_managers, scenario.cluster.slots_per_task_manager,
-                            network)
+                            network, cluster_secret(scenario))
     job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers)
     with contextlib.ExitStack() as stack:
         tracer = NULL_TRACER

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from graph.units import parse_bandwidth, parse_duration, parse_size
+from shuffle.config import FRAME_HEADROOM
 
 
 class ScenarioError(ValueError):
@@ -164,6 +165,19 @@ def _flush_timeout(value: Any) -> float:
         raise _BadValue(f'{_show(value)} is not a duration (e.g. "100ms") or "off"') from None
 
 
+def _secret(value: Any) -> str:
+    """A cluster secret (shuffle.transport.auth); messages never show its value."""
+    from shuffle.transport.auth import secret_from_text
+
+    if not isinstance(value, str):
+        raise _BadValue("must be a string")
+    try:
+        secret_from_text(value)
+    except ValueError as e:
+        raise _BadValue(str(e)) from None
+    return value
+
+
 def _program(value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", value):
         raise _BadValue(f'{_show(value)} is not "module:function"')
@@ -237,6 +251,8 @@ class ClusterConfig:
     slots_per_task_manager: int = field(default=1, metadata=_opt(_int_from(1)))
     #: Bytes of network memory per TaskManager; None: the network stack's default (64 MiB).
     network_memory: int | None = field(default=None, metadata=_opt(_size_from(1)))
+    #: The secret every connection proves; None: $SHUFFLESIM_SECRET, else random per run.
+    secret: str | None = field(default=None, repr=False, metadata=_opt(_leaf(_secret)))
 
 
 @dataclass(frozen=True)
@@ -257,6 +273,8 @@ class NetworkSettings:
     link_latency: float = field(default=50e-6, metadata=_opt(DURATION))
     #: Socket send buffer of the simulated link: Netty's high write watermark, 2 x 32 KiB.
     send_window: int = field(default=64 * 1024, metadata=_opt(_size_from(1)))
+    #: Largest frame a connection accepts; None: 1 MiB, or one buffer plus 64 KiB.
+    max_frame_size: int | None = field(default=None, metadata=_opt(_size_from(1)))
 
     def to_network_config(self, network_memory: int | None = None) -> Any:
         """The `shuffle.config.NetworkConfig` of these settings (plus the cluster's memory).
@@ -476,6 +494,12 @@ def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
     if memory is not None and memory < scenario.network.buffer_size:
         raise where.child("cluster.network_memory").error(
             f"must hold at least one buffer ({scenario.network.buffer_size} bytes)"
+        )
+    frame_size = scenario.network.max_frame_size
+    if frame_size is not None and frame_size < scenario.network.buffer_size + FRAME_HEADROOM:
+        raise where.child("network.max_frame_size").error(
+            f"must hold one buffer plus {FRAME_HEADROOM} bytes of headers "
+            f"({scenario.network.buffer_size + FRAME_HEADROOM} bytes)"
         )
     return scenario
 

@@ -9,6 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 FLOW_CONTROL_MODES = ("credit", "tcp")
+#: Default frame limit, and the room above one buffer any limit must leave for frame headers.
+DEFAULT_MAX_FRAME_SIZE = 1024 * 1024
+FRAME_HEADROOM = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,10 @@ class NetworkConfig:
     link_bandwidth: float = 10e9 / 8
     link_latency: float = 50e-6
     send_window: int = 64 * 1024
+    # Largest Netty frame a connection accepts; a longer one is refused from its length
+    # field (before it is buffered) and closes the connection. None: 1 MiB, or one buffer
+    # plus 64 KiB when buffers are larger (`frame_size_limit`).
+    max_frame_size: int | None = None
 
     def __post_init__(self) -> None:
         if self.buffer_size < 64:
@@ -54,6 +61,16 @@ class NetworkConfig:
             raise ValueError("network_memory must hold at least one buffer")
         if self.link_bandwidth <= 0 or self.link_latency < 0 or self.send_window < 1:
             raise ValueError("link_bandwidth must be > 0, link_latency >= 0, send_window >= 1")
+        if self.max_frame_size is not None and self.max_frame_size < self.buffer_size + FRAME_HEADROOM:
+            raise ValueError(f"max_frame_size must be at least buffer_size + {FRAME_HEADROOM} bytes of headers "
+                             f"({self.buffer_size + FRAME_HEADROOM}), got {self.max_frame_size}")
+
+    @property
+    def frame_size_limit(self) -> int:
+        """The largest frame accepted (`max_frame_size`, or its default for `buffer_size`)."""
+        if self.max_frame_size is not None:
+            return self.max_frame_size
+        return max(DEFAULT_MAX_FRAME_SIZE, self.buffer_size + FRAME_HEADROOM)
 
     @property
     def num_network_buffers(self) -> int:

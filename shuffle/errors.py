@@ -23,12 +23,15 @@ def check(condition: bool, what: str) -> None:
         raise InvariantViolation(what)
 
 
-class ProtocolError(IOError):
-    """A peer broke the Netty protocol."""
+class ProtocolError(Exception):
+    """A peer's bytes break a protocol on a stream (framing, handshake, message): the
+    connection is closed; nothing but this connection fails. Not an OSError: Flink's
+    client reports it as a LocalTransportException, not as a lost connection."""
 
 
-class CorruptedStreamError(ProtocolError):
-    """The byte stream does not follow the framing (wrong magic, bad length, unknown id)."""
+class CorruptedStreamError(ProtocolError, ValueError):
+    """The byte stream does not follow the framing or the catalogue (wrong magic, bad or
+    oversized length, unknown id, a header that is not the message's fields)."""
 
 
 class CreditViolationError(ProtocolError):

@@ -9,7 +9,7 @@ JobManager's address, as they would in separate processes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from graph import ExecutionGraph, StreamExecutionEnvironment
@@ -17,6 +17,7 @@ from shuffle import kernel
 from shuffle.config import NetworkConfig
 from shuffle.netty.connection_manager import Transport
 from shuffle.trace import NULL_TRACER, Tracer
+from shuffle.transport.auth import AuthenticatedTransport, generate_secret
 from taskmgr.jobmanager import JobConfig, JobManager, JobResult
 from taskmgr.taskmanager import TaskManager
 
@@ -34,6 +35,9 @@ class ClusterConfig:
     task_managers: int = 1
     slots_per_task_manager: int = 1
     network: NetworkConfig = field(default_factory=NetworkConfig)
+    #: The secret every connection of the cluster proves (shuffle.transport.auth);
+    #: None: a random one per cluster.
+    secret: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.mode not in kernel.MODES:
@@ -43,20 +47,25 @@ class ClusterConfig:
 
 
 def create_transport(config: ClusterConfig) -> Transport:
+    """The cluster's transport; every connection on it proves `config.secret`."""
     if config.mode == "sim":
         from shuffle.transport.sim_link import SimNetwork
 
         network = config.network
-        return SimNetwork(network.link_bandwidth, network.link_latency, network.send_window)
-    from shuffle.transport.tcp import TcpTransport
+        transport = SimNetwork(network.link_bandwidth, network.link_latency, network.send_window)
+    else:
+        from shuffle.transport.tcp import TcpTransport
 
-    return TcpTransport()
+        transport = TcpTransport()
+    return AuthenticatedTransport(transport, config.secret)
 
 
 class MiniCluster:
     """Start it in a nursery, `execute` jobs on it, `kill_task_manager` to test failures."""
 
     def __init__(self, config: ClusterConfig, tracer: Tracer = NULL_TRACER) -> None:
+        if config.secret is None:
+            config = replace(config, secret=generate_secret())
         self.config = config
         self.tracer = tracer
         self.transport = create_transport(config)

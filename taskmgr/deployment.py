@@ -5,14 +5,20 @@ input gate where each channel's producer runs (its TaskManager's shuffle address
 TaskManager makes the channel local when that is its own address, remote otherwise).
 Descriptors are plain data so they travel as messages (`to_message` / `from_message`);
 the job itself (operators, user code) travels by reference (`job_ref`).
+
+Partition ids in descriptors carry the producer's random attempt id, as Flink's
+`ResultPartitionID` does (`shuffle.partition.result_partition_id`): only the tasks the
+JobManager told can name a partition.
 """
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from graph import ExecutionVertex
+from graph import ExecutionGraph, ExecutionVertex
+from shuffle.partition.result_partition_id import result_partition_id
 
 
 @dataclass(frozen=True)
@@ -79,18 +85,27 @@ def execution_id(vertex: ExecutionVertex) -> str:
     return f"{vertex.job_vertex.id}#{vertex.subtask_index}"
 
 
-def create_descriptor(vertex: ExecutionVertex, job: JobInformation,
-                      shuffle_address_of: dict[str, Any]) -> TaskDeploymentDescriptor:
-    """The descriptor of `vertex`; `shuffle_address_of[execution id]` is where each subtask runs."""
+def new_attempt_ids(graph: ExecutionGraph) -> dict[str, str]:
+    """A random, unguessable attempt id (128 bits) for every subtask, by execution id."""
+    return {execution_id(vertex): secrets.token_hex(16) for vertex in graph.all_execution_vertices}
+
+
+def create_descriptor(vertex: ExecutionVertex, job: JobInformation, shuffle_address_of: dict[str, Any],
+                      attempt_id_of: dict[str, str]) -> TaskDeploymentDescriptor:
+    """The descriptor of `vertex`; `shuffle_address_of[execution id]` is where each subtask
+    runs, `attempt_id_of[execution id]` its attempt (part of its partitions' ids)."""
+    def partition_id(partition: Any) -> str:
+        return result_partition_id(partition.partition_id, attempt_id_of[execution_id(partition.producer)])
+
     producing = vertex.job_vertex.produced_data_sets
     partitions = tuple(
-        ResultPartitionDeploymentDescriptor(p.partition_id, producing.index(p.data_set), p.num_subpartitions,
+        ResultPartitionDeploymentDescriptor(partition_id(p), producing.index(p.data_set), p.num_subpartitions,
                                             p.result_partition_type)
         for p in vertex.produced_partitions
     )
     gates = tuple(
         InputGateDeploymentDescriptor(gate_index, tuple(
-            InputChannelDeploymentDescriptor(partition.partition_id, subpartition,
+            InputChannelDeploymentDescriptor(partition_id(partition), subpartition,
                                              shuffle_address_of[execution_id(partition.producer)])
             for partition, subpartition in channels))
         for gate_index, channels in enumerate(vertex.input_gates)

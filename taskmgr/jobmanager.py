@@ -16,6 +16,7 @@ verification, buffer pool state); the JobManager merges the reports into a `JobR
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 import enum
@@ -28,7 +29,7 @@ from graph import ExecutionGraph
 from shuffle import kernel
 from shuffle.netty.connection_manager import Transport
 from shuffle.transport import ByteStream
-from taskmgr.deployment import JobInformation, create_descriptor, execution_id
+from taskmgr.deployment import JobInformation, create_descriptor, execution_id, new_attempt_ids
 from taskmgr.metrics.latency import LatencyHistogram
 from taskmgr.metrics.summary import VertexLayout, vertex_summaries
 from taskmgr.metrics.table import MetricTable
@@ -36,6 +37,8 @@ from taskmgr.operators.sinks import Verification
 from taskmgr.rpc import REGISTRY, RpcConnection, RpcError
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
 from taskmgr.task import ExecutionState
+
+log = logging.getLogger(__name__)
 
 #: Operator kinds that emit exactly one record per input record.
 _ONE_TO_ONE = frozenset({"source", "map", "keyed_reduce", "sink"})
@@ -215,7 +218,16 @@ class JobManager:
             task_status.started(self.address)
 
     async def _serve_task_manager(self, stream: ByteStream) -> None:
+        """Serve one connection; a peer that breaks the protocol is logged and disconnected."""
         connection = RpcConnection(stream)
+        try:
+            await self._follow_task_manager(connection)
+        except RpcError as exc:
+            log.warning("JobManager: closed a connection that broke the protocol: %s", exc)
+        finally:
+            await connection.aclose()
+
+    async def _follow_task_manager(self, connection: RpcConnection) -> None:
         message = await connection.receive()
         if message is None:
             return
@@ -288,10 +300,11 @@ class JobManager:
         job_ref = REGISTRY.put(graph)
         try:
             addresses = {eid: self.task_managers[tm].shuffle_address for eid, tm in job.placement.items()}
+            attempts = new_attempt_ids(graph)
             for vertex in graph.all_execution_vertices:
                 info = JobInformation(job.job_id, job_ref, config.seed, kernel.current_time() - start,
                                       config.duration, config.sample_period)
-                descriptor = create_descriptor(vertex, info, addresses)
+                descriptor = create_descriptor(vertex, info, addresses, attempts)
                 await self._send(job.placement[execution_id(vertex)], "deploy_task",
                                  descriptor=descriptor.to_message())
             with kernel.move_on_at(start + config.duration):

@@ -10,10 +10,11 @@ metrics for the job and reports them at release.
 
 from __future__ import annotations
 
+import logging
+import math
 from collections import defaultdict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-import math
 from typing import Any
 
 from graph import ExecutionGraph
@@ -31,6 +32,7 @@ from taskmgr.operators.sinks import Verification
 from taskmgr.rpc import REGISTRY, RpcConnection, RpcError
 from taskmgr.task import Task
 
+log = logging.getLogger(__name__)
 #: Shortest time (in sample periods) the last sample of a run may cover.
 MIN_LAST_SAMPLE = 0.1
 
@@ -167,13 +169,18 @@ class TaskManager:
                    if task.context is not None)
 
     async def _follow_jobmanager(self) -> None:
+        """Follow the JobManager until it says shut down, disconnects or breaks the protocol."""
         while True:
-            message = await self._connection.receive()
-            if message is None or message["type"] == "shutdown":
+            try:
+                message = await self._connection.receive()
+                if message is None or message["type"] == "shutdown":
+                    return
+                handler = getattr(self, f"_on_{message['type']}", None)
+                if handler is None:
+                    raise RpcError(f"unexpected message {message['type']!r} from the JobManager")
+            except RpcError as exc:
+                log.error("%s: disconnecting from the JobManager, which broke the protocol: %s", self.name, exc)
                 return
-            handler = getattr(self, f"_on_{message['type']}", None)
-            if handler is None:
-                raise RpcError(f"{self.name}: unexpected message {message['type']!r} from the JobManager")
             await handler(message)
 
     async def _on_deploy_task(self, message: dict[str, Any]) -> None:

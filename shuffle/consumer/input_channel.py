@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
+from shuffle.partition.result_partition_id import readable_partition_id
 
 if TYPE_CHECKING:
     from shuffle.consumer.single_input_gate import SingleInputGate
@@ -46,7 +47,7 @@ class InputChannel:
         self.partition_id = partition_id
         self.subpartition_index = subpartition_index
         # The name every trace event uses for this channel: producer partition and subpartition.
-        self.name = f"{partition_id}#{subpartition_index}"
+        self.name = f"{readable_partition_id(partition_id)}#{subpartition_index}"
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.current_backoff = 0.0 if initial_backoff > 0 else -1.0

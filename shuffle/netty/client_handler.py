@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from shuffle import kernel
 from shuffle.buffer.buffer import Buffer
+from shuffle.config import DEFAULT_MAX_FRAME_SIZE
 from shuffle.errors import (
     CreditViolationError,
     LocalTransportError,
@@ -53,9 +54,10 @@ if TYPE_CHECKING:
 
 
 class CreditBasedPartitionRequestClientHandler:
-    def __init__(self, stream: ByteStream, remote_address: str, credit_based: bool, tracer: Tracer) -> None:
+    def __init__(self, stream: ByteStream, remote_address: str, credit_based: bool, tracer: Tracer,
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.stream = stream
-        self.connection = message_stream(stream)
+        self.connection = message_stream(stream, max_frame_size)
         self.remote_address = remote_address
         self.credit_based = credit_based
         self.tracer = tracer

@@ -78,7 +78,8 @@ class ConnectionManager:
                 if self._nursery is None:
                     raise RuntimeError("connection manager is not started")
                 stream = await self.transport.connect(address)
-                client = CreditBasedPartitionRequestClientHandler(stream, address, self.config.credit_based, self.tracer)
+                client = CreditBasedPartitionRequestClientHandler(stream, address, self.config.credit_based,
+                                                                  self.tracer, self.config.frame_size_limit)
                 self._clients[address] = client
                 self._nursery.start_soon(client.run)
         return client

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from shuffle.config import DEFAULT_MAX_FRAME_SIZE
 from shuffle.netty.messages import BufferResponse, FrameDecoder, NettyMessage, encode, frame_size
 from shuffle.transport import ByteStream
 
@@ -52,9 +53,9 @@ class FramedMessageStream:
 
     __slots__ = ("stream", "_decoder")
 
-    def __init__(self, stream: ByteStream) -> None:
+    def __init__(self, stream: ByteStream, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.stream = stream
-        self._decoder = FrameDecoder()
+        self._decoder = FrameDecoder(max_frame_size)
 
     def seal(self, msg: NettyMessage) -> bytes:
         return b"".join(encode(msg))
@@ -136,8 +137,9 @@ def _defer(stream: Any, fn: Callable[[], None]) -> bool:
     return True
 
 
-def message_stream(stream: Any) -> FramedMessageStream | ObjectMessageStream:
-    """The message stream over `stream`: objects where the transport carries them, else frames."""
+def message_stream(stream: Any, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> FramedMessageStream | ObjectMessageStream:
+    """The message stream over `stream`: objects where the transport carries them (nothing
+    to decode, so no frame limit), else frames of at most `max_frame_size` bytes."""
     if getattr(stream, "carries_objects", False):
         return ObjectMessageStream(stream)
-    return FramedMessageStream(stream)
+    return FramedMessageStream(stream, max_frame_size)

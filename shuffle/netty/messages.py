@@ -9,24 +9,32 @@ is the rest of the frame (Flink's `bufferSize`).
 Ids are `str`: `receiver_id` names the consumer's input channel (Flink's 16-byte
 `InputChannelID`), `partition_id` the result partition (the execution graph's
 `partition_id`). Error causes travel as class name and message (not Java-serialized).
+
+Decoding trusts nothing: a frame whose length is out of range (refused from its length
+field, before it is buffered), whose magic or id is wrong, or whose header is not exactly
+the message's fields (msgpack scalars of the right types; ints are Java ints >= 0) raises
+`CorruptedStreamError`, and only that.
 """
 
 from __future__ import annotations
 
+import itertools
 import struct
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import msgpack
 
 from shuffle.buffer.data_type import DataType
+from shuffle.config import DEFAULT_MAX_FRAME_SIZE
 from shuffle.errors import CorruptedStreamError
 
 MAGIC_NUMBER = 0xBADC0FFE
 FRAME_HEADER_LENGTH = 9  # frame length (4), magic number (4), message id (1)
+_INT_MAX = 2**31 - 1  # Flink's sequence numbers, credits, backlogs, indexes are Java ints
 
 _FRAME_HEADER = struct.Struct(">iIB")
 _BUFFER_FRAME_HEADER = struct.Struct(">iIBH")  # ... plus the msgpack header's length
@@ -40,12 +48,26 @@ class NettyMessage:
     __slots__ = ()
     ID: ClassVar[int]
     _header: ClassVar[Any]  # message -> tuple of header fields
+    _header_types: ClassVar[tuple[tuple[str, tuple[type, ...]], ...]]  # (field, accepted types)
+    _signatures: ClassVar[frozenset[tuple[type, ...]]]  # every accepted tuple of header types
+    _int_fields: ClassVar[tuple[int, ...]]  # header positions holding ints
+
+
+#: Header field annotations -> the msgpack types a decoded header may hold for them.
+_WIRE_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,), "str | None": (str, type(None)), "int": (int,), "bool": (bool,), "bytes": (bytes,),
+    "DataType": (int,),  # its ordinal
+}
 
 
 def _message(cls: type) -> type:
-    """Make `cls` a slotted dataclass and derive its header getter from its fields."""
+    """Make `cls` a slotted dataclass; derive its header getter and wire types from its fields."""
     cls = dataclass(slots=True)(cls)
-    names = [f.name for f in fields(cls) if f.name != "buffer"]
+    header_fields = [f for f in fields(cls) if f.name != "buffer"]
+    cls._header_types = tuple((f.name, _WIRE_TYPES[f.type]) for f in header_fields)
+    cls._signatures = frozenset(itertools.product(*(types for _, types in cls._header_types)))
+    cls._int_fields = tuple(i for i, (_, types) in enumerate(cls._header_types) if int in types)
+    names = [f.name for f in header_fields]
     if len(names) == 0:
         cls._header = staticmethod(lambda _msg: ())
     elif len(names) == 1:
@@ -215,6 +237,8 @@ _BY_ID: dict[int, type] = {
         SegmentId,
     )
 }
+#: The catalogue, in id order (tests and the fuzzer build examples of every type from it).
+MESSAGE_TYPES: tuple[type, ...] = tuple(_BY_ID.values())
 
 _packb = msgpack.Packer(use_bin_type=True).pack
 
@@ -237,34 +261,49 @@ def frame_size(msg: NettyMessage) -> int:
     return FRAME_HEADER_LENGTH + header
 
 
-def _unpackb(data: memoryview) -> Any:
-    return msgpack.unpackb(data, raw=False, use_list=True)
+def _header(cls: type, data: memoryview) -> list[Any]:
+    """The header fields of a `cls` message, checked against its wire types."""
+    size = len(data)
+    try:  # msgpack's errors, its limits included, are ValueErrors
+        values = msgpack.unpackb(data, raw=False, use_list=True, max_str_len=size, max_bin_len=size,
+                                 max_array_len=len(cls._header_types), max_map_len=0, max_ext_len=0)
+    except ValueError as exc:
+        raise CorruptedStreamError(f"{cls.__name__}: header is not valid msgpack ({exc})") from None
+    if type(values) is not list or len(values) != len(cls._header_types):
+        raise CorruptedStreamError(f"{cls.__name__}: header is not an array of {len(cls._header_types)} fields")
+    if tuple(map(type, values)) in cls._signatures:
+        for i in cls._int_fields:
+            if not 0 <= values[i] <= _INT_MAX:
+                break
+        else:
+            return values
+    name, types = next((name, types) for value, (name, types) in zip(values, cls._header_types)
+                       if type(value) not in types or (type(value) is int and not 0 <= value <= _INT_MAX))
+    raise CorruptedStreamError(f"{cls.__name__}: field {name!r} is not a valid {types[0].__name__}")
 
 
-def _decode_frame(frame: memoryview) -> NettyMessage:
-    """Decode one whole frame (length field included)."""
-    _, magic, msg_id = _FRAME_HEADER.unpack_from(frame)
-    if magic != MAGIC_NUMBER:
-        raise CorruptedStreamError("Network stream corrupted: received incorrect magic number.")
-    if msg_id == BufferResponse.ID:
-        (header_length,) = struct.unpack_from(">H", frame, FRAME_HEADER_LENGTH)
-        start = _BUFFER_FRAME_HEADER.size
-        receiver_id, sequence_number, backlog, data_type, subpartition_id, is_compressed = _unpackb(
-            frame[start : start + header_length]
-        )
-        return BufferResponse(
-            receiver_id,
-            sequence_number,
-            backlog,
-            _DATA_TYPES[data_type],
-            frame[start + header_length :],
-            subpartition_id,
-            is_compressed,
-        )
-    cls = _BY_ID.get(msg_id)
-    if cls is None:
-        raise CorruptedStreamError(f"Received unknown message id {msg_id}")
-    return cls(*_unpackb(frame[FRAME_HEADER_LENGTH:]))
+def _decode_frame(frame: memoryview, msg_id: int) -> NettyMessage:
+    """Decode one whole frame (length field included) whose header was checked."""
+    try:
+        if msg_id == BufferResponse.ID:
+            start = _BUFFER_FRAME_HEADER.size
+            if len(frame) < start:
+                raise CorruptedStreamError("BufferResponse: frame too short for its header length")
+            (header_length,) = struct.unpack_from(">H", frame, FRAME_HEADER_LENGTH)
+            if start + header_length > len(frame):
+                raise CorruptedStreamError(f"BufferResponse: header length {header_length} exceeds its frame")
+            receiver_id, sequence_number, backlog, data_type, subpartition_id, is_compressed = _header(
+                BufferResponse, frame[start : start + header_length])
+            if data_type >= len(_DATA_TYPES):
+                raise CorruptedStreamError(f"BufferResponse: unknown data type {data_type}")
+            return BufferResponse(receiver_id, sequence_number, backlog, _DATA_TYPES[data_type],
+                                  frame[start + header_length :], subpartition_id, is_compressed)
+        cls = _BY_ID[msg_id]
+        return cls(*_header(cls, frame[FRAME_HEADER_LENGTH:]))
+    except CorruptedStreamError:
+        raise
+    except ValueError as exc:  # a message's own validation (e.g. credit > 0)
+        raise CorruptedStreamError(str(exc)) from None
 
 
 class FrameDecoder:
@@ -273,18 +312,22 @@ class FrameDecoder:
     `feed(data)` takes ownership of `data` (it must not change afterwards); iterating
     yields every complete message. A `BufferResponse` payload is a memoryview into the
     fed data (or into one joined copy when its frame spanned chunks): copy it into a
-    network buffer and drop the message.
+    network buffer and drop the message. A frame longer than `max_frame_size` is refused
+    from its length field; after a `CorruptedStreamError` the decoder keeps raising it
+    and drops whatever is fed.
     """
 
-    __slots__ = ("_chunks", "_offset", "_available")
+    __slots__ = ("_chunks", "_offset", "_available", "_max_frame_size", "_error")
 
-    def __init__(self) -> None:
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self._chunks: deque[memoryview] = deque()
         self._offset = 0  # consumed bytes of the first chunk
         self._available = 0
+        self._max_frame_size = max_frame_size
+        self._error: CorruptedStreamError | None = None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        if len(data):
+        if len(data) and self._error is None:
             self._chunks.append(memoryview(data).cast("B"))
             self._available += len(data)
 
@@ -297,16 +340,26 @@ class FrameDecoder:
         return self
 
     def __next__(self) -> NettyMessage:
+        if self._error is not None:
+            raise self._error
         if self._available < 4:
             raise StopIteration
         first = self._chunks[0]
         offset = self._offset
-        if len(first) - offset >= 4:
-            (length,) = _FRAME_LENGTH.unpack_from(first, offset)
-        else:
+        if len(first) - offset >= FRAME_HEADER_LENGTH:
+            length, magic, msg_id = _FRAME_HEADER.unpack_from(first, offset)
+        elif self._available >= FRAME_HEADER_LENGTH:
+            length, magic, msg_id = _FRAME_HEADER.unpack(self._peek(FRAME_HEADER_LENGTH))
+        else:  # only the length has arrived: check it now, the rest once it is here
             (length,) = _FRAME_LENGTH.unpack(self._peek(4))
-        if length < FRAME_HEADER_LENGTH:
-            raise CorruptedStreamError(f"Network stream corrupted: frame length {length}")
+            magic, msg_id = MAGIC_NUMBER, BufferResponse.ID
+        if not FRAME_HEADER_LENGTH <= length <= self._max_frame_size:
+            self._fail(f"Network stream corrupted: frame length {length} "
+                       f"(must be {FRAME_HEADER_LENGTH} to {self._max_frame_size} bytes)")
+        if magic != MAGIC_NUMBER:
+            self._fail("Network stream corrupted: received incorrect magic number.")
+        if msg_id not in _BY_ID:
+            self._fail(f"Received unknown message id {msg_id}")
         if self._available < length:
             raise StopIteration
         if len(first) - offset >= length:
@@ -314,7 +367,17 @@ class FrameDecoder:
             self._consume(length)
         else:
             frame = memoryview(self._take(length))
-        return _decode_frame(frame)
+        try:
+            return _decode_frame(frame, msg_id)
+        except CorruptedStreamError as exc:
+            self._fail(exc)
+
+    def _fail(self, error: str | CorruptedStreamError) -> NoReturn:
+        """Fail for good: drop the buffered bytes, raise `error` now and on every later call."""
+        self._error = error if isinstance(error, CorruptedStreamError) else CorruptedStreamError(error)
+        self._chunks.clear()
+        self._offset = self._available = 0
+        raise self._error
 
     def _peek(self, n: int) -> bytes:
         parts, need, offset = [], n, self._offset

@@ -26,6 +26,7 @@ from shuffle.netty.messages import (
 from shuffle.netty.partition_request_queue import PartitionRequestQueue
 from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
 from shuffle.errors import PartitionNotFoundError
+from shuffle.partition.result_partition_id import readable_partition_id
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.trace import Tracer
 from shuffle.transport import ByteStream
@@ -38,7 +39,7 @@ class PartitionRequestServerHandler:
         self.partition_manager = partition_manager
         self.config = config
         self.tracer = tracer
-        self.connection = message_stream(stream)
+        self.connection = message_stream(stream, config.frame_size_limit)
         self.queue = PartitionRequestQueue(self.connection, tracer)
 
     async def run(self) -> None:
@@ -76,7 +77,7 @@ class PartitionRequestServerHandler:
         elif kind is PartitionRequest:
             reader = CreditBasedSequenceNumberingViewReader(
                 msg.receiver_id, msg.credit, queue, self.config.credit_based,
-                f"{msg.partition_id}#{msg.subpartition_index}")
+                f"{readable_partition_id(msg.partition_id)}#{msg.subpartition_index}")
             try:
                 reader.request_subpartition_view(self.partition_manager, msg.partition_id, msg.subpartition_index)
             except PartitionNotFoundError:

@@ -17,6 +17,7 @@ class ResultPartitionManager:
     def __init__(self) -> None:
         self._partitions: dict[str, ResultPartition] = {}
         self._registered: dict[str, kernel.Event] = {}
+        self._waiting: dict[str, int] = {}  # requests waiting per partition id
 
     def register_result_partition(self, partition: ResultPartition) -> None:
         if partition.partition_id in self._partitions:
@@ -42,10 +43,18 @@ class ResultPartitionManager:
         if partition_id in self._partitions:
             return True
         event = self._registered.setdefault(partition_id, kernel.Event())
-        with kernel.move_on_after(timeout):
-            await event.wait()
-            return True
-        return False
+        self._waiting[partition_id] = self._waiting.get(partition_id, 0) + 1
+        try:
+            with kernel.move_on_after(timeout):
+                await event.wait()
+                return True
+            return False
+        finally:
+            left = self._waiting.pop(partition_id) - 1
+            if left:
+                self._waiting[partition_id] = left
+            elif self._registered.get(partition_id) is event:
+                del self._registered[partition_id]  # requests for ids that never come leave nothing behind
 
     def _on_released(self, partition: ResultPartition) -> None:
         self._partitions.pop(partition.partition_id, None)

@@ -97,7 +97,7 @@ class MetricSampler:
     def sample(self) -> None:
         """Take one sample of every source now (the runtime also calls this at the end)."""
         now = kernel.current_time()
-        t = now - self.t0
+        t = round(now - self.t0, 9)  # k * period exactly, not k * period plus float noise of t0
         append = self.table.append
         for reg in self._sources:
             values = reg.source.snapshot()

@@ -1,0 +1,168 @@
+"""Hostile bytes on a JobManager/TaskManager connection: the RPC decoder raises RpcError and
+nothing else, refuses oversized frames from their length field, and a peer that breaks the
+protocol is disconnected and logged: the JobManager and the TaskManager go on.
+Random and mutated inputs in random chunks: tests/scenarios/test_fuzz.py."""
+
+from __future__ import annotations
+
+import logging
+import random
+import struct
+
+import msgpack
+import pytest
+from shuffle import kernel
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shuffle.config import NetworkConfig
+from shuffle.transport.sim_link import SimNetwork
+from taskmgr.jobmanager import JobManager
+from taskmgr.rpc import MESSAGES, RPC_MAGIC, RpcConnection, RpcDecoder, RpcError, encode_message
+from taskmgr.taskmanager import TaskManager
+
+LIMIT = 4096
+VALUES = {str: st.text(max_size=30), int: st.integers(-(2**63), 2**64 - 1),
+          dict: st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5), max_size=4)}
+
+
+@st.composite
+def messages(draw) -> dict:
+    kind = draw(st.sampled_from(sorted(MESSAGES)))
+    required, optional = MESSAGES[kind]
+    fields = {name: draw(VALUES[t]) for name, t in required.items()}
+    fields |= {name: draw(VALUES[t]) for name, t in optional.items() if draw(st.booleans())}
+    return {"type": kind, **fields}
+
+
+def encode(message: dict) -> bytes:
+    return encode_message(message["type"], **{k: v for k, v in message.items() if k != "type"})
+
+
+def raw_frame(body: bytes, magic: int = RPC_MAGIC, length: int | None = None) -> bytes:
+    return struct.pack(">II", len(body) if length is None else length, magic) + body
+
+
+def decode(data: bytes, cuts: list[int] = (), limit: int = LIMIT) -> list[dict]:
+    decoder = RpcDecoder(limit)
+    out = []
+    for start, end in zip([0, *cuts], [*cuts, len(data)]):
+        decoder.feed(data[start:end])
+        out.extend(decoder)
+    return out
+
+
+@settings(max_examples=200)
+@given(st.lists(messages(), max_size=6), st.lists(st.integers(0, 2000), max_size=8))
+def test_valid_frames_round_trip_in_any_chunking(msgs, cuts):
+    data = b"".join(encode(m) for m in msgs)
+    assert decode(data, sorted(c for c in cuts if c <= len(data)), limit=1 << 20) == msgs
+
+
+def test_oversized_frame_is_refused_from_its_length_field():
+    decoder = RpcDecoder(LIMIT)
+    decoder.feed(struct.pack(">II", LIMIT + 1, RPC_MAGIC))
+    with pytest.raises(RpcError, match=f"message length {LIMIT + 1}"):
+        next(decoder)
+    decoder.feed(b"x" * 100_000)
+    assert decoder.buffered_bytes == 0
+    with pytest.raises(RpcError):
+        next(decoder)
+
+
+GARBAGE = {
+    "wrong magic": raw_frame(msgpack.packb({"type": "shutdown"}), magic=0xBADC0FFE),
+    "zero length": raw_frame(b""),
+    "array of 2**32": raw_frame(b"\xdd\xff\xff\xff\xff"),
+    "map of 2**32": raw_frame(b"\xdf\xff\xff\xff\xff"),
+    "str of 2**32": raw_frame(b"\x81\xa4type\xdb\xff\xff\xff\xff"),
+    "deep nesting": raw_frame(b"\x81\xa4type" + b"\x91" * 5000 + b"\xc0"),
+    "ext type": raw_frame(b"\x81\xa4type\xd6\xff\x00\x00\x00\x01"),
+    "not a map": raw_frame(msgpack.packb(["shutdown"])),
+    "no type": raw_frame(msgpack.packb({"job_id": "j"})),
+    "unknown type": raw_frame(msgpack.packb({"type": "become_jobmanager"})),
+    "missing field": raw_frame(msgpack.packb({"type": "stop_sources"})),
+    "extra field": raw_frame(msgpack.packb({"type": "shutdown", "now": True})),
+    "wrong field type": raw_frame(msgpack.packb({"type": "register_task_manager", "task_manager": "tm",
+                                                 "shuffle_address": "a", "num_slots": True})),
+    "trailing bytes": raw_frame(msgpack.packb({"type": "shutdown"}) + b"\x00"),
+    "int map key": raw_frame(b"\x81\x01\x02"),
+}
+
+
+@pytest.mark.parametrize("data", GARBAGE.values(), ids=GARBAGE.keys())
+def test_garbage_raises_rpc_error(data):
+    with pytest.raises(RpcError):
+        decode(data)
+
+
+# -- the JobManager and the TaskManager disconnect a peer that breaks the protocol -------
+
+
+class _Closed:
+    """A stream that delivers `data`, then EOF."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def receive_some(self, max_bytes=None) -> bytes:
+        await kernel.checkpoint()
+        data, self.data = self.data, b""
+        return data
+
+    async def send_all(self, data) -> None:
+        await kernel.checkpoint()
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await kernel.checkpoint()
+
+    async def aclose(self) -> None:
+        await kernel.checkpoint()
+
+
+async def test_connection_closed_in_the_middle_of_a_message():
+    connection = RpcConnection(_Closed(encode_message("shutdown")[:-1]))
+    with pytest.raises(RpcError, match="closed in the middle of a message"):
+        await connection.receive()
+
+
+async def test_jobmanager_disconnects_a_garbage_peer_and_goes_on(sim_kernel, caplog):
+    network = SimNetwork(1e9, 1e-4, 65536)
+    jobmanager = JobManager(network)
+    async with kernel.open_nursery() as nursery:
+        address = await nursery.start(jobmanager.run)
+        stray = await network.connect(address)
+        await stray.send_all(random.Random(1).randbytes(200))
+        await stray.aclose()
+        rogue = RpcConnection(await network.connect(address))
+        await rogue.send("register_task_manager", task_manager="tm-rogue", shuffle_address="x", num_slots=1)
+        await kernel.sleep(0.01)
+        assert "tm-rogue" in jobmanager.task_managers
+        await rogue.stream.send_all(raw_frame(msgpack.packb({"type": "task_state", "job_id": 1})))
+        assert await rogue.receive() is None  # disconnected
+        assert "tm-rogue" not in jobmanager.task_managers
+        honest = RpcConnection(await network.connect(address))
+        await honest.send("register_task_manager", task_manager="tm-0", shuffle_address="tm-0", num_slots=1)
+        await kernel.sleep(0.01)
+        assert list(jobmanager.task_managers) == ["tm-0"]
+        nursery.cancel_scope.cancel()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2 and all("broke the protocol" in w for w in warnings)
+
+
+async def test_taskmanager_disconnects_from_a_jobmanager_that_breaks_the_protocol(sim_kernel, caplog):
+    network = SimNetwork(1e9, 1e-4, 65536)
+
+    async def bad_jobmanager(stream):
+        connection = RpcConnection(stream)
+        assert (await connection.receive())["type"] == "register_task_manager"
+        await stream.send_all(raw_frame(msgpack.packb({"type": "deploy_task", "descriptor": "not a map"})))
+        await kernel.sleep_forever()
+
+    async with kernel.open_nursery() as nursery:
+        await nursery.start(network.serve, "jobmanager", bad_jobmanager)
+        task_manager = TaskManager("tm-0", "jobmanager", network, NetworkConfig())
+        with kernel.fail_after(5):
+            await task_manager.run()  # returns: no crash, no hang
+        nursery.cancel_scope.cancel()
+    assert any("tm-0: disconnecting from the JobManager" in r.getMessage() for r in caplog.records)
