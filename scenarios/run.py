@@ -86,6 +86,10 @@ def _check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
                  else f"job.program {scenario.job.program!r} enables checkpointing")
         raise ScenarioError(f"{scenario.source_path}: {where}: the runtime does not take checkpoints yet "
                             "(barriers are passed through); remove it to run ('shufflesim plan' shows it)")
+    if not scenario.cluster.heartbeat_interval < scenario.cluster.heartbeat_timeout:
+        raise ScenarioError(f"{scenario.source_path}: cluster.heartbeat_interval "
+                            f"({scenario.cluster.heartbeat_interval:g} s) must be below cluster.heartbeat_timeout "
+                            f"({scenario.cluster.heartbeat_timeout:g} s)")
     needed = slots_needed(graph)
     cluster = scenario.cluster
     available = cluster.task_managers * cluster.slots_per_task_manager
@@ -132,7 +136,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
     _make_out_dir(out_dir)
     write_plan(out_dir, plan_json(env))
     cluster = ClusterConfig(scenario.mode, scenario.cluster.task_managers, scenario.cluster.slots_per_task_manager,
-                            network, cluster_secret(scenario))
+                            network, cluster_secret(scenario), scenario.cluster.heartbeat_interval,
+                            scenario.cluster.heartbeat_timeout)
     job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers)
     with contextlib.ExitStack() as stack:
         tracer = NULL_TRACER

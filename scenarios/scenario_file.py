@@ -253,6 +253,9 @@ class ClusterConfig:
     network_memory: int | None = field(default=None, metadata=_opt(_size_from(1)))
     #: The secret every connection proves; None: $SHUFFLESIM_SECRET, else random per run.
     secret: str | None = field(default=None, repr=False, metadata=_opt(_leaf(_secret)))
+    #: Flink's heartbeat.interval / heartbeat.timeout: a TaskManager silent for the timeout is lost.
+    heartbeat_interval: float = field(default=10.0, metadata=_opt(POSITIVE_DURATION))
+    heartbeat_timeout: float = field(default=50.0, metadata=_opt(POSITIVE_DURATION))
 
 
 @dataclass(frozen=True)

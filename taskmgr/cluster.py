@@ -38,6 +38,9 @@ class ClusterConfig:
     #: The secret every connection of the cluster proves (shuffle.transport.auth);
     #: None: a random one per cluster.
     secret: bytes | None = field(default=None, repr=False)
+    #: Flink's heartbeat.interval and heartbeat.timeout (seconds).
+    heartbeat_interval: float = 10.0
+    heartbeat_timeout: float = 50.0
 
     def __post_init__(self) -> None:
         if self.mode not in kernel.MODES:
@@ -69,7 +72,8 @@ class MiniCluster:
         self.config = config
         self.tracer = tracer
         self.transport = create_transport(config)
-        self.jobmanager = JobManager(self.transport, "jobmanager" if config.mode == "sim" else LOOPBACK)
+        self.jobmanager = JobManager(self.transport, "jobmanager" if config.mode == "sim" else LOOPBACK,
+                                     config.heartbeat_interval, config.heartbeat_timeout)
         self.task_managers: dict[str, TaskManager] = {}
         self._scopes: dict[str, kernel.CancelScope] = {}
         self._stopped: dict[str, kernel.Event] = {}
@@ -96,6 +100,10 @@ class MiniCluster:
     def records_emitted(self) -> int:
         """Records the job's sources emitted so far (in-process TaskManagers only)."""
         return sum(tm.records_emitted() for tm in self.task_managers.values())
+
+    def hang_task_manager(self, name: str) -> None:
+        """The TaskManager stops answering heartbeats (a hung process): its connections stay open."""
+        self.task_managers[name].responsive = False
 
     def kill_task_manager(self, name: str) -> None:
         """The TaskManager dies at once: its connections close, its tasks vanish."""

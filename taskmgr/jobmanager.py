@@ -147,6 +147,7 @@ class _TaskManagerRecord:
     shuffle_address: Any
     num_slots: int
     connection: RpcConnection
+    last_heartbeat: float = 0.0
 
 
 class _JobExecution:
@@ -203,9 +204,23 @@ class _JobExecution:
 
 
 class JobManager:
-    def __init__(self, transport: Transport, address: Hashable = "jobmanager") -> None:
+    """Runs jobs on the TaskManagers that register with it; watches them with heartbeats.
+
+    Every `heartbeat_interval` seconds it asks each TaskManager for a heartbeat; one that
+    has not answered for `heartbeat_timeout` seconds is lost, as Flink's HeartbeatManager
+    decides (defaults: `heartbeat.interval` 10 s, `heartbeat.timeout` 50 s). A closed
+    connection is noticed at once.
+    """
+
+    def __init__(self, transport: Transport, address: Hashable = "jobmanager",
+                 heartbeat_interval: float = 10.0, heartbeat_timeout: float = 50.0) -> None:
+        if not 0 < heartbeat_interval < heartbeat_timeout:
+            raise ValueError(f"heartbeat interval ({heartbeat_interval} s) must be > 0 and below the timeout "
+                             f"({heartbeat_timeout} s)")
         self.transport = transport
         self.address = address
+        self.heartbeat_interval = heartbeat_interval
+        self.heartbeat_timeout = heartbeat_timeout
         self.task_managers: dict[str, _TaskManagerRecord] = {}
         self._registered = kernel.Event()
         self._jobs: dict[str, _JobExecution] = {}
@@ -215,7 +230,36 @@ class JobManager:
         """Accept TaskManagers until cancelled; reports the bound address via task_status."""
         async with kernel.open_nursery() as nursery:
             self.address = await nursery.start(self.transport.serve, self.address, self._serve_task_manager)
+            nursery.start_soon(self._watch_heartbeats, nursery)
             task_status.started(self.address)
+
+    async def _watch_heartbeats(self, nursery: Any) -> None:
+        while True:
+            await kernel.sleep(self.heartbeat_interval)
+            now = kernel.current_time()
+            for record in list(self.task_managers.values()):
+                if now - record.last_heartbeat > self.heartbeat_timeout:
+                    self._heartbeat_timed_out(record, nursery)
+                else:
+                    nursery.start_soon(self._request_heartbeat, record)
+
+    async def _request_heartbeat(self, record: _TaskManagerRecord) -> None:
+        with kernel.move_on_after(self.heartbeat_interval):
+            try:
+                await record.connection.send("heartbeat_request")
+            except (kernel.BrokenResourceError, kernel.ClosedResourceError):
+                pass  # its connection loop notices the loss
+
+    def _heartbeat_timed_out(self, record: _TaskManagerRecord, nursery: Any) -> None:
+        """Flink's "Heartbeat of TaskManager with id ... timed out": its tasks are lost."""
+        if self.task_managers.pop(record.name, None) is None:
+            return
+        cause = TimeoutError(f"Heartbeat of TaskManager with id {record.name} timed out "
+                             f"(no answer for {self.heartbeat_timeout:g} s).")
+        log.warning("JobManager: %s", cause)
+        for job in self._jobs.values():
+            job.fail(cause)
+        nursery.start_soon(record.connection.aclose)
 
     async def _serve_task_manager(self, stream: ByteStream) -> None:
         """Serve one connection; a peer that breaks the protocol is logged and disconnected."""
@@ -234,7 +278,7 @@ class JobManager:
         if message["type"] != "register_task_manager":
             raise RpcError(f"a TaskManager must register first, got {message['type']!r}")
         record = _TaskManagerRecord(message["task_manager"], message["shuffle_address"], message["num_slots"],
-                                    connection)
+                                    connection, kernel.current_time())
         self.task_managers[record.name] = record
         self._registered.set()
         self._registered = kernel.Event()
@@ -243,6 +287,9 @@ class JobManager:
                 message = await connection.receive()
                 if message is None:
                     break
+                if message["type"] == "heartbeat":
+                    record.last_heartbeat = kernel.current_time()
+                    continue
                 job = self._jobs.get(message.get("job_id"))
                 if job is None:
                     continue

@@ -40,6 +40,8 @@ MESSAGES: dict[str, tuple[dict[str, type], dict[str, type]]] = {
     "stop_sources": ({"job_id": str}, {}),
     "release_job": ({"job_id": str}, {}),
     "shutdown": ({}, {}),
+    "heartbeat_request": ({}, {}),
+    "heartbeat": ({}, {}),
     "task_state": ({"job_id": str, "execution_id": str, "state": str}, {"error": str, "error_ref": str}),
     "job_report": ({"job_id": str, "report_ref": str}, {}),
 }

@@ -139,6 +139,8 @@ class TaskManager:
         self.shuffle_address = name if shuffle_address is None else shuffle_address
         self.env = NettyShuffleEnvironment(config, transport, tracer.for_task_manager(name))
         self._jobs: dict[str, _JobSession] = {}
+        #: False: it stops answering the JobManager's heartbeats (a hung process, in tests).
+        self.responsive = True
         self._connection: RpcConnection | None = None
         self._nursery: Any | None = None
         # Task state updates go out in the order they happen, through one sender.
@@ -211,6 +213,10 @@ class TaskManager:
                 await self._connection.send(kind, **fields)
             except (kernel.BrokenResourceError, kernel.ClosedResourceError):
                 return  # the JobManager is gone; the connection loop ends on its own
+
+    async def _on_heartbeat_request(self, message: dict[str, Any]) -> None:
+        if self.responsive:
+            self._outbox.put_nowait(("heartbeat", {}))
 
     async def _on_cancel_task(self, message: dict[str, Any]) -> None:
         for job in self._jobs.values():

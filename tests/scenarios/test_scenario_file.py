@@ -318,3 +318,16 @@ def test_network_config_by_field_name(tmp_path):
     assert (config.buffer_size, config.flow_control, config.network_memory) == (4096, "tcp", 2 * 1024 * 1024)
     assert config.link_latency == pytest.approx(0.001)
     assert config.floating_buffers_per_gate == 8
+
+
+def test_heartbeat_settings_are_durations_and_the_interval_must_be_below_the_timeout(tmp_path):
+    from scenarios.run import run_scenario
+
+    scenario = load_scenario("scenarios/library/slow-map.toml",
+                             ["cluster.heartbeat_interval=2s", "cluster.heartbeat_timeout=5s"])
+    assert (scenario.cluster.heartbeat_interval, scenario.cluster.heartbeat_timeout) == (2.0, 5.0)
+    with pytest.raises(ScenarioError, match="cluster.heartbeat_timeout: 'soon' is not a duration"):
+        load_scenario("scenarios/library/slow-map.toml", ["cluster.heartbeat_timeout=soon"])
+    late = load_scenario("scenarios/library/slow-map.toml", ["cluster.heartbeat_interval=60s"])
+    with pytest.raises(ScenarioError, match=r"cluster.heartbeat_interval \(60 s\) must be below"):
+        run_scenario(late, tmp_path)

@@ -9,7 +9,7 @@ import pytest
 from graph import CollectSink, DiscardingSink, StreamExecutionEnvironment
 from shuffle import kernel
 from taskmgr.cluster import ClusterConfig, MiniCluster, execute
-from taskmgr.jobmanager import JobConfig, JobExecutionError, JobStatus
+from taskmgr.jobmanager import JobConfig, JobExecutionError, JobResult, JobStatus
 
 
 def explode(x: int) -> int:
@@ -61,3 +61,41 @@ def test_lost_task_manager_fails_job() -> None:
     assert result.status is JobStatus.FAILED
     assert result.duration < 3
     assert "TaskManager tm-1 is lost" in str(result.error)
+
+
+def run_with_hung_task_manager(heartbeat_interval: float, heartbeat_timeout: float, hang_at: float,
+                               duration: float) -> JobResult:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator(rate=100).rebalance().map(cost="1ms").set_parallelism(2).sink_to(DiscardingSink())
+
+    async def main():
+        async with kernel.open_nursery() as nursery:
+            cluster = MiniCluster(ClusterConfig(task_managers=2, heartbeat_interval=heartbeat_interval,
+                                                heartbeat_timeout=heartbeat_timeout))
+            await cluster.start(nursery)
+
+            async def hang_later():
+                await kernel.sleep(hang_at)
+                cluster.hang_task_manager("tm-1")
+
+            nursery.start_soon(hang_later)
+            result = await cluster.execute(env.get_execution_graph(), JobConfig(duration=duration, task_managers=2))
+            nursery.cancel_scope.cancel()
+        return result
+
+    return kernel.run(main, mode="sim")
+
+
+def test_a_task_manager_that_stops_answering_heartbeats_is_lost_after_the_timeout() -> None:
+    """Flink's defaults: heartbeats every 10 s, lost after 50 s without an answer."""
+    result = run_with_hung_task_manager(10.0, 50.0, hang_at=5.0, duration=120)
+    assert result.status is JobStatus.FAILED
+    assert "Heartbeat of TaskManager with id tm-1 timed out" in str(result.error)
+    # Its last answer came at ~0 s (requests at 10, 20, ... went unanswered from 5 s on);
+    # the check after 50 s of silence, at the next 10 s tick, declares it lost.
+    assert 50 <= result.duration <= 61
+
+
+def test_answered_heartbeats_keep_a_long_job_alive() -> None:
+    result = run_with_hung_task_manager(1.0, 3.0, hang_at=1e9, duration=20)  # never hangs
+    assert result.status is JobStatus.FINISHED and result.duration == 20
