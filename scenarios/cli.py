@@ -25,6 +25,7 @@ from graph import (
 from scenarios.build import build_program, call_program, load_program
 from scenarios.channels import TraceFileError
 from scenarios.outputs import RunFolderError
+from scenarios.interrupt import stop_on_signals
 from scenarios.progress import ProgressPrinter
 from scenarios.scenario_file import ScenarioError, load_scenario
 
@@ -133,7 +134,8 @@ def _run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.overrides)
     progress = None if args.quiet else ProgressPrinter(scenario.name, scenario.duration, sys.stderr)
     try:
-        outcome = run_scenario(scenario, Path(args.out), trace=args.trace, progress=progress)
+        with stop_on_signals() as stop:
+            outcome = run_scenario(scenario, Path(args.out), trace=args.trace, progress=progress, should_stop=stop)
     except OutputDirError as e:
         raise UserError(str(e)) from None
     finally:
@@ -141,6 +143,8 @@ def _run(args: argparse.Namespace) -> int:
             progress.close()
     summary = outcome.summary
     print(f"{scenario.name}: {summary['status']} after {summary['duration_s']:.3f} s ({scenario.mode} mode)")
+    if "interrupted" in summary:
+        print(f"stopped early at t = {summary['interrupted']['at_s']:.3f} s: the outputs cover the run until then")
     print(format_table(summary))
     records = summary["records"]
     print(f"records emitted {records['emitted']}, received {records['received']}")
@@ -151,6 +155,8 @@ def _run(args: argparse.Namespace) -> int:
     if "error" in summary:
         print(f"shufflesim: job failed: {summary['error']}", file=sys.stderr)
         return EXIT_FAILED
+    if "interrupted" in summary:
+        return EXIT_INTERRUPTED
     return EXIT_FAILED if summary["invariants"]["violations"] else 0
 
 

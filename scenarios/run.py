@@ -9,8 +9,10 @@ report.html.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 import os
+import shutil
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from scenarios.scenario_file import Scenario, ScenarioError, settings_of
 from shuffle import kernel
 from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport.auth import secret_from_text
-from taskmgr.cluster import ClusterConfig, ProgressCallback, run_job
+from taskmgr.cluster import ClusterConfig, ProgressCallback, StopCheck, run_job
 from taskmgr.jobmanager import JobConfig, JobResult
 from taskmgr.scheduler import slots_needed
 
@@ -75,6 +77,9 @@ def summary_of(scenario: Scenario, result: JobResult) -> dict[str, Any]:
     }
     if result.error is not None:
         summary["error"] = f"{type(result.error).__name__}: {result.error}"
+    if result.stopped_early:
+        summary["interrupted"] = {"at_s": result.duration,
+                                  "note": "the run was stopped before its duration; results cover 0..at_s"}
     return summary
 
 
@@ -122,11 +127,14 @@ def _make_out_dir(out_dir: Path) -> None:
 
 
 def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
-                 progress: ProgressCallback | None = None) -> RunOutcome:
+                 progress: ProgressCallback | None = None, should_stop: StopCheck | None = None) -> RunOutcome:
     """Run `scenario` and write its outputs into `out_dir`.
 
     Raises `ScenarioError` for settings the runtime cannot run and `OutputDirError` for
-    an --out folder it cannot write, both before running.
+    an --out folder it cannot write, both before running. The outputs are written into a
+    hidden folder inside `out_dir` and moved into place only once all are complete: a run
+    that is aborted leaves its previous outputs, never a half-written set. `should_stop`
+    (asked as progress is reported) ends the run early; its outputs then say so.
     """
     out_dir = Path(out_dir)
     env = build_program(scenario)
@@ -134,6 +142,18 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
     network = scenario.network_config()
     _check_runnable(scenario, graph)
     _make_out_dir(out_dir)
+    staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=out_dir))
+    try:
+        outcome = _run_into(scenario, env, graph, network, staging, trace, progress, should_stop)
+        for path in sorted(staging.iterdir()):
+            os.replace(path, out_dir / path.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return outcome
+
+
+def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any, out_dir: Path, trace: bool,
+              progress: ProgressCallback | None, should_stop: StopCheck | None) -> RunOutcome:
     write_plan(out_dir, plan_json(env))
     cluster = ClusterConfig(scenario.mode, scenario.cluster.task_managers, scenario.cluster.slots_per_task_manager,
                             network, cluster_secret(scenario), scenario.cluster.heartbeat_interval,
@@ -143,7 +163,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
         tracer = NULL_TRACER
         if trace:
             tracer = Tracer(out=stack.enter_context(open(out_dir / TRACE_FILE, "w")))
-        result = kernel.run(run_job, graph, cluster, job, tracer, progress, mode=scenario.mode)
+        result = kernel.run(run_job, graph, cluster, job, tracer, progress, should_stop, mode=scenario.mode)
     write_metrics(out_dir, result.metrics)
     summary = summary_of(scenario, result)
     write_summary(out_dir, summary)

@@ -27,6 +27,8 @@ PROGRESS_STEPS = 200
 
 #: Called with (job time in seconds, records emitted by the sources so far).
 ProgressCallback = Callable[[float, int], None]
+#: Asked as often as progress is reported: True ends the run now (it drains and reports).
+StopCheck = Callable[[], bool]
 
 
 @dataclass(frozen=True)
@@ -134,30 +136,37 @@ def default_timeout(job: JobConfig) -> float:
 
 
 async def run_job(program: StreamExecutionEnvironment | ExecutionGraph, cluster: ClusterConfig, job: JobConfig,
-                  tracer: Tracer = NULL_TRACER, progress: ProgressCallback | None = None) -> JobResult:
+                  tracer: Tracer = NULL_TRACER, progress: ProgressCallback | None = None,
+                  should_stop: StopCheck | None = None) -> JobResult:
     """Start a cluster, run one job on it, shut it down (inside a kernel run; bounded by
-    `default_timeout`, in the run's clock). `progress` is called PROGRESS_STEPS times over
-    the job's duration."""
+    `default_timeout`, in the run's clock). `progress` is called, and `should_stop` asked,
+    PROGRESS_STEPS times over the job's duration."""
     graph = _execution_graph(program)
     with kernel.fail_after(default_timeout(job)):
-        return await _run_on_new_cluster(graph, cluster, job, tracer, progress)
+        return await _run_on_new_cluster(graph, cluster, job, tracer, progress, should_stop)
 
 
-async def _report_progress(mini: MiniCluster, job: JobConfig, progress: ProgressCallback) -> None:
+async def _tick(mini: MiniCluster, job: JobConfig, progress: ProgressCallback | None,
+                should_stop: StopCheck | None) -> None:
     start = kernel.current_time()
     step = job.duration / PROGRESS_STEPS
     for k in range(1, PROGRESS_STEPS + 1):
         await kernel.sleep_until(start + k * step)
-        progress(k * step, mini.records_emitted())
+        if progress is not None:
+            progress(k * step, mini.records_emitted())
+        if should_stop is not None and should_stop():
+            mini.jobmanager.stop_jobs_early()
+            return
 
 
-async def _run_on_new_cluster(graph: ExecutionGraph, cluster: ClusterConfig, job: JobConfig,
-                              tracer: Tracer, progress: ProgressCallback | None = None) -> JobResult:
+async def _run_on_new_cluster(graph: ExecutionGraph, cluster: ClusterConfig, job: JobConfig, tracer: Tracer,
+                              progress: ProgressCallback | None = None,
+                              should_stop: StopCheck | None = None) -> JobResult:
     async with kernel.open_nursery() as nursery:
         mini = MiniCluster(cluster, tracer)
         await mini.start(nursery)
-        if progress is not None:
-            nursery.start_soon(_report_progress, mini, job, progress)
+        if progress is not None or should_stop is not None:
+            nursery.start_soon(_tick, mini, job, progress, should_stop)
         result = await mini.execute(graph, job)
         await mini.shutdown()
         nursery.cancel_scope.cancel()

@@ -84,6 +84,8 @@ class JobResult:
     invariants: dict[str, Any] = field(default_factory=dict)
     #: Vertex name -> the TaskManager of each subtask.
     placement: dict[str, list[str]] = field(default_factory=dict)
+    #: The run was ended before its duration (Ctrl-C, SIGTERM): its results cover `duration` only.
+    stopped_early: bool = False
 
     def raise_for_status(self) -> JobResult:
         """Raise JobExecutionError (root cause chained) unless the job finished."""
@@ -160,6 +162,7 @@ class _JobExecution:
         self.failure: BaseException | None = None
         self.reports: dict[str, dict[str, Any]] = {}
         self._changed = kernel.Event()
+        self.stopped_early = False
 
     def _notify(self) -> None:
         self._changed.set()
@@ -180,6 +183,11 @@ class _JobExecution:
     def fail(self, cause: BaseException) -> None:
         if self.failure is None:
             self.failure = cause
+        self._notify()
+
+    def stop_early(self) -> None:
+        """End the run now, as if its duration were over (an interrupted run)."""
+        self.stopped_early = True
         self._notify()
 
     def on_task_state(self, message: dict[str, Any]) -> None:
@@ -302,6 +310,11 @@ class JobManager:
             for job in self._jobs.values():
                 job.on_task_manager_lost(record.name)
 
+    def stop_jobs_early(self) -> None:
+        """End every running job now; each drains and reports as at the end of its duration."""
+        for job in self._jobs.values():
+            job.stop_early()
+
     async def shutdown(self) -> None:
         """Tell every registered TaskManager to shut down."""
         for task_manager in list(self.task_managers):
@@ -355,7 +368,7 @@ class JobManager:
                 await self._send(job.placement[execution_id(vertex)], "deploy_task",
                                  descriptor=descriptor.to_message())
             with kernel.move_on_at(start + config.duration):
-                await job.wait_for(lambda: job.all_terminal or job.failure is not None)
+                await job.wait_for(lambda: job.all_terminal or job.failure is not None or job.stopped_early)
             duration = min(config.duration, kernel.current_time() - start)
             if not job.all_terminal and job.failure is None:
                 for task_manager in dict.fromkeys(job.placement.values()):
@@ -425,4 +438,5 @@ def _merge_reports(job: _JobExecution, graph: ExecutionGraph, status: JobStatus,
             "task_managers_reported": len(reports),
         },
         placement=placement,
+        stopped_early=job.stopped_early,
     )

@@ -1,0 +1,57 @@
+"""Ctrl-C / SIGTERM during `shufflesim run`: complete outputs that say so, or none."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
+
+
+def start_long_run(out: Path) -> subprocess.Popen:
+    """slow-map for 1,000 virtual seconds: minutes of wall time, far longer than the test waits."""
+    return subprocess.Popen([sys.executable, "-m", "scenarios.cli", "run", str(LIBRARY / "slow-map.toml"),
+                             "--out", str(out), "--set", "duration=1000s", "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_until_running(process: subprocess.Popen, out: Path) -> None:
+    """Until the run's staging folder exists (the job is deployed and running)."""
+    deadline = time.monotonic() + 60
+    while not list(out.glob(".partial-*/plan.json")):
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the run did not start within 60 s"
+        time.sleep(0.05)
+    time.sleep(1.0)
+
+
+def test_one_signal_stops_the_run_early_with_complete_outputs(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = start_long_run(out)
+    wait_until_running(process, out)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert "stopping the run and writing its outputs" in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert 0 < summary["interrupted"]["at_s"] < 1000 and summary["duration_s"] == summary["interrupted"]["at_s"]
+    assert summary["vertices"] and (out / "metrics.parquet").exists() and (out / "report.html").exists()
+    assert "stopped early at t =" in stdout
+    assert not list(out.glob(".partial-*"))
+
+
+def test_a_second_signal_aborts_and_leaves_no_outputs(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    process = start_long_run(out)
+    wait_until_running(process, out)
+    process.send_signal(signal.SIGINT)
+    while "stopping the run" not in process.stderr.readline():  # the first one was handled
+        assert process.poll() is None
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, stderr
+    assert sorted(p.name for p in out.iterdir()) == []  # nothing of this run, not even plan.json
