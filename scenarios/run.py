@@ -9,6 +9,7 @@ report.html.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -25,6 +26,7 @@ from shuffle import kernel
 from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport.auth import secret_from_text
 from taskmgr.cluster import ClusterConfig, ProgressCallback, StopCheck, run_job
+from taskmgr.faults import SIM_ONLY, Fault
 from taskmgr.jobmanager import JobConfig, JobResult
 from taskmgr.scheduler import slots_needed
 
@@ -95,6 +97,7 @@ def _check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
         raise ScenarioError(f"{scenario.source_path}: cluster.heartbeat_interval "
                             f"({scenario.cluster.heartbeat_interval:g} s) must be below cluster.heartbeat_timeout "
                             f"({scenario.cluster.heartbeat_timeout:g} s)")
+    _check_faults(scenario, graph)
     needed = slots_needed(graph)
     cluster = scenario.cluster
     available = cluster.task_managers * cluster.slots_per_task_manager
@@ -115,6 +118,26 @@ def cluster_secret(scenario: Scenario) -> bytes | None:
         return secret_from_text(text)
     except ValueError as e:
         raise ScenarioError(f"{SECRET_VARIABLE}: {e}") from None
+
+
+def _check_faults(scenario: Scenario, graph: ExecutionGraph) -> None:
+    """Faults must name TaskManagers and vertices the run has; link faults need sim mode."""
+    names = {f"tm-{i}" for i in range(scenario.cluster.task_managers)}
+    vertices = {vertex.name: vertex.parallelism for vertex in graph.job_graph.vertices}
+    for i, fault in enumerate(scenario.faults):
+        where = f"{scenario.source_path}: faults[{i}]"
+        for tm in (fault.task_manager, *(fault.between or ())):
+            if tm is not None and tm not in names:
+                raise ScenarioError(f"{where}: no TaskManager {tm!r} (the cluster has {', '.join(sorted(names))})")
+        if fault.vertex is not None:
+            matches = [n for n in vertices if n == fault.vertex or n.startswith(fault.vertex)]
+            if not matches:
+                raise ScenarioError(f"{where}: no vertex {fault.vertex!r} (vertices: {', '.join(vertices)})")
+            if fault.subtask >= vertices[matches[0]]:
+                raise ScenarioError(f"{where}: {matches[0]!r} has {vertices[matches[0]]} subtasks, "
+                                    f"no subtask {fault.subtask}")
+        if fault.kind in SIM_ONLY and scenario.mode != "sim":
+            raise ScenarioError(f"{where}: a {fault.kind!r} fault needs the simulated link (mode = \"sim\")")
 
 
 def _make_out_dir(out_dir: Path) -> None:
@@ -163,7 +186,8 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
         tracer = NULL_TRACER
         if trace:
             tracer = Tracer(out=stack.enter_context(open(out_dir / TRACE_FILE, "w")))
-        result = kernel.run(run_job, graph, cluster, job, tracer, progress, should_stop, mode=scenario.mode)
+        faults = [Fault(**dataclasses.asdict(spec)) for spec in scenario.faults]
+        result = kernel.run(run_job, graph, cluster, job, tracer, progress, should_stop, faults, mode=scenario.mode)
     write_metrics(out_dir, result.metrics)
     summary = summary_of(scenario, result)
     write_summary(out_dir, summary)

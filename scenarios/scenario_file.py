@@ -444,6 +444,57 @@ def _job(value: Any, where: _Where) -> JobSpec:
     return job
 
 
+#: Per fault kind: the keys it needs, and the ones it may have (besides `at` and `kind`).
+FAULT_KEYS = {
+    "kill_task_manager": ({"task_manager"}, set()),
+    "drop_connection": ({"between"}, set()),
+    "pause_link": ({"between", "duration"}, set()),
+    "slow_link": ({"between", "duration", "bandwidth"}, {"latency"}),
+    "pause_task": ({"vertex", "duration"}, {"subtask"}),
+    "fail_task": ({"vertex"}, {"subtask", "message"}),
+    "corrupt_frame": ({"between"}, set()),
+}
+
+
+def _task_manager_pair(value: Any, where: _Where) -> tuple[str, str]:
+    if (not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, str) for v in value)
+            or value[0] == value[1]):
+        raise where.error(f'{_show(value)} is not two TaskManagers, like ["tm-0", "tm-1"]')
+    return value[0], value[1]
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """One `[[faults]]` table: what happens (`kind`) and when (`at`, after the job starts)."""
+
+    at: float = field(metadata=_opt(DURATION))
+    kind: str = field(metadata=_opt(_leaf(_choice(*FAULT_KEYS))))
+    task_manager: str | None = field(default=None, metadata=_opt(TEXT))
+    between: tuple[str, str] | None = field(default=None, metadata=_opt(_task_manager_pair))
+    vertex: str | None = field(default=None, metadata=_opt(TEXT))
+    subtask: int = field(default=0, metadata=_opt(_int_from(0)))
+    duration: float = field(default=0.0, metadata=_opt(POSITIVE_DURATION))
+    bandwidth: float | None = field(default=None, metadata=_opt(_leaf(_as_bandwidth)))
+    latency: float | None = field(default=None, metadata=_opt(DURATION))
+    message: str = field(default="injected failure", metadata=_opt(TEXT))
+
+
+def _faults(value: Any, where: _Where) -> tuple[FaultSpec, ...]:
+    if not isinstance(value, list):
+        raise where.error('expected [[faults]] tables, like at = "12s", kind = "kill_task_manager"')
+    faults = []
+    for i, item in enumerate(value):
+        fault = _build(FaultSpec, item, where.item(i))
+        required, optional = FAULT_KEYS[fault.kind]
+        for key in item:
+            if key not in required | optional | {"at", "kind"}:
+                raise where.item(i).child(key).error(f"a {fault.kind!r} fault takes no {key!r}")
+        for key in sorted(required - set(item)):
+            raise where.item(i).error(f"a {fault.kind!r} fault needs {key!r}")
+        faults.append(fault)
+    return tuple(faults)
+
+
 @dataclass(frozen=True)
 class Scenario:
     """A validated scenario file. Times in seconds, sizes in bytes."""
@@ -465,6 +516,7 @@ class Scenario:
     metrics: MetricsSettings = field(
         default_factory=MetricsSettings, metadata=_opt(_section(MetricsSettings))
     )
+    faults: tuple[FaultSpec, ...] = field(default=(), metadata=_opt(_faults))
 
     @property
     def folder(self) -> Path:

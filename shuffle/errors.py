@@ -23,6 +23,11 @@ def check(condition: bool, what: str) -> None:
         raise InvariantViolation(what)
 
 
+class CancelTaskError(RuntimeError):
+    """The task's resources were released under it (a released channel, a destroyed buffer
+    pool): Flink's CancelTaskException, which cancels the task instead of failing the job."""
+
+
 class ProtocolError(Exception):
     """A peer's bytes break a protocol on a stream (framing, handshake, message): the
     connection is closed; nothing but this connection fails. Not an OSError: Flink's
@@ -39,8 +44,8 @@ class CreditViolationError(ProtocolError):
     buffer arrived for which the consumer had no buffer (credit) to put it in."""
 
 
-class BufferReorderingError(ProtocolError):
-    """A buffer arrived out of sequence on a channel."""
+class BufferReorderingError(IOError):
+    """A buffer arrived out of sequence on a channel (Flink's BufferReorderingException, an IOException)."""
 
 
 class PartitionNotFoundError(IOError):

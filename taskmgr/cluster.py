@@ -8,7 +8,7 @@ JobManager's address, as they would in separate processes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,7 +18,9 @@ from shuffle.config import NetworkConfig
 from shuffle.netty.connection_manager import Transport
 from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport.auth import AuthenticatedTransport, generate_secret
+from taskmgr.faults import Fault, inject_faults
 from taskmgr.jobmanager import JobConfig, JobManager, JobResult
+from taskmgr.task import Task
 from taskmgr.taskmanager import TaskManager
 
 LOOPBACK = "127.0.0.1:0"
@@ -99,6 +101,14 @@ class MiniCluster:
         finally:
             self._stopped[tm.name].set()
 
+    def find_task(self, vertex: str, subtask: int) -> Task | None:
+        """A running subtask of the job, wherever it runs (in-process TaskManagers only)."""
+        for tm in self.task_managers.values():
+            task = tm.find_task(vertex, subtask)
+            if task is not None:
+                return task
+        return None
+
     def records_emitted(self) -> int:
         """Records the job's sources emitted so far (in-process TaskManagers only)."""
         return sum(tm.records_emitted() for tm in self.task_managers.values())
@@ -137,13 +147,13 @@ def default_timeout(job: JobConfig) -> float:
 
 async def run_job(program: StreamExecutionEnvironment | ExecutionGraph, cluster: ClusterConfig, job: JobConfig,
                   tracer: Tracer = NULL_TRACER, progress: ProgressCallback | None = None,
-                  should_stop: StopCheck | None = None) -> JobResult:
+                  should_stop: StopCheck | None = None, faults: Sequence[Fault] = ()) -> JobResult:
     """Start a cluster, run one job on it, shut it down (inside a kernel run; bounded by
     `default_timeout`, in the run's clock). `progress` is called, and `should_stop` asked,
-    PROGRESS_STEPS times over the job's duration."""
+    PROGRESS_STEPS times over the job's duration; `faults` happen at their times."""
     graph = _execution_graph(program)
     with kernel.fail_after(default_timeout(job)):
-        return await _run_on_new_cluster(graph, cluster, job, tracer, progress, should_stop)
+        return await _run_on_new_cluster(graph, cluster, job, tracer, progress, should_stop, faults)
 
 
 async def _tick(mini: MiniCluster, job: JobConfig, progress: ProgressCallback | None,
@@ -161,12 +171,14 @@ async def _tick(mini: MiniCluster, job: JobConfig, progress: ProgressCallback | 
 
 async def _run_on_new_cluster(graph: ExecutionGraph, cluster: ClusterConfig, job: JobConfig, tracer: Tracer,
                               progress: ProgressCallback | None = None,
-                              should_stop: StopCheck | None = None) -> JobResult:
+                              should_stop: StopCheck | None = None, faults: Sequence[Fault] = ()) -> JobResult:
     async with kernel.open_nursery() as nursery:
         mini = MiniCluster(cluster, tracer)
         await mini.start(nursery)
         if progress is not None or should_stop is not None:
             nursery.start_soon(_tick, mini, job, progress, should_stop)
+        if faults:
+            nursery.start_soon(inject_faults, mini, faults)
         result = await mini.execute(graph, job)
         await mini.shutdown()
         nursery.cancel_scope.cancel()

@@ -9,7 +9,8 @@ Sources run the same loop with the source operator as input.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
 
 from shuffle import kernel
 from shuffle.writer.record_writer import RecordWriter
@@ -26,7 +27,14 @@ class StreamTask:
         self.input = task_input
         self.writers = list(writers)
         self.io = io
-        self._idle_scope: kernel.CancelScope | None = None
+        self._wait_scope: kernel.CancelScope | None = None  # an idle or back-pressured wait
+        #: Actions for the task's own thread (Flink's mailbox mails), run between records.
+        self._mail: deque[Callable[[], Awaitable[None]]] = deque()
+
+    def send_mail(self, action: Callable[[], Awaitable[None]]) -> None:
+        """Run `action` in the mailbox loop before the next record (waking an idle task)."""
+        self._mail.append(action)
+        self.wake()
 
     def _outputs_available(self) -> bool:
         return all(writer.is_available() for writer in self.writers)
@@ -45,12 +53,17 @@ class StreamTask:
     async def run_mailbox_loop(self) -> None:
         io, task_input = self.io, self.input
         turns = 0
+        mail = self._mail
         while True:
+            while mail:
+                await mail.popleft()()
             if not self._outputs_available():
                 io.soft_backpressure.mark_start()
                 try:
-                    await self._wait_outputs()
+                    with kernel.CancelScope() as self._wait_scope:
+                        await self._wait_outputs()
                 finally:
+                    self._wait_scope = None
                     io.soft_backpressure.mark_end()
                 continue
             status = await task_input.process_input()
@@ -63,13 +76,14 @@ class StreamTask:
                 return
             io.idle.mark_start()
             try:
-                with kernel.CancelScope() as self._idle_scope:
+                with kernel.CancelScope() as self._wait_scope:
                     await task_input.wait_available()
             finally:
-                self._idle_scope = None
+                self._wait_scope = None
                 io.idle.mark_end()
 
     def wake(self) -> None:
-        """End an idle wait now (the input's state changed, e.g. a source was stopped)."""
-        if self._idle_scope is not None:
-            self._idle_scope.cancel()
+        """End an idle or back-pressured wait now (mail came, or the input's state changed,
+        e.g. a source was stopped); the loop looks again."""
+        if self._wait_scope is not None:
+            self._wait_scope.cancel()

@@ -9,14 +9,15 @@ or cancelled task releases them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 import enum
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from graph import ExecutionGraph, JobVertex
 from shuffle import kernel
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.environment import InputChannelDescriptor, NettyShuffleEnvironment
+from shuffle.errors import CancelTaskError
 from shuffle.partition.result_partition import ResultPartition
 from shuffle.partitioner.channel_selectors import create_channel_selector
 from shuffle.serialization.record_serializer import RecordSerializer
@@ -151,6 +152,8 @@ class Task:
             try:
                 await self._run()
                 self._transition(ExecutionState.FINISHED)
+            except CancelTaskError:
+                self._transition(ExecutionState.CANCELED)  # its resources went away: not a failure
             except Exception as exc:
                 self._transition(ExecutionState.FAILED, root_cause(exc))
             finally:
@@ -160,6 +163,13 @@ class Task:
 
     def cancel(self) -> None:
         self._cancel_scope.cancel()
+
+    def send_mail(self, action: Callable[[], Awaitable[None]]) -> bool:
+        """Run `action` in the task's mailbox loop; False if the task is not running."""
+        if self._stream_task is None or self.state is not ExecutionState.RUNNING:
+            return False
+        self._stream_task.send_mail(action)
+        return True
 
     def stop_source(self) -> None:
         """Stop a source task's source (the job is draining); no-op for other tasks."""

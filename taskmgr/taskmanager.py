@@ -165,6 +165,15 @@ class TaskManager:
                 if self._connection is not None:
                     await self._connection.aclose()
 
+    def find_task(self, vertex: str, subtask: int) -> Task | None:
+        """The running subtask `subtask` of the vertex named `vertex` (or whose chained name starts so)."""
+        for job in self._jobs.values():
+            for task in job.tasks.values():
+                name = task.vertex.name
+                if (name == vertex or name.startswith(vertex)) and task.descriptor.subtask_index == subtask:
+                    return task
+        return None
+
     def records_emitted(self) -> int:
         """Records the sources of this TaskManager emitted so far, over its running jobs."""
         return sum(task.context.records_emitted for job in self._jobs.values() for task in job.tasks.values()

@@ -18,6 +18,7 @@ from shuffle import kernel
 from shuffle.availability import AvailabilityHelper
 from shuffle.buffer.buffer import Buffer, MemorySegment
 from shuffle.buffer.buffer_builder import BufferBuilder
+from shuffle.errors import CancelTaskError
 
 if TYPE_CHECKING:
     from shuffle.buffer.network_buffer_pool import NetworkBufferPool
@@ -59,7 +60,7 @@ class LocalBufferPool:
 
     def _request_segment(self, target: int) -> MemorySegment | None:
         if self.is_destroyed:
-            raise RuntimeError("buffer pool is destroyed")
+            raise CancelTaskError("Buffer pool has already been destroyed.")
         segment = None
         if self._available:
             segment = self._available.popleft()

@@ -33,10 +33,6 @@ class BufferAndAvailability(NamedTuple):
         return self.next_data_type is not DataType.NONE
 
 
-class CancelTaskError(RuntimeError):
-    """Reading from a channel after it was released (Flink's CancelTaskException)."""
-
-
 class InputChannel:
     """Base of the channels of a SingleInputGate."""
 
@@ -74,6 +70,8 @@ class InputChannel:
 
     def check_error(self) -> None:
         if self.error is not None:
+            if isinstance(self.error, OSError):
+                raise self.error  # Flink's checkError rethrows an IOException as it is
             raise IOError(f"input channel {self.name} failed: {self.error}") from self.error
 
     def increase_backoff(self) -> bool:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from shuffle import kernel
-from shuffle.consumer.input_channel import BufferAndAvailability, CancelTaskError, InputChannel
-from shuffle.errors import PartitionNotFoundError
+from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
+from shuffle.errors import CancelTaskError, PartitionNotFoundError
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.trace import Tracer

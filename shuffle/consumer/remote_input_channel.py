@@ -13,8 +13,8 @@ from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.consumer.buffer_manager import BufferManager
-from shuffle.consumer.input_channel import BufferAndAvailability, CancelTaskError, InputChannel
-from shuffle.errors import BufferReorderingError, PartitionNotFoundError, check
+from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
+from shuffle.errors import BufferReorderingError, CancelTaskError, PartitionNotFoundError, check
 from shuffle.java_int import next_sequence_number
 from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.trace import Tracer

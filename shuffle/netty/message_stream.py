@@ -24,8 +24,10 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from shuffle.config import DEFAULT_MAX_FRAME_SIZE
+from shuffle.errors import CorruptedStreamError
 from shuffle.netty.messages import BufferResponse, FrameDecoder, NettyMessage, encode, frame_size
 from shuffle.transport import ByteStream
+from shuffle.transport.sim_link import CORRUPTED
 
 RECEIVE_SIZE = 64 * 1024  # below glibc's mmap threshold: no mmap per recv
 
@@ -126,7 +128,10 @@ class ObjectMessageStream:
         self.stream.send_now(*sealed)
 
     async def receive(self) -> list[NettyMessage]:
-        return await self.stream.receive_messages()
+        messages = await self.stream.receive_messages()
+        if any(message is CORRUPTED for message in messages):
+            raise CorruptedStreamError("Network stream corrupted: received incorrect magic number.")
+        return messages
 
 
 def _defer(stream: Any, fn: Callable[[], None]) -> bool:

@@ -37,10 +37,20 @@ DEFAULT_RECEIVE_SIZE = 65536
 _EOF = None  # item marking the end of the stream (the peer's FIN)
 
 
+class _Corrupted:
+    def __repr__(self) -> str:
+        return "CORRUPTED"
+
+
+#: What a corrupted message arrives as on an object-carrying link (a `corrupt_frame` fault).
+CORRUPTED = _Corrupted()
+
+
 class _Direction:
     """What travels one way on a connection: (arrival time, item, size) in FIFO order."""
 
-    __slots__ = ("items", "unread", "link_free_at", "reader", "writers", "reader_closed", "paused")
+    __slots__ = ("items", "unread", "link_free_at", "reader", "writers", "reader_closed", "paused",
+                 "bandwidth", "latency", "corrupt_next")
 
     def __init__(self) -> None:
         self.items: deque[tuple[float, Any, int]] = deque()
@@ -50,6 +60,9 @@ class _Direction:
         self.writers: list[tuple[sim.Task, int]] = []  # writers blocked on a full window
         self.reader_closed = False
         self.paused = False  # not writable whatever the window (tests, a paused link)
+        self.bandwidth: float | None = None  # overrides of the network's (a slow link)
+        self.latency: float | None = None
+        self.corrupt_next = False  # the next item sent this way arrives corrupted (a fault)
 
     def wake_writers(self) -> None:
         writers, self.writers = self.writers, []
@@ -96,6 +109,20 @@ class SimStream:
         if writable:
             self._out.wake_writers()
 
+    def impair_link(self, *, paused: bool = False, bandwidth: float | None = None,
+                    latency: float | None = None) -> None:
+        """Both directions of this connection: stop taking writes (`paused`), or carry at
+        `bandwidth` bytes/s after `latency` s instead of the network's; all defaults restore."""
+        for direction in (self._out, self._in):
+            direction.paused = paused
+            direction.bandwidth, direction.latency = bandwidth, latency
+            if not paused:
+                direction.wake_writers()
+
+    def corrupt_next_inbound(self) -> None:
+        """The next item the peer sends on this connection arrives corrupted."""
+        self._in.corrupt_next = True
+
     def call_soon(self, fn: Any) -> None:
         """Run `fn()` on the connection's event loop: once every runnable task has yielded."""
         sim.call_soon(fn)
@@ -133,6 +160,9 @@ class SimStream:
 
     def _push(self, item: Any, size: int) -> None:
         out = self._out
+        if out.corrupt_next and item is not _EOF:
+            out.corrupt_next = False
+            item = CORRUPTED if self.carries_objects else bytes(size)  # zeros: no frame's magic
         out.unread += size
         arrival = self._network._schedule(out, size)
         if not out.items and out.reader is not None:
@@ -259,8 +289,8 @@ class SimNetwork:
     def _schedule(self, direction: _Direction, size: int) -> float:
         """Put `size` bytes on the link now; returns when they arrive."""
         start = max(sim._K.now, direction.link_free_at)
-        direction.link_free_at = start + size / self.bandwidth_bytes_per_s
-        return direction.link_free_at + self.latency_s
+        direction.link_free_at = start + size / (direction.bandwidth or self.bandwidth_bytes_per_s)
+        return direction.link_free_at + (self.latency_s if direction.latency is None else direction.latency)
 
     async def serve(
         self, address: Hashable, handler: StreamHandler, *, task_status: Any = kernel.TASK_STATUS_IGNORED

@@ -138,3 +138,11 @@ def test_floating_buffers_go_to_the_hot_reducers_channels(tmp_path: Path) -> Non
     assert subtask(reducers, hot)["inputFloatingBuffersUsage"] > 0.9
     assert all(subtask(reducers, i)["inputFloatingBuffersUsage"] == 0 for i in range(4) if i != hot)
     assert hot == assign_key_to_parallel_operator(0, 128, 4)  # the hot key's subtask
+
+
+def test_a_dropped_link_fails_the_job_with_flinks_root_cause(tmp_path: Path) -> None:
+    scenario = load_scenario(LIBRARY / "link-failure.toml", [])
+    summary = run_scenario(scenario, tmp_path / "link-failure").summary
+    assert summary["status"] == "FAILED"
+    assert summary["error"].startswith("RemoteTransportError: Lost connection to task manager 'tm-0'")
+    assert 5.0 <= summary["duration_s"] < 7.0 and summary["invariants"]["buffers_leaked"] == 0

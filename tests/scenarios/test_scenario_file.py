@@ -331,3 +331,35 @@ def test_heartbeat_settings_are_durations_and_the_interval_must_be_below_the_tim
     late = load_scenario("scenarios/library/slow-map.toml", ["cluster.heartbeat_interval=60s"])
     with pytest.raises(ScenarioError, match=r"cluster.heartbeat_interval \(60 s\) must be below"):
         run_scenario(late, tmp_path)
+
+
+@pytest.mark.parametrize("fault, message", [
+    ('{ at = "1s", kind = "meteor" }', "faults[0].kind: 'meteor' is not one of"),
+    ('{ at = "1s", kind = "pause_task", vertex = "SlowMap" }', "faults[0]: a 'pause_task' fault needs 'duration'"),
+    ('{ at = "1s", kind = "kill_task_manager", task_manager = "tm-0", vertex = "X" }',
+     "faults[0].vertex: a 'kill_task_manager' fault takes no 'vertex'"),
+    ('{ at = "1s", kind = "drop_connection", between = ["tm-0"] }',
+     "faults[0].between: ['tm-0'] is not two TaskManagers"),
+])
+def test_bad_faults_are_one_clear_error(tmp_path, fault, message):
+    text = f"faults = [{fault}]\n" + (LIBRARY / "slow-map.toml").read_text()  # a top-level key: before any table
+    path = tmp_path / "faulty.toml"
+    path.write_text(text)
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        load_scenario(path)
+
+
+def test_faults_must_name_what_the_run_has(tmp_path):
+    from scenarios.run import run_scenario
+
+    base = (LIBRARY / "slow-map.toml").read_text()
+    cases = [('{ at = "1s", kind = "kill_task_manager", task_manager = "tm-7" }', "no TaskManager 'tm-7'"),
+             ('{ at = "1s", kind = "fail_task", vertex = "Nope" }', "no vertex 'Nope'"),
+             ('{ at = "1s", kind = "pause_link", between = ["tm-0", "tm-1"], duration = "1s" }',
+              "needs the simulated link")]
+    for i, (fault, message) in enumerate(cases):
+        path = tmp_path / f"case{i}.toml"
+        path.write_text(f"faults = [{fault}]\n" + base)
+        scenario = load_scenario(path, ["mode=realtime"] if "pause_link" in fault else [])
+        with pytest.raises(ScenarioError, match=re.escape(message)):
+            run_scenario(scenario, tmp_path / f"out{i}")
