@@ -21,6 +21,7 @@ from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr import clock
 from taskmgr.cluster import ClusterConfig, run_job
 from taskmgr.jobmanager import JobConfig, JobResult
+from taskmgr.rpc import REGISTRY
 from taskmgr.scheduler import slots_needed
 
 #: Metrics of the printed table: (header, Flink metric name, format).
@@ -82,13 +83,26 @@ def _check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
             f"(task_managers = {cluster.task_managers}, slots_per_task_manager = {cluster.slots_per_task_manager})")
 
 
-def _make_out_dir(out_dir: Path) -> None:
+def make_out_dir(out_dir: Path) -> None:
+    """Create `out_dir` if needed; `OutputDirError` if it cannot be created or written."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputDirError(f"--out {out_dir}: cannot create the folder: {e.strerror}") from None
     if not os.access(out_dir, os.W_OK | os.X_OK):
         raise OutputDirError(f"--out {out_dir}: the folder is not writable")
+
+
+def _reset_object_registry() -> None:
+    """Start every run with reference ids from "ref-0", as in a fresh process.
+
+    The in-process RPC registry numbers its references for the life of the process, and a
+    reference's length is part of the RPC frames that cross the simulated links: without
+    this, the fifth run of a scenario in one process (a serial sweep, a reused Spark
+    worker) differs from `shufflesim run` in the last digits of its metrics. The registry
+    holds nothing between runs. (A per-run registry in taskmgr would make this go away.)
+    """
+    REGISTRY.__init__()
 
 
 def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False) -> RunOutcome:
@@ -102,7 +116,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False) -> RunO
     graph = env.get_execution_graph()
     network = scenario.network_config()
     _check_runnable(scenario, graph)
-    _make_out_dir(out_dir)
+    make_out_dir(out_dir)
     write_plan(out_dir, plan_json(env))
     cluster = ClusterConfig(scenario.mode, scenario.cluster.task_managers, scenario.cluster.slots_per_task_manager,
                             network)
@@ -111,6 +125,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False) -> RunO
         tracer = NULL_TRACER
         if trace:
             tracer = Tracer(out=stack.enter_context(open(out_dir / TRACE_FILE, "w")))
+        _reset_object_registry()
         result = clock.run(run_job, graph, cluster, job, tracer, mode=scenario.mode, seed=scenario.seed)
     write_metrics(out_dir, result.metrics)
     summary = summary_of(scenario, result)
