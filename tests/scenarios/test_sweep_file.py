@@ -12,22 +12,8 @@ from scenarios.sweep_file import load_sweep
 
 LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
 
-SCENARIO = """
-duration = "30s"
-[[job.stages]]
-name = "Seq"
-kind = "source"
-[[job.stages]]
-name = "SlowMap"
-kind = "map"
-cost = "5ms"
-[[job.stages]]
-kind = "sink"
-"""
-
-
 def write_sweep(tmp_path: Path, body: str) -> Path:
-    (tmp_path / "scenario.toml").write_text(SCENARIO)
+    (tmp_path / "scenario.toml").write_text((LIBRARY / "slow-map.toml").read_text())
     path = tmp_path / "sweep.toml"
     path.write_text(body)
     return path
@@ -47,7 +33,7 @@ scenario = "scenario.toml"
     scenario = sweep.scenario(sweep.points[3])
     assert scenario.network.buffer_timeout == pytest.approx(0.01)
     assert scenario.job.stages[1].cost == pytest.approx(0.005)
-    assert {p.seed for p in sweep.points} == {0}  # the scenario's seed
+    assert {p.seed for p in sweep.points} == {7}  # the scenario's seed
 
 
 def test_explicit_points_follow_the_grid_and_seeds_repeat_every_point(tmp_path: Path) -> None:
