@@ -78,13 +78,13 @@ def _finite(value: float) -> float | None:
 def run_point(sweep: Sweep, point: SweepPoint, points_dir: str) -> PointResult:
     """Run one point into `points_dir/<point id>/`; every failure becomes the result's status."""
     values = {key: value for key, value in point.written().items() if key in sweep.keys}
-    failed = functools.partial(PointResult, point.id, point.seed, values)
+    result = functools.partial(PointResult, point.id, point.seed, values)
     try:
         outcome = run_scenario(sweep.scenario(point), Path(points_dir) / point.id)
     except ScenarioError as e:
-        return failed(INVALID, str(e))
+        return result(INVALID, str(e))
     except Exception as e:  # the run itself crashed: report it, let the other points run
-        return failed(ERROR, f"{type(e).__name__}: {e}")
+        return result(ERROR, f"{type(e).__name__}: {e}")
     summary = outcome.summary
     violations = summary["invariants"]["violations"]
     error = summary.get("error") or ("invariant broken: " + "; ".join(violations) if violations else None)
@@ -93,7 +93,7 @@ def run_point(sweep: Sweep, point: SweepPoint, points_dir: str) -> PointResult:
                      {m: _finite(x) for m, x in v["metrics"].items()})
         for v in summary["vertices"]
     )
-    return failed(summary["status"], error, vertices)
+    return result(summary["status"], error, vertices)
 
 
 # --- the results table -------------------------------------------------------------------

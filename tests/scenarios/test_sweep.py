@@ -109,3 +109,20 @@ def test_progress_on_a_terminal_redraws_one_line() -> None:
     printer.close()
     assert screen.getvalue().count("\r") == 2 and screen.getvalue().endswith("\n")
     assert screen.getvalue().count("\n") == 1
+
+
+def test_a_run_that_crashes_is_an_error_row_and_the_others_run(sweep_path: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import scenarios.sweep as sweep_module
+
+    real = sweep_module.run_scenario
+
+    def crashing(scenario: Any, out_dir: Path) -> Any:
+        if out_dir.name == "p01":
+            raise RuntimeError("disk on fire")
+        return real(scenario, out_dir)
+
+    monkeypatch.setattr(sweep_module, "run_scenario", crashing)
+    outcome = run_sweep(load_sweep(sweep_path), tmp_path)
+    assert [(r.point, r.status, r.error) for r in outcome.failed][:1] == [("p01", "ERROR", "RuntimeError: disk on fire")]
+    assert [r.status for r in outcome.results] == ["FINISHED", "ERROR", "FINISHED", "FINISHED", "FAILED", "INVALID"]
