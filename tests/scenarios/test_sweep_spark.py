@@ -6,7 +6,6 @@ One SparkSession for the module: a session costs about 5 s to start.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import zipfile
@@ -99,7 +98,7 @@ def test_cli_on_spark_end_to_end(sweep_path: Path, tmp_path: Path) -> None:
     """The command as a user runs it: its own Spark session, a quiet log, exit code 1 for failed points."""
     shufflesim = Path(sys.executable).with_name("shufflesim")
     done = subprocess.run([str(shufflesim), "sweep", str(sweep_path), "--out", str(tmp_path), "--master", "local[2]"],
-                          capture_output=True, text=True, timeout=300, env=os.environ | {"COLUMNS": "200"})
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stderr
     assert "6/6 points done" in done.stdout and "starting Spark (local[2])" in done.stdout
     spark_lines = [line for line in done.stderr.splitlines()
