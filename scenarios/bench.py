@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from graph import Cost, DiscardingSink, StreamExecutionEnvironment
-from scenarios import bench_network, bench_scale
+from scenarios import bench_network, bench_scale, bench_sweep
 from taskmgr.cluster import execute
 
 Figure = Callable[[], Iterable[dict[str, Any]]]
@@ -66,3 +66,4 @@ def keyed_shuffle_records_per_s(duration: float = 2.0) -> list[dict[str, Any]]:
 register_figure("sim_buffer_hops_per_s")(bench_network.sim_buffer_hops)
 register_figure("tcp_payload_ratio")(bench_network.tcp_payload_ratio)
 register_figure("scale")(bench_scale.scale_figures)
+register_figure("sweep_speedup_local2")(bench_sweep.sweep_speedup_local2)

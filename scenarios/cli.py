@@ -1,4 +1,4 @@
-"""The `shufflesim` command: run, plan, report, compare, trace, bench, fuzz.
+"""The `shufflesim` command: run, plan, sweep, report, compare, trace, bench, fuzz.
 
 User mistakes (a missing file, a bad key or value, an unknown program) print one line
 `shufflesim: error: ...` and exit with code 2; a job that fails prints its root cause and
@@ -13,6 +13,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from graph import (
     IllegalStateException,
@@ -32,6 +33,9 @@ from scenarios.scenario_file import ScenarioError, load_scenario
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+
+#: `--master serial`: a sweep's points one by one in this process, without Spark.
+SERIAL = "serial"
 
 
 class UserError(Exception):
@@ -82,6 +86,17 @@ def _parser() -> argparse.ArgumentParser:
                                             "(channels, with --trace) into trace-event JSON for ui.perfetto.dev.")
     trace.add_argument("run_dir", metavar="RUN_DIR", help="the --out folder of a run")
     trace.add_argument("--out", metavar="FILE", help="write here instead of RUN_DIR/trace.perfetto.json")
+    sweep = commands.add_parser("sweep", help="run every point of a sweep file (on Spark) and collect the results",
+                                description="Run each point of a sweep file (a scenario and a grid of overrides) as "
+                                            "one sim run in a Spark task; write DIR/results.parquet (one row per "
+                                            "point and vertex), DIR/points/<point>/ (each run's files) and "
+                                            "DIR/sweep.png; print a table. Exit code 1 if a point failed.")
+    sweep.add_argument("sweep", metavar="SWEEP", help="sweep file (.toml)")
+    sweep.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    sweep.add_argument("--master", default="local[*]", metavar="URL",
+                       help="Spark master: local[*] (default), local[N], spark://HOST:PORT, yarn, k8s://...; "
+                            f"'{SERIAL}' runs the points one by one in this process, without Spark")
+    sweep.add_argument("--quiet", action="store_true", help="print no progress")
 
     bench = commands.add_parser("bench", help="print performance figures as JSON lines",
                                 description="Compute performance figures; one JSON object per line.")
@@ -194,6 +209,59 @@ def _trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from scenarios.run import OutputDirError, make_out_dir
+    from scenarios.spark_session import SparkJobError
+    from scenarios.sweep import run_sweep
+    from scenarios.sweep_file import load_sweep
+    from scenarios.sweep_report import ProgressPrinter, format_results_table
+
+    sweep = load_sweep(args.sweep)
+    try:
+        make_out_dir(Path(args.out))
+    except OutputDirError as e:
+        raise UserError(str(e)) from None
+    if not args.quiet:
+        print(f"{args.sweep}: {len(sweep.points)} points of {sweep.scenario_path}", flush=True)
+    spark = None
+    if args.master != SERIAL:
+        if not args.quiet:
+            print(f"starting Spark ({args.master}) ...", flush=True)
+        spark = _start_spark(args.master)
+    progress = None if args.quiet else ProgressPrinter()
+    try:
+        outcome = run_sweep(sweep, Path(args.out), spark, progress)
+    except SparkJobError as e:
+        print(f"shufflesim: the Spark job failed: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    finally:
+        if progress is not None:
+            progress.close()
+        if spark is not None:
+            spark.stop()
+    print(format_results_table(outcome.results, sweep.keys))
+    print(f"results in {outcome.results_path}, each point's run in {outcome.out_dir / 'points'}")
+    if outcome.failed:
+        print(f"shufflesim: {len(outcome.failed)} of {len(outcome.results)} points failed:", file=sys.stderr)
+        for result in outcome.failed:
+            print(f"  {result.point}: {result.status}: {result.error}", file=sys.stderr)
+        return EXIT_FAILED
+    return 0
+
+
+def _start_spark(master: str) -> Any:
+    """A SparkSession on `master`; a master Spark cannot start on is the user's mistake."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    from scenarios.spark_session import root_cause, spark_session
+
+    try:
+        return spark_session(master)
+    except (Py4JError, PySparkException, RuntimeError) as e:
+        raise UserError(f"--master {master}: Spark did not start: {root_cause(e)}") from None
+
+
 def _bench(args: argparse.Namespace) -> int:
     from scenarios.bench import run_figures
 
@@ -224,8 +292,8 @@ def _fuzz(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    command = {"run": _run, "plan": _plan, "report": _report, "compare": _compare, "trace": _trace,
-               "bench": _bench, "fuzz": _fuzz}[args.command]
+    command = {"run": _run, "plan": _plan, "sweep": _sweep, "report": _report, "compare": _compare,
+               "trace": _trace, "bench": _bench, "fuzz": _fuzz}[args.command]
     try:
         return command(args)
     except (UserError, ScenarioError, RunFolderError, TraceFileError, UnsupportedOperationException,

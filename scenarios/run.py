@@ -28,6 +28,7 @@ from shuffle.transport.auth import secret_from_text
 from taskmgr.cluster import ClusterConfig, ProgressCallback, StopCheck, run_job
 from taskmgr.faults import SIM_ONLY, Fault
 from taskmgr.jobmanager import JobConfig, JobResult
+from taskmgr.rpc import REGISTRY
 from taskmgr.scheduler import slots_needed
 
 #: Metrics of the printed table: (header, Flink metric name, format).
@@ -140,13 +141,26 @@ def _check_faults(scenario: Scenario, graph: ExecutionGraph) -> None:
             raise ScenarioError(f"{where}: a {fault.kind!r} fault needs the simulated link (mode = \"sim\")")
 
 
-def _make_out_dir(out_dir: Path) -> None:
+def make_out_dir(out_dir: Path) -> None:
+    """Create `out_dir` if needed; `OutputDirError` if it cannot be created or written."""
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise OutputDirError(f"--out {out_dir}: cannot create the folder: {e.strerror}") from None
     if not os.access(out_dir, os.W_OK | os.X_OK):
         raise OutputDirError(f"--out {out_dir}: the folder is not writable")
+
+
+def _reset_object_registry() -> None:
+    """Start every run with reference ids from "ref-0", as in a fresh process.
+
+    The in-process RPC registry numbers its references for the life of the process, and a
+    reference's length is part of the RPC frames that cross the simulated links: without
+    this, the fifth run of a scenario in one process (a serial sweep, a reused Spark
+    worker) differs from `shufflesim run` in the last digits of its metrics. The registry
+    holds nothing between runs. (A per-run registry in taskmgr would make this go away.)
+    """
+    REGISTRY.__init__()
 
 
 def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
@@ -164,7 +178,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
     graph = env.get_execution_graph()
     network = scenario.network_config()
     _check_runnable(scenario, graph)
-    _make_out_dir(out_dir)
+    make_out_dir(out_dir)
     staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=out_dir))
     try:
         outcome = _run_into(scenario, env, graph, network, staging, trace, progress, should_stop)
@@ -187,6 +201,7 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
         if trace:
             tracer = Tracer(out=stack.enter_context(open(out_dir / TRACE_FILE, "w")))
         faults = [Fault(**dataclasses.asdict(spec)) for spec in scenario.faults]
+        _reset_object_registry()
         result = kernel.run(run_job, graph, cluster, job, tracer, progress, should_stop, faults, mode=scenario.mode)
     write_metrics(out_dir, result.metrics)
     summary = summary_of(scenario, result)

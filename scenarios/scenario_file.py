@@ -1,4 +1,4 @@
-"""Scenario and sweep files: TOML to typed, frozen settings, with `--set` overrides.
+"""Scenario files: TOML to typed, frozen settings, with `--set` overrides (also a sweep's).
 
 Every user mistake is one `ScenarioError` naming the file, the key and the value, e.g.
 ``scenario.toml: network.buffer_timeout: '10 parsecs' is not a duration (e.g. "100ms")``.
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import difflib
-import itertools
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
@@ -40,27 +39,31 @@ class ScenarioError(ValueError):
     """A scenario or sweep file (or an override) is wrong; the message says where and why."""
 
 
+class UnknownKeyError(ScenarioError):
+    """A key (or an override's key path) that the scenario does not accept, whatever its value."""
+
+
 class _BadValue(Exception):
     """A value is wrong; the message lacks the file and key (added by the caller)."""
 
 
-class _Where(NamedTuple):
+class Where(NamedTuple):
     """The file and dotted key a value comes from, for error messages."""
 
     file: str
     key: str
 
-    def child(self, name: str) -> _Where:
-        return _Where(self.file, f"{self.key}.{name}" if self.key else name)
+    def child(self, name: str) -> Where:
+        return Where(self.file, f"{self.key}.{name}" if self.key else name)
 
-    def item(self, index: int) -> _Where:
-        return _Where(self.file, f"{self.key}[{index}]")
+    def item(self, index: int) -> Where:
+        return Where(self.file, f"{self.key}[{index}]")
 
-    def error(self, message: str) -> ScenarioError:
-        return ScenarioError(f"{self.file}: {self.key}: {message}" if self.key else f"{self.file}: {message}")
+    def error(self, message: str, kind: type[ScenarioError] = ScenarioError) -> ScenarioError:
+        return kind(f"{self.file}: {self.key}: {message}" if self.key else f"{self.file}: {message}")
 
 
-Parser = Callable[[Any, _Where], Any]
+Parser = Callable[[Any, Where], Any]
 
 
 def _show(value: Any) -> str:
@@ -73,7 +76,7 @@ def _show(value: Any) -> str:
 def _leaf(convert: Callable[[Any], Any]) -> Parser:
     """A parser of one value; `convert` raises `_BadValue` with the reason."""
 
-    def parse(value: Any, where: _Where) -> Any:
+    def parse(value: Any, where: Where) -> Any:
         try:
             return convert(value)
         except _BadValue as e:
@@ -205,29 +208,30 @@ def _opt(parse: Parser, key: str | None = None) -> dict[str, Any]:
     return {"parse": parse, "key": key}
 
 
-def _table(value: Any, where: _Where) -> Mapping[str, Any]:
+def _table(value: Any, where: Where) -> Mapping[str, Any]:
     if not isinstance(value, dict):
         raise where.error(f"{_show(value)} is not a table")
     return value
 
 
-def _check_keys(table: Mapping[str, Any], known: Iterable[str], where: _Where) -> None:
+def check_keys(table: Mapping[str, Any], known: Iterable[str], where: Where) -> None:
+    """A key of `table` not in `known` is an `UnknownKeyError` with a did-you-mean hint."""
     known = list(known)
     for key in table:
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
-            raise ScenarioError(f"{where.file}: unknown key {where.child(key).key!r} ({hint})")
+            raise UnknownKeyError(f"{where.file}: unknown key {where.child(key).key!r} ({hint})")
 
 
-def _build(cls: type, table: Any, where: _Where, **given: Any) -> Any:
+def _build(cls: type, table: Any, where: Where, **given: Any) -> Any:
     """An instance of dataclass `cls` from a TOML table, by the parsers in its field metadata.
 
     `given` are values not read from the table, or defaults the table may override.
     """
     table = _table(table, where)
     specs = {f.metadata.get("key") or f.name: f for f in fields(cls) if "parse" in f.metadata}
-    _check_keys(table, specs, where)
+    check_keys(table, specs, where)
     for key, f in specs.items():
         required = f.default is MISSING and f.default_factory is MISSING and f.name not in given
         if key not in table and required:
@@ -338,7 +342,7 @@ class KeySpec:
 _KEY_ONLY_FOR = {"exponent": "zipf", "hot_fraction": "hot_key"}
 
 
-def _keys(value: Any, where: _Where) -> KeySpec:
+def _keys(value: Any, where: Where) -> KeySpec:
     spec = _build(KeySpec, value, where)
     for key, distribution in _KEY_ONLY_FOR.items():
         if key in value and spec.distribution != distribution:
@@ -355,7 +359,7 @@ class CostChange:
     cost: float = field(metadata=_opt(DURATION))
 
 
-def _cost_changes(value: Any, where: _Where) -> tuple[CostChange, ...]:
+def _cost_changes(value: Any, where: Where) -> tuple[CostChange, ...]:
     if not isinstance(value, list):
         raise where.error(f'{_show(value)} is not a list like [{{from = "10s", to = "20s", cost = "50ms"}}]')
     changes = tuple(_build(CostChange, item, where.item(i)) for i, item in enumerate(value))
@@ -404,18 +408,20 @@ class StageSpec:
     buffer_timeout: float | None = field(default=None, metadata=_opt(FLUSH_TIMEOUT))
 
 
-def _stage(value: Any, where: _Where) -> StageSpec:
-    stage = _build(StageSpec, value, where)
-    allowed = _STAGE_KEYS[stage.kind]
-    for key in value:
-        if key not in allowed:
-            raise where.child(key).error(f"a {stage.kind!r} stage takes no {key!r}")
+def _stage(value: Any, where: Where) -> StageSpec:
+    # Keys before values: a key the stage's kind does not take is wrong whatever its value.
+    table = _table(value, where)
+    check_keys(table, [f.name for f in fields(StageSpec)], where)
+    for key in table:
+        if table.get("kind") in _STAGE_KEYS and key not in _STAGE_KEYS[table["kind"]]:
+            raise where.child(key).error(f"a {table['kind']!r} stage takes no {key!r}", UnknownKeyError)
+    stage = _build(StageSpec, table, where)
     if stage.kind == "key_by_reduce" and stage.partitioner not in (None, "hash"):
         raise where.child("partitioner").error("a 'key_by_reduce' stage is always hash-partitioned")
     return stage
 
 
-def _stages(value: Any, where: _Where) -> tuple[StageSpec, ...]:
+def _stages(value: Any, where: Where) -> tuple[StageSpec, ...]:
     if not isinstance(value, list) or not value:
         raise where.error("expected [[job.stages]] tables, a source first and a sink last")
     stages = tuple(_stage(item, where.item(i)) for i, item in enumerate(value))
@@ -437,7 +443,7 @@ class JobSpec:
     parallelism: int | None = field(default=None, metadata=_opt(_int_from(1)))
 
 
-def _job(value: Any, where: _Where) -> JobSpec:
+def _job(value: Any, where: Where) -> JobSpec:
     job = _build(JobSpec, value, where)
     if (job.program is None) == (not job.stages):
         raise where.error("give either 'program' or [[job.stages]], not both or neither")
@@ -543,7 +549,7 @@ def settings_of(value: Any) -> Any:
 
 
 def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
-    where = _Where(str(path), "")
+    where = Where(str(path), "")
     scenario = _build(Scenario, raw, where, source_path=path, name=path.stem)
     memory = scenario.cluster.network_memory
     if memory is not None and memory < scenario.network.buffer_size:
@@ -562,7 +568,8 @@ def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
 # --- reading files and overrides ---------------------------------------------------------
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
+    """A TOML file as a dict; an unreadable or invalid file is a `ScenarioError` naming it."""
     try:
         with open(path, "rb") as f:
             return tomllib.load(f)
@@ -640,7 +647,7 @@ def _apply(raw: Mapping[str, Any], overrides: Mapping[str, Any], origin: str) ->
         try:
             _set(result, key, value)
         except _BadValue as e:
-            raise ScenarioError(f"{origin} {key}={_show(value)}: {e}") from None
+            raise UnknownKeyError(f"{origin} {key}={_show(value)}: {e}") from None
     return result
 
 
@@ -649,59 +656,21 @@ def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str]) -> dict[st
     return _apply(raw, dict(parse_override(item) for item in overrides), "--set")
 
 
+def scenario_from_raw(raw: Mapping[str, Any], path: Path, overrides: Mapping[str, Any],
+                      origin: str = "--set") -> Scenario:
+    """The scenario of a raw scenario dict (read from `path`) with `overrides` (key -> TOML value).
+
+    Errors name `path`, or `origin` and the override for a key path that leads nowhere.
+    """
+    return _scenario(_apply(raw, overrides, origin), Path(path))
+
+
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
-    """Read, override and validate a scenario file."""
+    """Read, override (`--set KEY=VALUE` items) and validate a scenario file."""
     path = Path(path)
-    return _scenario(apply_overrides(_read_toml(path), overrides), path)
+    return _scenario(apply_overrides(read_toml(path), overrides), path)
 
 
-# --- sweeps ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sweep:
-    """A scenario and a grid of overrides; each point of the grid is one run."""
-
-    source_path: Path
-    scenario_path: Path
-    #: (key, values) in file order.
-    grid: tuple[tuple[str, tuple[Any, ...]], ...]
-
-    def points(self) -> list[dict[str, Any]]:
-        """The cartesian product of the grid: the last key varies fastest."""
-        keys = [key for key, _ in self.grid]
-        return [dict(zip(keys, combo)) for combo in itertools.product(*(values for _, values in self.grid))]
-
-    def scenario(self, point: Mapping[str, Any]) -> Scenario:
-        """The scenario of one grid point."""
-        raw = _apply(_read_toml(self.scenario_path), point, f"{self.source_path}: grid")
-        return _scenario(raw, self.scenario_path)
-
-
-def _grid(value: Any, where: _Where) -> tuple[tuple[str, tuple[Any, ...]], ...]:
-    table = _table(value, where)
-    if not table:
-        raise where.error("is empty: give at least one key with a list of values")
-    grid = []
-    for key, values in table.items():
-        if not isinstance(values, list) or not values:
-            raise where.error(f"{key!r}: {_show(values)} is not a non-empty list of values")
-        grid.append((key, tuple(values)))
-    return tuple(grid)
-
-
-def load_sweep(path: str | Path) -> Sweep:
-    """Read a sweep file; every point is validated against the scenario."""
-    path = Path(path)
-    where = _Where(str(path), "")
-    raw = _read_toml(path)
-    _check_keys(raw, ("scenario", "grid"), where)
-    for key in ("scenario", "grid"):
-        if key not in raw:
-            raise ScenarioError(f"{path}: missing key {key!r}")
-    scenario_path = path.parent / TEXT(raw["scenario"], where.child("scenario"))
-    sweep = Sweep(path, scenario_path, _grid(raw["grid"], where.child("grid")))
-    scenario_raw = _read_toml(scenario_path)
-    for point in sweep.points():
-        _scenario(_apply(scenario_raw, point, f"{path}: grid"), scenario_path)
-    return sweep
+def show_value(value: Any) -> str:
+    """A TOML value as written: strings bare, booleans as true/false, numbers as Python prints them."""
+    return value if isinstance(value, str) else _show(value)

@@ -1,4 +1,4 @@
-"""Availability signalled through trio: Flink's AvailabilityProvider in one thread.
+"""Availability signalled through the kernel: Flink's AvailabilityProvider in one thread.
 
 `is_available` is a plain flag the hot path reads; `wait()` parks until the flag is set.
 """

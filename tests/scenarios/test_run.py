@@ -134,3 +134,19 @@ def test_interrupt_exits_130_without_traceback(monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setattr(scenarios.run, "run_scenario", interrupted)
     assert main(["run", str(LIBRARY / "slow-map.toml"), "--out", str(tmp_path / "o")]) == 130
     assert capsys.readouterr().err.strip() == "shufflesim: interrupted"
+
+
+def test_runs_in_one_process_repeat_number_for_number(tmp_path: Path) -> None:
+    """A serial sweep or a reused Spark worker runs many scenarios in one process: each run
+    must give what `shufflesim run` gives in a fresh process."""
+    from scenarios.run import run_scenario
+    from scenarios.scenario_file import load_scenario
+
+    def vertices(*overrides: str) -> list:
+        scenario = load_scenario(LIBRARY / "slow-map.toml", ["duration=3s", *overrides])
+        return run_scenario(scenario, tmp_path).summary["vertices"]
+
+    first = vertices("job.stages[SlowMap].cost=1ms")
+    for _ in range(3):  # a run takes 3 RPC object references: the next run's are two-digit ids
+        vertices("network.buffer_timeout=1ms")
+    assert vertices("job.stages[SlowMap].cost=1ms") == first

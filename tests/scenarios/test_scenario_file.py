@@ -7,7 +7,6 @@ from scenarios.scenario_file import (
     ScenarioError,
     apply_overrides,
     load_scenario,
-    load_sweep,
     parse_override,
 )
 
@@ -265,47 +264,6 @@ def test_apply_overrides_copies_and_parses_toml_literals():
 )
 def test_bad_overrides(tmp_path, override, message):
     assert message in error_of(tmp_path, MINIMAL, [override])
-
-
-def test_sweep_grid_expansion(tmp_path):
-    write(tmp_path, MINIMAL)
-    sweep_path = write(
-        tmp_path,
-        """
-scenario = "scenario.toml"
-[grid]
-"network.buffer_timeout" = ["1ms", "10ms", "100ms"]
-"job.stages[SlowMap].cost" = ["1ms", "5ms"]
-""",
-        name="sweep.toml",
-    )
-    sweep = load_sweep(sweep_path)
-    points = sweep.points()
-    assert len(points) == 6
-    assert points[0] == {"network.buffer_timeout": "1ms", "job.stages[SlowMap].cost": "1ms"}
-    assert points[1] == {"network.buffer_timeout": "1ms", "job.stages[SlowMap].cost": "5ms"}
-    assert points[-1] == {"network.buffer_timeout": "100ms", "job.stages[SlowMap].cost": "5ms"}
-    assert sweep.points() == points
-    scenario = sweep.scenario(points[3])
-    assert scenario.network.buffer_timeout == pytest.approx(0.01)
-    assert scenario.job.stages[1].cost == pytest.approx(0.005)
-
-
-@pytest.mark.parametrize(
-    "body, message",
-    [
-        ('scenario = "scenario.toml"\n[grid]\n"network.buffer_timeout" = ["1ms", "10 parsecs"]', "network.buffer_timeout: '10 parsecs' is not a duration"),
-        ('scenario = "scenario.toml"\n[grid]\n"network.bufer_size" = ["1kb"]', "unknown key 'network.bufer_size'"),
-        ('scenario = "scenario.toml"\n[grid]\n"seed" = 3', "sweep.toml: grid: 'seed': 3 is not a non-empty list of values"),
-        ('scenario = "scenario.toml"\ngrid = {}', "sweep.toml: grid: is empty"),
-        ('scenario = "missing.toml"\n[grid]\nseed = [1]', "missing.toml: cannot read"),
-        ('scenaro = "scenario.toml"', "sweep.toml: unknown key 'scenaro' (did you mean 'scenario'?)"),
-    ],
-)
-def test_bad_sweeps(tmp_path, body, message):
-    write(tmp_path, MINIMAL)
-    with pytest.raises(ScenarioError, match=re.escape(message)):
-        load_sweep(write(tmp_path, body, name="sweep.toml"))
 
 
 def test_network_config_by_field_name(tmp_path):

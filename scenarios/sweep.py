@@ -1,0 +1,185 @@
+"""`shufflesim sweep`: every point of a sweep is one sim run, in a Spark task or in this process.
+
+A point's run is `run_scenario` of the base scenario with the point's overrides, exactly
+what `shufflesim run SCENARIO --set KEY=VALUE ...` runs, and writes the same files into
+`OUT/points/<point>/`. The results are one table, `OUT/results.parquet`: one row per
+(point, vertex) with `point`, `seed`, one string column per swept key (the value as
+written in the sweep file), `vertex`, `parallelism`, `status`, `error`,
+`backpressure_level` and one column per steady-state metric (Flink's names, as in
+summary.json: a vertex's value is the mean over its subtasks). A point that did not run
+(invalid overrides, or a crash of the run itself) is one row with a null vertex.
+
+Statuses: the job's (`FINISHED`, `FAILED`, `CANCELED`), `INVALID` (the scenario or the
+runtime rejects the point's overrides) or `ERROR` (the run crashed). A point failed if
+its status is not FINISHED or it has an error (e.g. a broken end-of-run invariant).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from scenarios.run import make_out_dir, run_scenario
+from scenarios.scenario_file import ScenarioError
+from scenarios.sweep_file import Sweep, SweepPoint
+from scenarios.sweep_report import PLOT_FILE, write_plot
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+RESULTS_FILE = "results.parquet"
+POINTS_DIR = "points"
+INVALID = "INVALID"
+ERROR = "ERROR"
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class VertexResult:
+    """A job vertex's steady state in one point's run (summary.json's `vertices` entry)."""
+
+    name: str
+    parallelism: int
+    backpressure_level: str
+    #: Flink metric name -> steady-state value (None where summary.json has null).
+    metrics: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """What one point's run gave: its status, root cause and per-vertex steady state."""
+
+    point: str
+    seed: int | None
+    #: Swept key -> its value as written in the sweep file.
+    values: dict[str, str]
+    status: str
+    error: str | None = None
+    vertices: tuple[VertexResult, ...] = field(default=())
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "FINISHED" or self.error is not None
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def run_point(sweep: Sweep, point: SweepPoint, points_dir: str) -> PointResult:
+    """Run one point into `points_dir/<point id>/`; every failure becomes the result's status."""
+    values = {key: value for key, value in point.written().items() if key in sweep.keys}
+    result = functools.partial(PointResult, point.id, point.seed, values)
+    try:
+        outcome = run_scenario(sweep.scenario(point), Path(points_dir) / point.id)
+    except ScenarioError as e:
+        return result(INVALID, str(e))
+    except Exception as e:  # the run itself crashed: report it, let the other points run
+        return result(ERROR, f"{type(e).__name__}: {e}")
+    summary = outcome.summary
+    violations = summary["invariants"]["violations"]
+    error = summary.get("error") or ("invariant broken: " + "; ".join(violations) if violations else None)
+    vertices = tuple(
+        VertexResult(v["name"], v["parallelism"], v["backpressure_level"],
+                     {m: _finite(x) for m, x in v["metrics"].items()})
+        for v in summary["vertices"]
+    )
+    return result(summary["status"], error, vertices)
+
+
+# --- the results table -------------------------------------------------------------------
+
+def results_table(results: Sequence[PointResult], keys: Sequence[str]) -> pa.Table:
+    """The results table: one row per (point, vertex); a point without vertices has one row."""
+    metrics = sorted({metric for r in results for v in r.vertices for metric in v.metrics})
+    swept = [key for key in keys if key != "seed"]  # the seed column holds it
+    schema = pa.schema(
+        [("point", pa.string()), ("seed", pa.int64())] + [(key, pa.string()) for key in swept]
+        + [("vertex", pa.string()), ("parallelism", pa.int64()), ("status", pa.string()), ("error", pa.string()),
+           ("backpressure_level", pa.string())]
+        + [(metric, pa.float64()) for metric in metrics])
+    rows = []
+    for result in results:
+        common = result.values | {"point": result.point, "seed": result.seed, "status": result.status,
+                                  "error": result.error}
+        for vertex in result.vertices or (None,):
+            row = dict(common)
+            if vertex is not None:
+                row |= {"vertex": vertex.name, "parallelism": vertex.parallelism,
+                        "backpressure_level": vertex.backpressure_level} | vertex.metrics
+            rows.append(row)
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def write_results(path: Path, table: pa.Table) -> None:
+    """`results.parquet`, replacing an earlier one (also a folder, as Spark writes them)."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    pq.write_table(table, path)
+
+
+# --- running a sweep ---------------------------------------------------------------------
+
+
+@dataclass
+class SweepOutcome:
+    sweep: Sweep
+    results: list[PointResult]
+    out_dir: Path
+    #: The results table, as written to `results.parquet`.
+    table: pa.Table
+
+    @property
+    def failed(self) -> list[PointResult]:
+        return [result for result in self.results if result.failed]
+
+    @property
+    def results_path(self) -> Path:
+        return self.out_dir / RESULTS_FILE
+
+    def dataframe(self, spark: SparkSession) -> DataFrame:
+        """The results table as a Spark DataFrame (e.g. to join sweeps or aggregate over seeds)."""
+        return spark.createDataFrame(self.table)
+
+
+def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
+              on_progress: Progress | None = None) -> SweepOutcome:
+    """Run every point of `sweep`, one Spark task each (in this process, in order, if `spark` is None).
+
+    Writes `out_dir/points/<point>/` per point, `out_dir/results.parquet` and the plot
+    `out_dir/sweep.png`. Raises `OutputDirError` (before running) if `out_dir` cannot be
+    written, `SparkJobError` if the Spark job fails.
+    """
+    out_dir = Path(out_dir).resolve()
+    make_out_dir(out_dir)
+    task = functools.partial(run_point, sweep, points_dir=str(out_dir / POINTS_DIR))
+    if spark is None:
+        results = []
+        for point in sweep.points:
+            results.append(task(point))
+            if on_progress is not None:
+                on_progress(len(results), len(sweep.points))
+    else:
+        from scenarios.spark_session import run_tasks
+
+        results = run_tasks(spark, task, sweep.points, on_progress)
+    # The rows are on the driver already: write them here, so that results.parquet is the
+    # same file whichever way the points ran, and lands on the driver's disk on a cluster.
+    outcome = SweepOutcome(sweep, results, out_dir, results_table(results, sweep.keys))
+    write_results(outcome.results_path, outcome.table)
+    write_plot(results, sweep.keys, out_dir / PLOT_FILE, f"{sweep.source_path.name} ({sweep.scenario_path.name})")
+    return outcome
+
+
+def read_results(out_dir: Path) -> pa.Table:
+    """The results table of a sweep."""
+    return pq.read_table(Path(out_dir) / RESULTS_FILE)

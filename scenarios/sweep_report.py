@@ -1,0 +1,161 @@
+"""What `shufflesim sweep` shows a person: progress while it runs, a table and a plot at the end.
+
+The table and the plot show, per point, the first vertex's backpressure (the source's,
+`backPressuredTimeMsPerSecond`) and the last vertex's input rate over all its subtasks
+(the sink's `numRecordsInPerSecond` x parallelism): how much the pipeline holds the
+source back, and what gets through.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from statistics import fmean
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from scenarios.sweep import PointResult
+
+PLOT_FILE = "sweep.png"
+SOURCE_METRIC = "backPressuredTimeMsPerSecond"
+SINK_METRIC = "numRecordsInPerSecond"
+
+
+def _clock(seconds: float) -> str:
+    minutes, seconds = divmod(round(seconds), 60)
+    return f"{minutes}:{seconds:02d}"
+
+
+def progress_line(done: int, total: int, elapsed: float) -> str:
+    """`3/8 points done, 0:12 elapsed, about 0:20 left`."""
+    left = f"about {_clock(elapsed / done * (total - done))} left" if done else "time left not known yet"
+    return f"{done}/{total} points done, {_clock(elapsed)} elapsed, {left}"
+
+
+class ProgressPrinter:
+    """Prints sweep progress: one line redrawn in place on a terminal, else a line per change."""
+
+    def __init__(self, out: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.out = out or sys.stdout
+        self.clock = clock
+        self.start = clock()
+        self.terminal = self.out.isatty()
+        self.last_done = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.terminal:
+            self.out.write(f"\r{progress_line(done, total, self.clock() - self.start)}\x1b[K")
+            self.out.flush()
+        elif done != self.last_done:
+            print(progress_line(done, total, self.clock() - self.start), file=self.out, flush=True)
+        self.last_done = done
+
+    def close(self) -> None:
+        """End the redrawn line (on a terminal)."""
+        if self.terminal and self.last_done >= 0:
+            self.out.write("\n")
+
+
+def _source_sink(result: PointResult) -> tuple[float | None, float | None]:
+    """The first vertex's backpressure (ms/s) and the last vertex's records in per second (all subtasks)."""
+    if not result.vertices:
+        return None, None
+    source, sink = result.vertices[0], result.vertices[-1]
+    rate = sink.metrics.get(SINK_METRIC)
+    return source.metrics.get(SOURCE_METRIC), None if rate is None else rate * sink.parallelism
+
+
+def format_results_table(results: Sequence[PointResult], keys: Sequence[str]) -> str:
+    """One row per point: its id, seed, swept values, status, source backpressure, sink rate."""
+    headers = ["point", "seed", *keys, "status", "source backpressure", "sink records/s"]
+    rows = []
+    for result in results:
+        backpressure, sink_rate = _source_sink(result)
+        level = result.vertices[0].backpressure_level if result.vertices else ""
+        rows.append([result.point, "" if result.seed is None else str(result.seed),
+                     *(result.values.get(key, "") for key in keys), result.status,
+                     "-" if backpressure is None else f"{level} ({backpressure:.0f} ms/s)",
+                     "-" if sink_rate is None else f"{sink_rate:.0f}"])
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
+                     for row in [headers, *rows])
+
+
+def short_key(key: str) -> str:
+    """`job.stages[SlowMap].cost` -> `SlowMap.cost`, `network.buffer_timeout` -> `buffer_timeout`."""
+    if key.startswith("job.stages["):
+        return key[len("job.stages["):].replace("]", "", 1)
+    return key.rsplit(".", 1)[-1]
+
+
+def _series(results: Sequence[PointResult], keys: Sequence[str]) -> tuple[str | None, list[str], dict]:
+    """The x key (the first swept key that varies), the series keys (the other varying keys)
+    and the results grouped by (series values, x value), seeds together."""
+    varying = [key for key in keys if key != "seed" and len({r.values.get(key) for r in results}) > 1]
+    x_key, series_keys = (varying[0], varying[1:]) if varying else (None, [])
+    groups: dict[tuple[tuple[str, ...], str], list[PointResult]] = {}
+    for result in results:
+        x = result.values.get(x_key, "-") if x_key else result.point
+        groups.setdefault((tuple(result.values.get(k, "-") for k in series_keys), x), []).append(result)
+    return x_key, series_keys, groups
+
+
+def _mean_and_range(values: list[float]) -> tuple[float, float, float]:
+    if not values:
+        return float("nan"), 0.0, 0.0
+    mean = fmean(values)
+    return mean, mean - min(values), max(values) - mean
+
+
+def write_plot(results: Sequence[PointResult], keys: Sequence[str], path: Path, title: str) -> Path:
+    """A PNG of source backpressure and sink records/s against the swept keys.
+
+    The first swept key that varies is the x axis; the other varying keys make one bar
+    series per combination; over seeds a bar is the mean, its whisker the min-max range.
+    Points that failed have no bar, and their status is written at the bottom.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x_key, series_keys, groups = _series(results, keys)
+    xs = list(dict.fromkeys(x for _, x in groups))
+    series = list(dict.fromkeys(values for values, _ in groups))
+    width = 0.8 / len(series)
+    figure, axes = plt.subplots(2, 1, sharex=True, figsize=(max(6.0, 0.5 * len(groups) + 3), 6.5))
+    panels = ((axes[0], 0, f"source {SOURCE_METRIC}"), (axes[1], 1, "sink records in/s (all subtasks)"))
+    for axis, index, name in panels:
+        for n, values in enumerate(series):
+            positions, bars, whiskers = [], [], ([], [])
+            for i, x in enumerate(xs):
+                members = groups.get((values, x))
+                if not members:
+                    continue
+                position = i - 0.4 + width * (n + 0.5)
+                measured = [v for v in (_source_sink(r)[index] for r in members if not r.failed) if v is not None]
+                mean, low, high = _mean_and_range(measured)
+                positions.append(position)
+                bars.append(mean)
+                whiskers[0].append(low)
+                whiskers[1].append(high)
+                if not measured:
+                    axis.annotate(members[0].status, (position, 0), ha="center", va="bottom",
+                                  color="#c44e52", fontsize=7, rotation=90)
+            label = ", ".join(f"{short_key(k)}={v}" for k, v in zip(series_keys, values)) or None
+            spread = whiskers if any(whiskers[0] + whiskers[1]) else None
+            axis.bar(positions, bars, width * 0.9, yerr=spread, capsize=3, label=label)
+        axis.set_ylabel(name, fontsize=9)
+        axis.grid(axis="y", alpha=0.3)
+    axes[0].set_ylim(0, 1050)
+    if series_keys:
+        axes[0].legend(fontsize=8)
+    axes[1].set_xticks(range(len(xs)), xs, fontsize=8)
+    axes[1].set_xlabel(x_key or "point")
+    axes[0].set_title(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path

@@ -1,0 +1,128 @@
+"""`shufflesim sweep --master serial`: results table, per-point outputs, failures, progress, plot."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scenarios.cli import main
+from scenarios.sweep import read_results, run_sweep
+from scenarios.sweep_file import load_sweep
+from scenarios.sweep_report import ProgressPrinter, progress_line
+
+KEYS = ["duration", "network.buffer_timeout", "job.stages[SlowMap].cost", "cluster.network_memory"]
+
+
+@pytest.fixture(scope="module")
+def serial(sweep_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("serial")
+    run_sweep(load_sweep(sweep_path), out)
+    return out
+
+
+def rows_of(out: Path) -> dict[tuple[str, Any], dict[str, Any]]:
+    return {(row["point"], row["vertex"]): row for row in read_results(out).to_pylist()}
+
+
+def test_results_table_has_a_row_per_point_and_vertex(serial: Path) -> None:
+    table = read_results(serial)
+    assert table.column_names[:10] == ["point", "seed", *KEYS, "vertex", "parallelism", "status", "error"]
+    assert {"backpressure_level", "backPressuredTimeMsPerSecond", "numRecordsInPerSecond"} <= set(table.column_names)
+    rows = rows_of(serial)
+    assert len(rows) == 4 * 2 + 2 + 1  # two vertices per finished point and the failed job; one for the invalid
+    source = rows["p01", "Source: Seq"]
+    assert source["seed"] == 7 and source["status"] == "FINISHED" and source["error"] is None
+    assert [source[key] for key in KEYS] == ["2s", "1ms", "5ms", None]  # as written in the sweep file
+    assert source["backpressure_level"] == "high" and source["parallelism"] == 1
+    assert rows["p01", "SlowMap -> Sink: Writer"]["numRecordsInPerSecond"] == pytest.approx(200, rel=0.05)
+
+
+def test_each_point_equals_its_run_one_by_one(serial: Path, one_by_one: dict[str, Any],
+                                              finished_points: list[str]) -> None:
+    rows = rows_of(serial)
+    for point in finished_points:
+        expected = one_by_one[point]
+        assert json.loads((serial / "points" / point / "summary.json").read_text())["vertices"] == \
+            json.loads(json.dumps(expected["vertices"]))
+        for vertex in expected["vertices"]:
+            row = rows[point, vertex["name"]]
+            assert {name: row[name] for name in vertex["metrics"]} == vertex["metrics"]
+            assert row["backpressure_level"] == vertex["backpressure_level"]
+        assert {p.name for p in (serial / "points" / point).iterdir()} >= {"plan.json", "metrics.parquet",
+                                                                           "summary.json"}
+
+
+def test_failed_and_invalid_points_are_rows_with_their_root_cause(serial: Path, one_by_one: dict[str, Any]) -> None:
+    rows = rows_of(serial)
+    failed = [row for (point, _), row in rows.items() if point == "p04"]
+    assert {row["status"] for row in failed} == {"FAILED"}
+    assert {row["error"] for row in failed} == {one_by_one["p04"]["error"]}
+    assert "InsufficientBuffersError: Insufficient number of network buffers" in failed[0]["error"]
+    invalid = rows["p05", None]
+    assert invalid["status"] == "INVALID" and invalid["vertex"] is None and invalid["backPressuredTimeMsPerSecond"] is None
+    assert "network.buffer_timeout: '10 parsecs' is not a duration" in invalid["error"]
+    assert str(one_by_one["p05"]).split(": ", 1)[1] in invalid["error"]
+
+
+def test_cli_reports_failed_points_and_exits_1(sweep_path: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    (out / "results.parquet").mkdir(parents=True)  # an earlier Spark-written table is replaced
+    assert main(["sweep", str(sweep_path), "--out", str(out), "--master", "serial"]) == 1
+    printed = capsys.readouterr()
+    assert "6/6 points done" in printed.out
+    assert "p01    7     2s        1ms" in printed.out and "FINISHED  high (999 ms/s)" in printed.out
+    assert "shufflesim: 2 of 6 points failed:" in printed.err
+    assert "p04: FAILED: InsufficientBuffersError" in printed.err and "p05: INVALID:" in printed.err
+    assert len(read_results(out)) == 11
+    assert (out / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_quiet_prints_no_progress(sweep_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sweep", str(sweep_path), "--out", str(tmp_path), "--master", "serial", "--quiet"]) == 1
+    assert "points done" not in capsys.readouterr().out
+
+
+def test_progress_lines() -> None:
+    assert progress_line(0, 8, 1.2) == "0/8 points done, 0:01 elapsed, time left not known yet"
+    assert progress_line(2, 8, 30) == "2/8 points done, 0:30 elapsed, about 1:30 left"
+    now = iter([0.0, 5.0, 10.0])
+    lines = io.StringIO()
+    printer = ProgressPrinter(lines, clock=lambda: next(now))
+    printer(1, 2), printer(1, 2), printer(2, 2)
+    assert lines.getvalue().splitlines() == ["1/2 points done, 0:05 elapsed, about 0:05 left",
+                                             "2/2 points done, 0:10 elapsed, about 0:00 left"]
+
+
+def test_progress_on_a_terminal_redraws_one_line() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    printer = ProgressPrinter(screen, clock=lambda: 0.0)
+    printer(0, 2), printer(1, 2)
+    printer.close()
+    assert screen.getvalue().count("\r") == 2 and screen.getvalue().endswith("\n")
+    assert screen.getvalue().count("\n") == 1
+
+
+def test_a_run_that_crashes_is_an_error_row_and_the_others_run(sweep_path: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    import scenarios.sweep as sweep_module
+
+    real = sweep_module.run_scenario
+
+    def crashing(scenario: Any, out_dir: Path) -> Any:
+        if out_dir.name == "p01":
+            raise RuntimeError("disk on fire")
+        return real(scenario, out_dir)
+
+    monkeypatch.setattr(sweep_module, "run_scenario", crashing)
+    outcome = run_sweep(load_sweep(sweep_path), tmp_path)
+    assert [(r.point, r.status, r.error) for r in outcome.failed][:1] == [("p01", "ERROR", "RuntimeError: disk on fire")]
+    assert [r.status for r in outcome.results] == ["FINISHED", "ERROR", "FINISHED", "FINISHED", "FAILED", "INVALID"]

@@ -1,0 +1,107 @@
+"""Sweeps on a real local Spark (`local[2]`): the same numbers as the points run one by one.
+
+One SparkSession for the module: a session costs about 5 s to start.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scenarios.spark_session import SparkJobError, project_code_zip, run_tasks, spark_session
+from scenarios.sweep import SweepOutcome, read_results, run_sweep
+from scenarios.sweep_file import load_sweep
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    session = spark_session("local[2]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="module")
+def on_spark(spark: Any, sweep_path: Path, tmp_path_factory: pytest.TempPathFactory) -> SweepOutcome:
+    progress: list[tuple[int, int]] = []
+    outcome = run_sweep(load_sweep(sweep_path), tmp_path_factory.mktemp("spark"), spark,
+                        lambda done, total: progress.append((done, total)))
+    outcome.progress = progress
+    return outcome
+
+
+def test_points_on_spark_equal_the_points_run_one_by_one(on_spark: SweepOutcome, one_by_one: dict[str, Any],
+                                                         finished_points: list[str]) -> None:
+    results = {result.point: result for result in on_spark.results}
+    for point in finished_points:
+        expected = one_by_one[point]
+        assert results[point].status == "FINISHED" and results[point].error is None
+        assert [(v.name, v.backpressure_level, v.metrics) for v in results[point].vertices] == \
+            [(v["name"], v["backpressure_level"], v["metrics"]) for v in expected["vertices"]]
+        written = json.loads((on_spark.out_dir / "points" / point / "summary.json").read_text())
+        assert written["vertices"] == json.loads(json.dumps(expected["vertices"]))
+
+
+def test_a_failing_and_an_invalid_point_are_reported_and_the_others_complete(
+        on_spark: SweepOutcome, one_by_one: dict[str, Any]) -> None:
+    assert [(r.point, r.status) for r in on_spark.failed] == [("p04", "FAILED"), ("p05", "INVALID")]
+    assert on_spark.failed[0].error == one_by_one["p04"]["error"]
+    assert "'10 parsecs' is not a duration" in on_spark.failed[1].error
+    assert [r.status for r in on_spark.results[:4]] == ["FINISHED"] * 4
+    assert on_spark.progress[-1] == (6, 6)
+    assert [done for done, _ in on_spark.progress] == sorted(done for done, _ in on_spark.progress)
+
+
+def test_serial_gives_the_same_results_as_spark(on_spark: SweepOutcome, sweep_path: Path, tmp_path: Path) -> None:
+    serial = run_sweep(load_sweep(sweep_path), tmp_path)
+    assert read_results(tmp_path).to_pylist() == read_results(on_spark.out_dir).to_pylist()
+    for point in ("p00", "p01", "p02", "p03", "p04"):
+        assert (tmp_path / "points" / point / "summary.json").read_bytes() == \
+            (on_spark.out_dir / "points" / point / "summary.json").read_bytes()
+    assert serial.results == on_spark.results
+
+
+def test_results_as_a_spark_dataframe(on_spark: SweepOutcome, spark: Any) -> None:
+    frame = on_spark.dataframe(spark)
+    assert frame.columns == read_results(on_spark.out_dir).column_names
+    assert [row.asDict() for row in frame.collect()] == read_results(on_spark.out_dir).to_pylist()
+
+
+def test_run_tasks_keeps_order_and_a_failing_task_gives_its_root_cause(
+        spark: Any, capfd: pytest.CaptureFixture[str]) -> None:
+    def task(item: int) -> int:  # defined here: shipped by value to the workers
+        if item == 2:
+            raise ValueError("point 2 cannot run")
+        return item * 10
+
+    assert run_tasks(spark, task, [0, 1, 3]) == [0, 10, 30]
+    with pytest.raises(SparkJobError, match=r"^ValueError: point 2 cannot run$"):
+        run_tasks(spark, task, [0, 1, 2, 3])
+    assert "Traceback" not in capfd.readouterr().err  # Spark's log stays quiet
+
+
+def test_project_code_zip_holds_the_packages(tmp_path: Path) -> None:
+    names = zipfile.ZipFile(project_code_zip(tmp_path / "code.zip")).namelist()
+    for module in ("graph/__init__.py", "shuffle/config.py", "taskmgr/cluster.py", "scenarios/sweep.py",
+                   "scenarios/spark-log4j2.properties"):
+        assert module in names
+    assert not [name for name in names if "__pycache__" in name]
+
+
+@pytest.mark.slow
+def test_cli_on_spark_end_to_end(sweep_path: Path, tmp_path: Path) -> None:
+    """The command as a user runs it: its own Spark session, a quiet log, exit code 1 for failed points."""
+    shufflesim = Path(sys.executable).with_name("shufflesim")
+    done = subprocess.run([str(shufflesim), "sweep", str(sweep_path), "--out", str(tmp_path), "--master", "local[2]"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert "6/6 points done" in done.stdout and "starting Spark (local[2])" in done.stdout
+    spark_lines = [line for line in done.stderr.splitlines()
+                   if not line.startswith(("shufflesim: 2 of 6 points failed", "  p04: ", "  p05: "))]
+    assert len(spark_lines) <= 1, done.stderr  # Spark's log: one line at most
+    assert len(read_results(tmp_path)) == 11
