@@ -214,7 +214,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from scenarios.spark_session import SparkJobError
     from scenarios.sweep import run_sweep
     from scenarios.sweep_file import load_sweep
-    from scenarios.sweep_report import ProgressPrinter, format_results_table
+    from scenarios.sweep_report import SweepProgress, format_results_table
 
     sweep = load_sweep(args.sweep)
     try:
@@ -228,7 +228,7 @@ def _sweep(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"starting Spark ({args.master}) ...", flush=True)
         spark = _start_spark(args.master)
-    progress = None if args.quiet else ProgressPrinter()
+    progress = None if args.quiet else SweepProgress()
     try:
         outcome = run_sweep(sweep, Path(args.out), spark, progress)
     except SparkJobError as e:

@@ -16,17 +16,40 @@ REDRAW_INTERVAL = 0.1
 PLAIN_INTERVAL = 5.0
 
 
+class StatusLine:
+    """One line of status on `stream`: redrawn in place on a terminal, a new line otherwise."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.on_terminal = stream.isatty()
+        self._drawn = False
+
+    def show(self, text: str) -> None:
+        if self.on_terminal:
+            self.stream.write("\r" + text + "\x1b[K")
+            self._drawn = True
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        """End a redrawn line, so that what follows starts on a line of its own."""
+        if self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._drawn = False
+
+
 class ProgressPrinter:
     """`printer(job_time, records)` as the runtime's progress callback; `close()` at the end."""
 
     def __init__(self, label: str, duration: float, stream: TextIO) -> None:
         self.label = label
         self.duration = duration
-        self.stream = stream
-        self.on_terminal = stream.isatty()
+        self.status = StatusLine(stream)
+        self.on_terminal = self.status.on_terminal
         self.start = time.monotonic()
         self._last_print = self.start
-        self._drawn = False
 
     def __call__(self, job_time: float, records: int) -> None:
         now = time.monotonic()
@@ -34,13 +57,7 @@ class ProgressPrinter:
         if now - self._last_print < interval and job_time < self.duration:
             return
         self._last_print = now
-        line = self.line(job_time, records, now - self.start)
-        if self.on_terminal:
-            self.stream.write("\r" + line + "\x1b[K")
-            self._drawn = True
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+        self.status.show(self.line(job_time, records, now - self.start))
 
     def line(self, job_time: float, records: int, wall: float) -> str:
         fraction = min(job_time / self.duration, 1.0) if self.duration > 0 else 1.0
@@ -54,6 +71,4 @@ class ProgressPrinter:
 
     def close(self) -> None:
         """End the bar's line (the table follows)."""
-        if self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+        self.status.close()

@@ -462,7 +462,7 @@ FAULT_KEYS = {
 }
 
 
-def _task_manager_pair(value: Any, where: _Where) -> tuple[str, str]:
+def _task_manager_pair(value: Any, where: Where) -> tuple[str, str]:
     if (not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, str) for v in value)
             or value[0] == value[1]):
         raise where.error(f'{_show(value)} is not two TaskManagers, like ["tm-0", "tm-1"]')
@@ -485,7 +485,7 @@ class FaultSpec:
     message: str = field(default="injected failure", metadata=_opt(TEXT))
 
 
-def _faults(value: Any, where: _Where) -> tuple[FaultSpec, ...]:
+def _faults(value: Any, where: Where) -> tuple[FaultSpec, ...]:
     if not isinstance(value, list):
         raise where.error('expected [[faults]] tables, like at = "12s", kind = "kill_task_manager"')
     faults = []

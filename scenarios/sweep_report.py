@@ -15,6 +15,8 @@ from pathlib import Path
 from statistics import fmean
 from typing import TYPE_CHECKING, TextIO
 
+from scenarios.progress import StatusLine
+
 if TYPE_CHECKING:
     from scenarios.sweep import PointResult
 
@@ -34,28 +36,23 @@ def progress_line(done: int, total: int, elapsed: float) -> str:
     return f"{done}/{total} points done, {_clock(elapsed)} elapsed, {left}"
 
 
-class ProgressPrinter:
-    """Prints sweep progress: one line redrawn in place on a terminal, else a line per change."""
+class SweepProgress:
+    """Prints sweep progress (a `StatusLine`): redrawn on a terminal, else a line per change."""
 
     def __init__(self, out: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
-        self.out = out or sys.stdout
+        self.status = StatusLine(out or sys.stdout)
         self.clock = clock
         self.start = clock()
-        self.terminal = self.out.isatty()
         self.last_done = -1
 
     def __call__(self, done: int, total: int) -> None:
-        if self.terminal:
-            self.out.write(f"\r{progress_line(done, total, self.clock() - self.start)}\x1b[K")
-            self.out.flush()
-        elif done != self.last_done:
-            print(progress_line(done, total, self.clock() - self.start), file=self.out, flush=True)
+        if self.status.on_terminal or done != self.last_done:
+            self.status.show(progress_line(done, total, self.clock() - self.start))
         self.last_done = done
 
     def close(self) -> None:
         """End the redrawn line (on a terminal)."""
-        if self.terminal and self.last_done >= 0:
-            self.out.write("\n")
+        self.status.close()
 
 
 def _source_sink(result: PointResult) -> tuple[float | None, float | None]:

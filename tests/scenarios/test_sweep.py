@@ -12,7 +12,7 @@ import pytest
 from scenarios.cli import main
 from scenarios.sweep import read_results, run_sweep
 from scenarios.sweep_file import load_sweep
-from scenarios.sweep_report import ProgressPrinter, progress_line
+from scenarios.sweep_report import SweepProgress, progress_line
 
 KEYS = ["duration", "network.buffer_timeout", "job.stages[SlowMap].cost", "cluster.network_memory"]
 
@@ -92,7 +92,7 @@ def test_progress_lines() -> None:
     assert progress_line(2, 8, 30) == "2/8 points done, 0:30 elapsed, about 1:30 left"
     now = iter([0.0, 5.0, 10.0])
     lines = io.StringIO()
-    printer = ProgressPrinter(lines, clock=lambda: next(now))
+    printer = SweepProgress(lines, clock=lambda: next(now))
     printer(1, 2), printer(1, 2), printer(2, 2)
     assert lines.getvalue().splitlines() == ["1/2 points done, 0:05 elapsed, about 0:05 left",
                                              "2/2 points done, 0:10 elapsed, about 0:00 left"]
@@ -104,7 +104,7 @@ def test_progress_on_a_terminal_redraws_one_line() -> None:
             return True
 
     screen = Terminal()
-    printer = ProgressPrinter(screen, clock=lambda: 0.0)
+    printer = SweepProgress(screen, clock=lambda: 0.0)
     printer(0, 2), printer(1, 2)
     printer.close()
     assert screen.getvalue().count("\r") == 2 and screen.getvalue().endswith("\n")
