@@ -54,6 +54,8 @@ class JobInformation:
     start_offset: float
     duration: float
     sample_period: float
+    #: The job's attempt (0, then one more per restart): all its tasks are redeployed together.
+    attempt: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,9 @@ class TaskDeploymentDescriptor:
     subtask_index: int
     produced_partitions: tuple[ResultPartitionDeploymentDescriptor, ...]
     input_gates: tuple[InputGateDeploymentDescriptor, ...]
+    #: Flink's JobManagerTaskRestore: the state of the checkpoint the subtask starts from;
+    #: None: it starts from the beginning (no completed checkpoint).
+    task_restore: Any = None
 
     def to_message(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,11 +82,12 @@ class TaskDeploymentDescriptor:
         )
         partitions = tuple(ResultPartitionDeploymentDescriptor(**p) for p in data["produced_partitions"])
         return cls(data["execution_id"], JobInformation(**data["job"]), data["vertex_id"],
-                   data["subtask_index"], partitions, gates)
+                   data["subtask_index"], partitions, gates, data.get("task_restore"))
 
 
 def execution_id(vertex: ExecutionVertex) -> str:
-    """The id of a subtask's (single) execution attempt."""
+    """The id of a subtask's execution (the same in every attempt of the job: the attempt
+    number is `JobInformation.attempt`, the random attempt id is in its partition ids)."""
     return f"{vertex.job_vertex.id}#{vertex.subtask_index}"
 
 
@@ -91,9 +97,10 @@ def new_attempt_ids(graph: ExecutionGraph) -> dict[str, str]:
 
 
 def create_descriptor(vertex: ExecutionVertex, job: JobInformation, shuffle_address_of: dict[str, Any],
-                      attempt_id_of: dict[str, str]) -> TaskDeploymentDescriptor:
+                      attempt_id_of: dict[str, str], task_restore: Any = None) -> TaskDeploymentDescriptor:
     """The descriptor of `vertex`; `shuffle_address_of[execution id]` is where each subtask
-    runs, `attempt_id_of[execution id]` its attempt (part of its partitions' ids)."""
+    runs, `attempt_id_of[execution id]` its attempt (part of its partitions' ids),
+    `task_restore` the state it starts from (None: the beginning)."""
     def partition_id(partition: Any) -> str:
         return result_partition_id(partition.partition_id, attempt_id_of[execution_id(partition.producer)])
 
@@ -111,5 +118,5 @@ def create_descriptor(vertex: ExecutionVertex, job: JobInformation, shuffle_addr
         for gate_index, channels in enumerate(vertex.input_gates)
     )
     return TaskDeploymentDescriptor(execution_id(vertex), job, vertex.job_vertex.id, vertex.subtask_index,
-                                    partitions, gates)
+                                    partitions, gates, task_restore)
 

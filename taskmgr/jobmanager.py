@@ -5,8 +5,8 @@ TaskManagers it needs, allocates slots (taskmgr.scheduler), deploys every subtas
 a descriptor saying where each input's producer runs, and follows the task states:
 
 - every task FINISHED: the job is FINISHED (bounded sources ran out);
-- a task FAILED or a TaskManager is lost: the job FAILS with that root cause and the other
-  tasks are cancelled;
+- a task FAILED or a TaskManager is lost: the job restarts if its restart strategy allows
+  (taskmgr.failover), else it FAILS with that root cause and the other tasks are cancelled;
 - the run's duration is over: sources are stopped and the pipeline drains (modelled costs
   off), then the job is FINISHED; a job that does not drain in time is cancelled.
 
@@ -17,7 +17,7 @@ verification, buffer pool state); the JobManager merges the reports into a `JobR
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 import enum
 import itertools
@@ -30,10 +30,12 @@ from shuffle import kernel
 from shuffle.netty.connection_manager import Transport
 from shuffle.transport import ByteStream
 from taskmgr.deployment import JobInformation, create_descriptor, execution_id, new_attempt_ids
+from taskmgr.failover import Failover, RestartRecord
 from taskmgr.metrics.latency import LatencyHistogram
 from taskmgr.metrics.summary import VertexLayout, vertex_summaries
 from taskmgr.metrics.table import MetricTable
 from taskmgr.operators.sinks import Verification
+from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.rpc import REGISTRY, RpcConnection, RpcError
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
 from taskmgr.task import ExecutionState
@@ -66,6 +68,7 @@ class JobConfig:
     registration_timeout: float = 10.0
     drain_timeout: float = 30.0
     cancel_timeout: float = 10.0
+    restart: RestartStrategy = RestartStrategy()
 
 
 @dataclass
@@ -86,6 +89,11 @@ class JobResult:
     placement: dict[str, list[str]] = field(default_factory=dict)
     #: The run was ended before its duration (Ctrl-C, SIGTERM): its results cover `duration` only.
     stopped_early: bool = False
+    #: Every restart of the job, in order (results are those of its last attempt).
+    restart_history: list[RestartRecord] = field(default_factory=list)
+    #: The failure stood because the restart strategy allowed no more restarts (Flink's
+    #: "Recovery is suppressed by ..."): the strategy, as Flink names it.
+    recovery_suppressed_by: str | None = None
 
     def raise_for_status(self) -> JobResult:
         """Raise JobExecutionError (root cause chained) unless the job finished."""
@@ -163,6 +171,11 @@ class _JobExecution:
         self.reports: dict[str, dict[str, Any]] = {}
         self._changed = kernel.Event()
         self.stopped_early = False
+        self.attempt = 0
+        self.restart_history: list[RestartRecord] = []
+        self.recovery_suppressed_by: str | None = None
+        #: TaskManager -> records its sources emitted in the attempt it cancelled (taskmgr.failover).
+        self.cancelled_attempt: dict[str, int] = {}
 
     def _notify(self) -> None:
         self._changed.set()
@@ -185,6 +198,19 @@ class _JobExecution:
             self.failure = cause
         self._notify()
 
+    def new_attempt(self, placement: dict[str, str]) -> None:
+        """The job restarts: its next attempt runs on `placement`, without failure yet."""
+        self.attempt += 1
+        self.placement = placement
+        self.states = dict.fromkeys(placement, ExecutionState.DEPLOYING)
+        self.failure = None
+        self._notify()
+
+    def on_attempt_cancelled(self, task_manager: str, message: dict[str, Any]) -> None:
+        if message["attempt"] == self.attempt:
+            self.cancelled_attempt[task_manager] = message["records_emitted"]
+            self._notify()
+
     def stop_early(self) -> None:
         """End the run now, as if its duration were over (an interrupted run)."""
         self.stopped_early = True
@@ -195,7 +221,8 @@ class _JobExecution:
         cause = None
         if state is ExecutionState.FAILED:
             cause = REGISTRY.pop(message["error_ref"]) if "error_ref" in message else RuntimeError(message["error"])
-        if self.states[message["execution_id"]].is_terminal:
+        stale = message.get("attempt", self.attempt) != self.attempt
+        if stale or self.states[message["execution_id"]].is_terminal:
             return
         self.states[message["execution_id"]] = state
         if cause is not None:
@@ -305,6 +332,8 @@ class JobManager:
                     job.on_task_state(message)
                 elif message["type"] == "job_report":
                     job.on_report(record.name, REGISTRY.pop(message["report_ref"]))
+                elif message["type"] == "attempt_cancelled":
+                    job.on_attempt_cancelled(record.name, message)
         finally:
             self.task_managers.pop(record.name, None)
             for job in self._jobs.values():
@@ -358,17 +387,14 @@ class JobManager:
     async def _execute(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig, start: float) -> float:
         """Deploy, run until the end of the job; returns the run's measured duration."""
         job_ref = REGISTRY.put(graph)
+        failover = Failover(self, job, graph, config, start)
         try:
-            addresses = {eid: self.task_managers[tm].shuffle_address for eid, tm in job.placement.items()}
-            attempts = new_attempt_ids(graph)
-            for vertex in graph.all_execution_vertices:
-                info = JobInformation(job.job_id, job_ref, config.seed, kernel.current_time() - start,
-                                      config.duration, config.sample_period)
-                descriptor = create_descriptor(vertex, info, addresses, attempts)
-                await self._send(job.placement[execution_id(vertex)], "deploy_task",
-                                 descriptor=descriptor.to_message())
-            with kernel.move_on_at(start + config.duration):
-                await job.wait_for(lambda: job.all_terminal or job.failure is not None or job.stopped_early)
+            while True:
+                await self._deploy(job, graph, config, start, job_ref, failover.restore_point())
+                with kernel.move_on_at(start + config.duration):
+                    await job.wait_for(lambda: job.all_terminal or job.failure is not None or job.stopped_early)
+                if not await failover.recover():
+                    break
             duration = min(config.duration, kernel.current_time() - start)
             if not job.all_terminal and job.failure is None:
                 for task_manager in dict.fromkeys(job.placement.values()):
@@ -386,6 +412,19 @@ class JobManager:
             return duration
         finally:
             REGISTRY.pop(job_ref)
+
+    async def _deploy(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig, start: float,
+                      job_ref: str, restore: Mapping[str, Any] | None) -> None:
+        """Deploy every subtask as the job's current attempt, from `restore` (None: the beginning)."""
+        addresses = {eid: self.task_managers[tm].shuffle_address for eid, tm in job.placement.items()}
+        attempts = new_attempt_ids(graph)
+        for vertex in graph.all_execution_vertices:
+            eid = execution_id(vertex)
+            info = JobInformation(job.job_id, job_ref, config.seed, kernel.current_time() - start,
+                                  config.duration, config.sample_period, job.attempt)
+            descriptor = create_descriptor(vertex, info, addresses, attempts,
+                                           None if restore is None else restore.get(eid))
+            await self._send(job.placement[eid], "deploy_task", descriptor=descriptor.to_message())
 
     async def _finish(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
                       duration: float) -> JobResult:
@@ -439,4 +478,6 @@ def _merge_reports(job: _JobExecution, graph: ExecutionGraph, status: JobStatus,
         },
         placement=placement,
         stopped_early=job.stopped_early,
+        restart_history=job.restart_history,
+        recovery_suppressed_by=job.recovery_suppressed_by,
     )

@@ -39,10 +39,13 @@ MESSAGES: dict[str, tuple[dict[str, type], dict[str, type]]] = {
     "cancel_task": ({"execution_id": str}, {}),
     "stop_sources": ({"job_id": str}, {}),
     "release_job": ({"job_id": str}, {}),
+    "cancel_attempt": ({"job_id": str, "attempt": int}, {}),
+    "attempt_cancelled": ({"job_id": str, "attempt": int, "records_emitted": int}, {}),
     "shutdown": ({}, {}),
     "heartbeat_request": ({}, {}),
     "heartbeat": ({}, {}),
-    "task_state": ({"job_id": str, "execution_id": str, "state": str}, {"error": str, "error_ref": str}),
+    "task_state": ({"job_id": str, "execution_id": str, "state": str},
+                   {"error": str, "error_ref": str, "attempt": int}),
     "job_report": ({"job_id": str, "report_ref": str}, {}),
 }
 

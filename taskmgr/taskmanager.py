@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +84,10 @@ def _caused_by(exc: BaseException | None, error_type: type[BaseException]) -> bo
     return False
 
 
+def _credit_violations(tasks: Iterable[Task]) -> int:
+    return sum(_caused_by(task.failure_cause, CreditViolationError) for task in tasks)
+
+
 class _JobSession:
     """One job's tasks, clock, sampling and shared services in this TaskManager."""
 
@@ -100,6 +104,48 @@ class _JobSession:
         self.sampling = kernel.CancelScope()
         self.sampling_stopped = False
         self.last_sample = -math.inf
+        self.attempt = 0
+        #: Credit violations of the attempts that were cancelled for a restart.
+        self.earlier_credit_violations = 0
+        self._running: set[Task] = set()
+        self._task_ended = kernel.Event()
+
+    async def run_task(self, task: Task) -> None:
+        """Run `task` to its end, its resources released (a cancelled attempt waits for this)."""
+        self._running.add(task)
+        try:
+            await task.run()
+        finally:
+            self._running.discard(task)
+            self._task_ended.set()
+            self._task_ended = kernel.Event()
+
+    async def cancel_attempt(self) -> int:
+        """End the current attempt (taskmgr.failover): cancel its tasks, wait until they have
+        ended, release what they produced, drop what the attempt counted. Returns the records
+        its sources emitted."""
+        for task in self.tasks.values():
+            task.cancel()
+        while self._running:
+            await self._task_ended.wait()
+        contexts = [task.context for task in self.tasks.values() if task.context is not None]
+        self.earlier_credit_violations += _credit_violations(self.tasks.values())
+        for task in self.tasks.values():
+            task.release_partitions()
+        for channel in self.services.iteration_channels.values():
+            channel.queue.close()
+        self.tasks.clear()
+        # The next attempt counts anew (its sinks see every record again); latency and
+        # metrics go on over the whole run (its tasks register their metrics anew).
+        self.services.sampler.unregister_all()
+        self.services = TaskServices(self.services.task_manager, self.services.sampler,
+                                     latency=self.services.latency)
+        return sum(context.records_emitted for context in contexts)
+
+    def start_attempt(self, attempt: int) -> None:
+        """The job's next attempt is being deployed: its sources pace themselves from now."""
+        self.attempt = attempt
+        self.run_control.attempt_start = kernel.current_time()
 
     async def run_sampler(self) -> None:
         """Sample every period until the end of the run (then once at the end)."""
@@ -203,14 +249,16 @@ class TaskManager:
                               info.duration, info.sample_period)
             self._jobs[info.job_id] = job
             self._nursery.start_soon(job.run_sampler)
+        if info.attempt != job.attempt:
+            job.start_attempt(info.attempt)
         task = Task(descriptor, job.graph, self.env, job.services, job.run_control, self._report_state)
         job.tasks[task.execution_id] = task
-        self._nursery.start_soon(task.run)
+        self._nursery.start_soon(job.run_task, task)
 
     def _report_state(self, task: Task) -> None:
         cause = task.failure_cause
         fields: dict[str, Any] = {"job_id": task.descriptor.job.job_id, "execution_id": task.execution_id,
-                                  "state": task.state.value}
+                                  "state": task.state.value, "attempt": task.descriptor.job.attempt}
         if cause is not None:
             fields["error"] = f"{type(cause).__name__}: {cause}"
             fields["error_ref"] = REGISTRY.put(cause)
@@ -232,6 +280,15 @@ class TaskManager:
             task = job.tasks.get(message["execution_id"])
             if task is not None:
                 task.cancel()
+
+    async def _on_cancel_attempt(self, message: dict[str, Any]) -> None:
+        self._nursery.start_soon(self._cancel_attempt, message)
+
+    async def _cancel_attempt(self, message: dict[str, Any]) -> None:
+        job = self._jobs.get(message["job_id"])
+        records_emitted = 0 if job is None else await job.cancel_attempt()
+        self._outbox.put_nowait(("attempt_cancelled", {"job_id": message["job_id"], "attempt": message["attempt"],
+                                                       "records_emitted": records_emitted}))
 
     async def _on_stop_sources(self, message: dict[str, Any]) -> None:
         """The run's duration is over: stop sampling, stop sources, drain without costs."""
@@ -271,6 +328,6 @@ class TaskManager:
             "emitted_per_origin": dict(job.services.emitted_per_origin),
             "records_emitted": sum(c.records_emitted for c in contexts),
             "records_received": sum(c.records_received for c in contexts),
-            "credit_violations": sum(_caused_by(t.failure_cause, CreditViolationError) for t in job.tasks.values()),
+            "credit_violations": job.earlier_credit_violations + _credit_violations(job.tasks.values()),
             "task_states": {t.execution_id: t.state.value for t in job.tasks.values()},
         }

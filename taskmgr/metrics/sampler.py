@@ -94,6 +94,10 @@ class MetricSampler:
             _Registration(vertex, subtask, task_manager, source, now, source.snapshot())
         )
 
+    def unregister_all(self) -> None:
+        """Stop sampling every source (their tasks were cancelled for a restart)."""
+        self._sources.clear()
+
     def sample(self) -> None:
         """Take one sample of every source now (the runtime also calls this at the end)."""
         now = kernel.current_time()

@@ -39,6 +39,13 @@ class RunControl:
     costs_enabled: bool = True
     #: The run's duration (job time): its second half is the steady state summaries report.
     duration: float = float("inf")
+    #: When the job's current attempt was deployed (trio time; t0 for the first): a restarted
+    #: source paces its records from here, as a freshly started one does.
+    attempt_start: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.attempt_start is None:
+            self.attempt_start = self.t0
 
     def in_steady_state(self, job_time: float) -> bool:
         return self.duration / 2 <= job_time <= self.duration

@@ -92,7 +92,7 @@ class GeneratorSourceOperator(SourceOperator):
         super().__init__(node, ctx, output, batch_bytes // wire_size)
         self.state = GeneratorState.for_subtask(source, ctx.seed, ctx.vertex_name, ctx.subtask_index)
         self.state.next_seq = ctx.origin << ORIGIN_SHIFT
-        self.schedule = RateSchedule(source.rate, ctx.run.t0) if source.rate > 0 else None
+        self.schedule = RateSchedule(source.rate, ctx.run.attempt_start) if source.rate > 0 else None
         self.emitted = 0
         #: Records of the schedule given up because the source fell too far behind.
         self.forgone = 0

@@ -1,0 +1,127 @@
+"""Restart strategies: a failed task restarts the whole job as a new attempt (from the
+beginning, without checkpoints), or fails it with the root cause; no buffer is leaked."""
+
+from __future__ import annotations
+
+import pytest
+
+from graph import StreamExecutionEnvironment
+from shuffle import kernel
+from shuffle.trace import NULL_TRACER
+from taskmgr.cluster import ClusterConfig, run_job
+from taskmgr.faults import Fault
+from taskmgr.jobmanager import JobConfig, JobResult, JobStatus
+from taskmgr.operators import VerifyingSink
+from taskmgr.restart_strategy import RestartStrategy
+
+RECORDS = 8000
+
+
+def pipeline() -> StreamExecutionEnvironment:
+    """8000 records at 1000/s to two map subtasks (one remote), then a verifying sink."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    (env.from_generator(rate=1000, count=RECORDS).name("Gen").rebalance()
+        .map(cost="0.5ms").name("Work").set_parallelism(2)
+        .rebalance().sink_to(VerifyingSink("check")).name("Check"))
+    return env
+
+
+def run(restart: RestartStrategy, *faults: Fault, duration: float = 20.0) -> JobResult:
+    job = JobConfig(duration, task_managers=2, restart=restart)
+    return kernel.run(run_job, pipeline(), ClusterConfig(task_managers=2, slots_per_task_manager=2), job,
+                      NULL_TRACER, None, None, faults, mode="sim")
+
+
+def fail_work(at: float, message: str = "bad record") -> Fault:
+    return Fault(at, "fail_task", vertex="Work", subtask=1, message=message)
+
+
+def test_fixed_delay_restarts_the_job_and_its_last_attempt_counts_every_record_once() -> None:
+    result = run(RestartStrategy("fixed_delay", attempts=2, delay=1.0), fail_work(2.0))
+    assert result.status is JobStatus.FINISHED, result.error
+    assert result.invariant_violations() == []
+    assert result.verifications["check"] == {"received": RECORDS, "out_of_order": 0, "duplicates": 0,
+                                             "missing": 0, "ok": True}
+    assert result.records_emitted == result.records_received == RECORDS
+    assert result.invariants["buffers_leaked"] == 0
+    [restart] = result.restart_history
+    assert restart.attempt == 0
+    assert restart.failed_at_s == pytest.approx(2.0, abs=0.01)
+    assert restart.cause == "InjectedFailure: bad record"
+    # Cancelling takes a few link round trips, then the 1 s delay.
+    assert 1000 <= restart.downtime_ms < 1050
+    assert restart.restarted_at_s == pytest.approx(restart.failed_at_s + restart.downtime_ms / 1000)
+    # The first attempt emitted ~2 s of records: all are emitted again.
+    assert restart.records_replayed == pytest.approx(2000, rel=0.02)
+    # The restarted source paces itself from its own start: 8 s of records after the restart.
+    assert result.duration == pytest.approx(restart.restarted_at_s + RECORDS / 1000, abs=0.2)
+
+
+def test_without_restarts_the_job_fails_with_the_root_cause() -> None:
+    result = run(RestartStrategy("none"), fail_work(2.0))
+    assert result.status is JobStatus.FAILED
+    assert f"{type(result.error).__name__}: {result.error}" == "InjectedFailure: bad record"
+    assert result.restart_history == []
+    assert result.recovery_suppressed_by == "NoRestartBackoffTimeStrategy"
+    assert result.duration < 2.5
+    assert result.invariants["buffers_leaked"] == 0
+
+
+def test_a_failure_beyond_the_attempts_fails_the_job_with_its_cause() -> None:
+    result = run(RestartStrategy("fixed_delay", attempts=1, delay=0.5),
+                 fail_work(2.0, "first"), fail_work(4.0, "second"))
+    assert result.status is JobStatus.FAILED
+    assert f"{type(result.error).__name__}: {result.error}" == "InjectedFailure: second"
+    assert [r.cause for r in result.restart_history] == ["InjectedFailure: first"]
+    assert result.recovery_suppressed_by == ("FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts=1, "
+                                             "backoffTimeMS=500)")
+    assert result.duration < 4.5
+    assert result.invariants["buffers_leaked"] == 0
+
+
+def test_each_restart_deploys_new_partition_ids() -> None:
+    """A new attempt's partitions carry new random attempt ids: the old ones name nothing."""
+    seen: list[set[str]] = []
+
+    async def scenario() -> JobResult:
+        from taskmgr.cluster import MiniCluster
+
+        async with kernel.open_nursery() as nursery:
+            mini = MiniCluster(ClusterConfig(task_managers=2, slots_per_task_manager=2))
+            await mini.start(nursery)
+
+            async def watch() -> None:
+                for at in (1.5, 4.5):
+                    await kernel.sleep_until(at)
+                    seen.append({p.partition_id for tm in mini.task_managers.values()
+                                 for p in tm.env.partition_manager.partitions})
+
+            nursery.start_soon(watch)
+            nursery.start_soon(_fail_at, mini, 2.0)
+            result = await mini.execute(pipeline().get_execution_graph(),
+                                        JobConfig(10.0, task_managers=2,
+                                                  restart=RestartStrategy("fixed_delay", delay=1.0)))
+            await mini.shutdown()
+            nursery.cancel_scope.cancel()
+        return result
+
+    result = kernel.run(scenario, mode="sim")
+    assert len(result.restart_history) == 1
+    before, after = seen
+    assert len(before) == len(after) == 3  # Gen, and Work's two subtasks
+    assert before.isdisjoint(after)
+
+
+async def _fail_at(mini, at: float) -> None:  # type: ignore[no-untyped-def]
+    from taskmgr.faults import inject_faults
+
+    await inject_faults(mini, [fail_work(at)])
+
+
+def test_a_restart_strategy_checks_its_settings() -> None:
+    with pytest.raises(ValueError, match="one of none, fixed_delay"):
+        RestartStrategy("exponential_delay")
+    with pytest.raises(ValueError, match=">= 0"):
+        RestartStrategy("fixed_delay", attempts=-1)
+    assert not RestartStrategy().can_restart(0)
+    assert [RestartStrategy("fixed_delay", attempts=2).can_restart(n) for n in range(3)] == [True, True, False]
