@@ -144,7 +144,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from scenarios.report import REPORT_FILE
-    from scenarios.run import OutputDirError, format_table, run_scenario
+    from scenarios.run import OutputDirError, format_restarts, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
     progress = None if args.quiet else ProgressPrinter(scenario.name, scenario.duration, sys.stderr)
@@ -163,6 +163,9 @@ def _run(args: argparse.Namespace) -> int:
     print(format_table(summary))
     records = summary["records"]
     print(f"records emitted {records['emitted']}, received {records['received']}")
+    restarts = format_restarts(summary)
+    if restarts is not None:
+        print(restarts)
     for violation in summary["invariants"]["violations"]:
         print(f"invariant broken: {violation}")
     print(f"outputs in {args.out}")

@@ -28,6 +28,7 @@ from shuffle.transport.auth import secret_from_text
 from taskmgr.cluster import ClusterConfig, ProgressCallback, StopCheck, run_job
 from taskmgr.faults import SIM_ONLY, Fault
 from taskmgr.jobmanager import JobConfig, JobResult
+from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.rpc import REGISTRY
 from taskmgr.scheduler import slots_needed
 
@@ -78,12 +79,35 @@ def summary_of(scenario: Scenario, result: JobResult) -> dict[str, Any]:
         # The scenario as it ran (defaults and --set applied), for reports and `shufflesim compare`.
         "settings": settings_of(scenario),
     }
+    summary |= restarts_summary(result)
     if result.error is not None:
         summary["error"] = f"{type(result.error).__name__}: {result.error}"
     if result.stopped_early:
         summary["interrupted"] = {"at_s": result.duration,
                                   "note": "the run was stopped before its duration; results cover 0..at_s"}
     return summary
+
+
+def restarts_summary(result: JobResult) -> dict[str, Any]:
+    """summary.json's restarts: how many, each one (taskmgr.failover.RestartRecord), the records
+    replayed over all of them and, when the failure stood, the strategy that suppressed recovery."""
+    history = [record.to_json() for record in result.restart_history]
+    summary: dict[str, Any] = {"restarts": len(history), "restart_history": history,
+                               "records_replayed": sum(record["records_replayed"] for record in history)}
+    if result.recovery_suppressed_by is not None:
+        summary["recovery_suppressed_by"] = result.recovery_suppressed_by
+    return summary
+
+
+def format_restarts(summary: dict[str, Any]) -> str | None:
+    """The line `shufflesim run` prints about restarts (None: the job did not restart)."""
+    history = summary.get("restart_history") or []
+    if not history:
+        return None
+    failed_at = ", ".join(f"{record['failed_at_s']:.3f}" for record in history)
+    downtime = ", ".join(f"{record['downtime_ms']:.0f}" for record in history)
+    return (f"restarts {len(history)} (failed at {failed_at} s; downtime {downtime} ms; "
+            f"records replayed {summary['records_replayed']})")
 
 
 def _check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
@@ -195,7 +219,8 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
     cluster = ClusterConfig(scenario.mode, scenario.cluster.task_managers, scenario.cluster.slots_per_task_manager,
                             network, cluster_secret(scenario), scenario.cluster.heartbeat_interval,
                             scenario.cluster.heartbeat_timeout)
-    job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers)
+    job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers,
+                    restart=RestartStrategy(**dataclasses.asdict(scenario.restart)))
     with contextlib.ExitStack() as stack:
         tracer = NULL_TRACER
         if trace:

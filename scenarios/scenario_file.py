@@ -321,6 +321,19 @@ class CheckpointSettings:
         return self.interval is not None
 
 
+RESTART_STRATEGIES = ("none", "fixed_delay")
+
+
+@dataclass(frozen=True)
+class RestartSettings:
+    """The scenario's `[restart]`: Flink's restart-strategy.type and its fixed-delay settings."""
+
+    strategy: str = field(default="none", metadata=_opt(_leaf(_choice(*RESTART_STRATEGIES))))
+    #: Flink's restart-strategy.fixed-delay.attempts (default 1) and .delay (default 1 s).
+    attempts: int = field(default=1, metadata=_opt(_int_from(0)))
+    delay: float = field(default=1.0, metadata=_opt(DURATION))
+
+
 @dataclass(frozen=True)
 class MetricsSettings:
     sample_period: float = field(default=1.0, metadata=_opt(POSITIVE_DURATION))
@@ -522,6 +535,7 @@ class Scenario:
     metrics: MetricsSettings = field(
         default_factory=MetricsSettings, metadata=_opt(_section(MetricsSettings))
     )
+    restart: RestartSettings = field(default_factory=RestartSettings, metadata=_opt(_section(RestartSettings)))
     faults: tuple[FaultSpec, ...] = field(default=(), metadata=_opt(_faults))
 
     @property

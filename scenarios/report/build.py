@@ -54,6 +54,8 @@ def _lead(summary: Mapping[str, Any]) -> str:
     lead = (f"{esc(summary.get('status', '?'))} after {summary.get('duration_s', 0):.3f} s of virtual time "
             f"({esc(summary.get('mode', '?'))} mode, seed {esc(summary.get('seed', '?'))}); records emitted "
             f"{records.get('emitted', '?')}, received {records.get('received', '?')}.")
+    if summary.get("restarts"):
+        lead += f" Restarted {summary['restarts']} time(s); the results are those of the last attempt."
     if "error" in summary:
         lead += f' <span class="bad">Failed: {esc(summary["error"])}</span>'
     return lead
@@ -114,6 +116,25 @@ def _checkpoints_section(summary: Mapping[str, Any]) -> Section:
     return Section("Checkpoints", body, "checkpoints")
 
 
+RESTART_KEYS = ("attempt", "failed_at_s", "cause", "restarted_at_s", "downtime_ms", "records_replayed")
+
+
+def _restarts_section(summary: Mapping[str, Any]) -> Section | None:
+    history = summary.get("restart_history") or []
+    suppressed = summary.get("recovery_suppressed_by")
+    if not history and suppressed is None:
+        return None
+    body = ('<p class="note">Each restart of the job: the attempt that failed, when and why; when the next attempt '
+            'was deployed (downtime: failure to redeployment, cancellation and restart delay included) and how many '
+            'records its sources emit again (all the failed attempt emitted: without a checkpoint a restarted job '
+            'starts from the beginning).</p>')
+    if history:
+        body += table_html(list(RESTART_KEYS), [[record.get(key, "-") for key in RESTART_KEYS] for record in history])
+    if suppressed is not None:
+        body += f'<p class="bad">Recovery is suppressed by {esc(suppressed)}: the last failure failed the job.</p>'
+    return Section("Restarts", body, "restarts")
+
+
 def _latency_section(summary: Mapping[str, Any]) -> Section | None:
     groups = latency_groups(summary)
     if not groups:
@@ -162,7 +183,8 @@ def build_report(run: Run) -> str:
                             f"{esc(vertex['backpressure_level'])}</small></h3>")
         vertex_parts.append(figure_html(vertex_figure(run, vertex), f"vertex:{vertex['name']}"))
     sections.append(Section("Backpressure and buffers per vertex", "".join(vertex_parts), "vertices"))
-    sections += [s for s in (_channels_section(run), _checkpoints_section(summary), _latency_section(summary))
+    sections += [s for s in (_channels_section(run), _checkpoints_section(summary), _restarts_section(summary),
+                             _latency_section(summary))
                  if s is not None]
     sections += [_settings_section(run), _invariants_section(summary)]
     title = f"shufflesim report: {summary.get('scenario', run.label)}"

@@ -1,0 +1,58 @@
+"""`[restart]` in scenario files: parsed as Flink's settings, and restarts shown in the
+summary, the printed run table and the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scenarios.cli import main
+from scenarios.scenario_file import ScenarioError, load_scenario
+
+LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
+LINK_FAILURE = str(LIBRARY / "link-failure.toml")
+
+
+def test_restart_settings_default_to_flinks_and_are_checked() -> None:
+    restart = load_scenario(LINK_FAILURE).restart
+    assert (restart.strategy, restart.attempts, restart.delay) == ("none", 1, 1.0)
+    restart = load_scenario(LINK_FAILURE, ["restart.strategy=fixed_delay", "restart.attempts=3",
+                                           "restart.delay=250ms"]).restart
+    assert (restart.strategy, restart.attempts, restart.delay) == ("fixed_delay", 3, 0.25)
+    with pytest.raises(ScenarioError, match="restart.strategy"):
+        load_scenario(LINK_FAILURE, ["restart.strategy=exponential"])
+    with pytest.raises(ScenarioError, match="restart.attempts"):
+        load_scenario(LINK_FAILURE, ["restart.attempts=-1"])
+    with pytest.raises(ScenarioError, match="restart.backoff"):
+        load_scenario(LINK_FAILURE, ["restart.backoff=1s"])
+
+
+def test_a_restarted_run_shows_its_restarts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code = main(["run", LINK_FAILURE, "--out", str(out), "--set", "duration=10s",
+                 "--set", "restart.strategy=fixed_delay"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "FINISHED" and summary["invariants"]["violations"] == []
+    assert summary["records"]["emitted"] == summary["records"]["received"] > 0
+    assert summary["restarts"] == 1
+    [restart] = summary["restart_history"]
+    assert restart["cause"].startswith("RemoteTransportError: Lost connection to task manager 'tm-0'")
+    assert restart["attempt"] == 0 and 5.0 < restart["failed_at_s"] < 6.0
+    assert restart["downtime_ms"] == pytest.approx(1000, abs=10)
+    assert summary["records_replayed"] == restart["records_replayed"] > 0
+    assert f"restarts 1 (failed at {restart['failed_at_s']:.3f} s; downtime 1000 ms" in printed
+    report = (out / "report.html").read_text()
+    assert 'id="restarts"' in report and "Restarted 1 time(s)" in report
+
+
+def test_a_failure_without_restarts_says_recovery_was_suppressed(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert main(["run", LINK_FAILURE, "--out", str(out), "--set", "duration=8s"]) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "FAILED" and summary["restarts"] == 0 and summary["restart_history"] == []
+    assert summary["recovery_suppressed_by"] == "NoRestartBackoffTimeStrategy"
+    assert "Recovery is suppressed by NoRestartBackoffTimeStrategy" in (out / "report.html").read_text()
