@@ -12,6 +12,8 @@ FLOW_CONTROL_MODES = ("credit", "tcp")
 #: Default frame limit, and the room above one buffer any limit must leave for frame headers.
 DEFAULT_MAX_FRAME_SIZE = 1024 * 1024
 FRAME_HEADROOM = 64 * 1024
+#: Default bound on the partition requests one connection carries (readers per connection).
+DEFAULT_MAX_RECEIVERS = 16384
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,12 @@ class NetworkConfig:
     # field (before it is buffered) and closes the connection. None: 1 MiB, or one buffer
     # plus 64 KiB when buffers are larger (`frame_size_limit`).
     max_frame_size: int | None = None
+    # What one consumer connection may hold on the serving TaskManager: partition requests
+    # (served readers plus requests waiting for their partition; more close the connection),
+    # and seconds to send its first request after the handshake (a connection that idles
+    # until then is closed).
+    max_partition_requests_per_connection: int = DEFAULT_MAX_RECEIVERS
+    first_request_timeout: float = 10.0
 
     def __post_init__(self) -> None:
         if self.buffer_size < 64:
@@ -61,6 +69,8 @@ class NetworkConfig:
             raise ValueError("network_memory must hold at least one buffer")
         if self.link_bandwidth <= 0 or self.link_latency < 0 or self.send_window < 1:
             raise ValueError("link_bandwidth must be > 0, link_latency >= 0, send_window >= 1")
+        if self.max_partition_requests_per_connection < 1 or self.first_request_timeout <= 0:
+            raise ValueError("max_partition_requests_per_connection must be >= 1, first_request_timeout > 0")
         if self.max_frame_size is not None and self.max_frame_size < self.buffer_size + FRAME_HEADROOM:
             raise ValueError(f"max_frame_size must be at least buffer_size + {FRAME_HEADROOM} bytes of headers "
                              f"({self.buffer_size + FRAME_HEADROOM}), got {self.max_frame_size}")

@@ -36,7 +36,7 @@ from taskmgr.metrics.summary import VertexLayout, vertex_summaries
 from taskmgr.metrics.table import MetricTable
 from taskmgr.operators.sinks import Verification
 from taskmgr.restart_strategy import RestartStrategy
-from taskmgr.rpc import REGISTRY, RpcConnection, RpcError
+from taskmgr.rpc import FIRST_MESSAGE_TIMEOUT, REGISTRY, RpcConnection, RpcError
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
 from taskmgr.task import ExecutionState
 
@@ -307,7 +307,7 @@ class JobManager:
             await connection.aclose()
 
     async def _follow_task_manager(self, connection: RpcConnection) -> None:
-        message = await connection.receive()
+        message = await connection.receive(timeout=FIRST_MESSAGE_TIMEOUT)
         if message is None:
             return
         if message["type"] != "register_task_manager":

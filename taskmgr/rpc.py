@@ -16,6 +16,7 @@ raise `RpcError`, and only that.
 from __future__ import annotations
 
 import itertools
+import math
 import struct
 from collections.abc import Iterator
 from typing import Any, NoReturn
@@ -29,6 +30,9 @@ from shuffle.errors import ProtocolError
 
 RPC_MAGIC = 0x52504331  # "RPC1"
 MAX_FRAME_SIZE = 10 * 1024 * 1024
+#: Seconds an authenticated connection to the JobManager has to register (after that,
+#: heartbeats watch it): a peer that connects and idles is disconnected.
+FIRST_MESSAGE_TIMEOUT = 10.0
 _HEADER = struct.Struct(">II")  # body length, magic
 _RECEIVE_SIZE = 65536
 
@@ -173,9 +177,16 @@ class RpcConnection:
         async with self._send_lock:
             await self.stream.send_all(frame)
 
-    async def receive(self) -> dict[str, Any] | None:
+    async def receive(self, timeout: float = math.inf) -> dict[str, Any] | None:
         """The next message, or None once the peer closed the stream; `RpcError` if the
-        peer broke the protocol."""
+        peer broke the protocol or sent no message within `timeout` seconds."""
+        if timeout == math.inf:
+            return await self._receive()
+        with kernel.move_on_after(timeout):
+            return await self._receive()
+        raise RpcError(f"no message within {timeout:g} s")
+
+    async def _receive(self) -> dict[str, Any] | None:
         decoder = self._decoder
         while True:
             message = next(decoder, None)

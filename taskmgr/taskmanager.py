@@ -189,8 +189,10 @@ class TaskManager:
         self.responsive = True
         self._connection: RpcConnection | None = None
         self._nursery: Any | None = None
-        # Task state updates go out in the order they happen, through one sender.
+        # Task state updates go out in the order they happen, through one sender. What the
+        # JobManager's messages put in it is bounded: at most one heartbeat waits in it.
         self._outbox: kernel.Queue[tuple[str, dict[str, Any]]] = kernel.Queue()
+        self._heartbeat_queued = False
 
     async def run(self, *, task_status: Any = kernel.TASK_STATUS_IGNORED) -> None:
         """Serve partitions, register at the JobManager, follow it until shutdown or disconnect."""
@@ -266,13 +268,16 @@ class TaskManager:
 
     async def _send_outbox(self) -> None:
         async for kind, fields in self._outbox:
+            if kind == "heartbeat":
+                self._heartbeat_queued = False
             try:
                 await self._connection.send(kind, **fields)
             except (kernel.BrokenResourceError, kernel.ClosedResourceError):
                 return  # the JobManager is gone; the connection loop ends on its own
 
     async def _on_heartbeat_request(self, message: dict[str, Any]) -> None:
-        if self.responsive:
+        if self.responsive and not self._heartbeat_queued:
+            self._heartbeat_queued = True
             self._outbox.put_nowait(("heartbeat", {}))
 
     async def _on_cancel_task(self, message: dict[str, Any]) -> None:

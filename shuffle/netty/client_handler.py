@@ -8,6 +8,11 @@ the connection is congested) goes out as one message. On the simulated link an i
 writer's work is written from the connection's event loop (`MessageStream.defer`). Inbound BufferResponses are copied
 into a buffer of the target channel; an error for one channel fails only that channel.
 
+A BufferResponse or BacklogAnnouncement for a receiver that has no channel (any more) is
+answered with one CancelPartitionRequest, however many arrive before it is written; more
+than `max_receivers` such receivers waiting for their cancel is a protocol error (the
+producer is not Flink's), which fails the connection.
+
 Without credit (flow_control = "tcp") the reader waits for a free buffer of the target
 channel before reading on: while it waits nothing else is read from the connection,
 which is how one slow consumer stalls every channel sharing it (head-of-line blocking).
@@ -20,11 +25,12 @@ from typing import TYPE_CHECKING
 
 from shuffle import kernel
 from shuffle.buffer.buffer import Buffer
-from shuffle.config import DEFAULT_MAX_FRAME_SIZE
+from shuffle.config import DEFAULT_MAX_FRAME_SIZE, DEFAULT_MAX_RECEIVERS
 from shuffle.errors import (
     CreditViolationError,
     LocalTransportError,
     PartitionNotFoundError,
+    ProtocolError,
     RemoteError,
     RemoteTransportError,
     error_from_wire,
@@ -55,7 +61,7 @@ if TYPE_CHECKING:
 
 class CreditBasedPartitionRequestClientHandler:
     def __init__(self, stream: ByteStream, remote_address: str, credit_based: bool, tracer: Tracer,
-                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+                 max_frame_size: int = DEFAULT_MAX_FRAME_SIZE, max_receivers: int = DEFAULT_MAX_RECEIVERS) -> None:
         self.stream = stream
         self.connection = message_stream(stream, max_frame_size)
         self.remote_address = remote_address
@@ -66,6 +72,9 @@ class CreditBasedPartitionRequestClientHandler:
         self.writer = OutboundWriter(self.connection, self._next_sealed, self._has_work)
         self.channel_error: BaseException | None = None
         self.closed = False  # the connection ended: the ConnectionManager connects anew
+        self.max_receivers = max_receivers
+        #: Receivers without a channel whose CancelPartitionRequest waits to be written.
+        self._cancelling: set[str] = set()
 
     # -- the client API used by RemoteInputChannel --------------------------------------
 
@@ -183,6 +192,11 @@ class CreditBasedPartitionRequestClientHandler:
             raise RuntimeError(f"Received unknown message from producer: {type(msg).__name__}")
 
     def _outbound_cancel(self, receiver_id: str) -> None:
+        if receiver_id in self._cancelling:
+            return
+        if len(self._cancelling) >= self.max_receivers:
+            raise ProtocolError(f"the producer sent data for more than {self.max_receivers} unknown receivers")
+        self._cancelling.add(receiver_id)
         self._enqueue(CancelPartitionRequestMessage(receiver_id))
 
     def _next_sealed(self) -> object | None:
@@ -197,6 +211,8 @@ class CreditBasedPartitionRequestClientHandler:
         tracer = self.tracer
         while self._outbound:
             outbound = self._outbound.popleft()
+            if type(outbound) is CancelPartitionRequestMessage:
+                self._cancelling.discard(outbound.receiver_id)
             msg = outbound.build()
             if msg is None:
                 continue
@@ -213,5 +229,6 @@ class CreditBasedPartitionRequestClientHandler:
         channels = list(self.input_channels.values())
         self.input_channels.clear()
         self._outbound.clear()
+        self._cancelling.clear()
         for channel in channels:
             channel.on_error(cause)

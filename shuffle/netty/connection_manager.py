@@ -78,8 +78,9 @@ class ConnectionManager:
                 if self._nursery is None:
                     raise RuntimeError("connection manager is not started")
                 stream = await self.transport.connect(address)
-                client = CreditBasedPartitionRequestClientHandler(stream, address, self.config.credit_based,
-                                                                  self.tracer, self.config.frame_size_limit)
+                client = CreditBasedPartitionRequestClientHandler(
+                    stream, address, self.config.credit_based, self.tracer, self.config.frame_size_limit,
+                    self.config.max_partition_requests_per_connection)
                 self._clients[address] = client
                 self._nursery.start_soon(client.run)
         return client

@@ -6,6 +6,11 @@ send at the back, so readers take turns on the shared connection. As in Flink's
 `writeAndFlushNextMessageIfPossible`, nothing is taken off the queue while the connection
 is not writable: the reader stays queued with its credit, and no buffer is pulled.
 
+What waits to be written is bounded by what the consumer asked for: its readers (the
+server handler bounds their number), at most one error per reader or request, and at most
+one backlog announcement per reader (a newer backlog updates the one waiting), however
+often the consumer's credit or resume messages trigger one.
+
 The writing itself (writability, the writer task, deferred writes on the simulated link)
 is the connection's `OutboundWriter`.
 """
@@ -29,6 +34,7 @@ class PartitionRequestQueue:
         self.available_readers: deque[CreditBasedSequenceNumberingViewReader] = deque()
         self.all_readers: dict[str, CreditBasedSequenceNumberingViewReader] = {}
         self._control: deque[NettyMessage] = deque()
+        self._queued_announcements: dict[str, BacklogAnnouncement] = {}
         self.fatal_error = False
         self.writer = OutboundWriter(connection, self._next_sealed, self._has_work)
 
@@ -53,12 +59,26 @@ class PartitionRequestQueue:
         available, backlog = reader.get_availability_and_backlog()
         if not available:
             if backlog > 0 and reader.need_announce_backlog():
-                self.send_control(BacklogAnnouncement(backlog, reader.receiver_id))
+                self._announce_backlog(reader.receiver_id, backlog)
             return
         self.available_readers.append(reader)
         reader.is_registered_as_available = True
         if len(self.available_readers) == 1:
             self._wake()
+
+    def _announce_backlog(self, receiver_id: str, backlog: int) -> None:
+        queued = self._queued_announcements.get(receiver_id)
+        if queued is not None:
+            queued.backlog = backlog
+            return
+        announcement = BacklogAnnouncement(backlog, receiver_id)
+        self._queued_announcements[receiver_id] = announcement
+        self.send_control(announcement)
+
+    @property
+    def queued_control_messages(self) -> int:
+        """Errors and backlog announcements waiting to be written."""
+        return len(self._control)
 
     def add_credit_or_resume_consumption(self, receiver_id: str,
                                          op: Callable[[CreditBasedSequenceNumberingViewReader], None]) -> None:
@@ -107,7 +127,10 @@ class PartitionRequestQueue:
     def _next_sealed(self) -> object | None:
         """The next message to write, sealed (a buffer is pulled and recycled here), or None."""
         if self._control:
-            return self.connection.seal(self._control.popleft())
+            msg = self._control.popleft()
+            if type(msg) is BacklogAnnouncement:
+                del self._queued_announcements[msg.receiver_id]
+            return self.connection.seal(msg)
         tracer = self.tracer
         while self.available_readers:
             reader = self.available_readers.popleft()

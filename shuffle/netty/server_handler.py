@@ -3,10 +3,16 @@
 Decodes the consumer's requests and hands them to the connection's PartitionRequestQueue.
 A request for a partition that is not registered yet waits up to
 `partition_request_timeout`, then answers PartitionNotFound for that receiver only.
+
+Bounded, whatever the consumer sends: its first request must arrive within
+`first_request_timeout` of the handshake, and it may hold at most
+`max_partition_requests_per_connection` requests (readers and waiting requests); more is
+a fatal error (an ErrorResponse, then the connection closes).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from shuffle import kernel
@@ -25,11 +31,13 @@ from shuffle.netty.messages import (
 )
 from shuffle.netty.partition_request_queue import PartitionRequestQueue
 from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
-from shuffle.errors import PartitionNotFoundError
+from shuffle.errors import PartitionNotFoundError, ProtocolError
 from shuffle.partition.result_partition_id import readable_partition_id
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.trace import Tracer
 from shuffle.transport import ByteStream
+
+log = logging.getLogger(__name__)
 
 
 class PartitionRequestServerHandler:
@@ -41,6 +49,8 @@ class PartitionRequestServerHandler:
         self.tracer = tracer
         self.connection = message_stream(stream, config.frame_size_limit)
         self.queue = PartitionRequestQueue(self.connection, tracer)
+        #: Partition requests waiting for their partition to be registered.
+        self.waiting_requests = 0
 
     async def run(self) -> None:
         """Serve until the client closes the connection; then release every reader."""
@@ -48,9 +58,11 @@ class PartitionRequestServerHandler:
             async with kernel.open_nursery() as nursery:
                 nursery.start_soon(self.queue.run_writer)
                 try:
-                    while messages := await self.connection.receive():
+                    messages = await self._receive_first()
+                    while messages:
                         for msg in messages:
                             self._handle(msg, nursery)
+                        messages = await self.connection.receive()
                 except (kernel.BrokenResourceError, kernel.ClosedResourceError):
                     pass
                 except Exception as exc:
@@ -65,6 +77,14 @@ class PartitionRequestServerHandler:
             self.queue.close()
             await kernel.aclose_forcefully(self.stream)
 
+    async def _receive_first(self) -> list[NettyMessage]:
+        """The first messages; none (the connection closes) if they take too long."""
+        timeout = self.config.first_request_timeout
+        with kernel.move_on_after(timeout):
+            return await self.connection.receive()
+        log.warning("closed a connection that sent no request within %g s of its handshake", timeout)
+        return []
+
     def _handle(self, msg: NettyMessage, nursery: Any) -> None:
         queue = self.queue
         kind = type(msg)
@@ -75,12 +95,16 @@ class PartitionRequestServerHandler:
                                  credit=msg.credit)
             queue.add_credit_or_resume_consumption(msg.receiver_id, lambda r: r.add_credit(msg.credit))
         elif kind is PartitionRequest:
+            limit = self.config.max_partition_requests_per_connection
+            if len(queue.all_readers) + self.waiting_requests >= limit:
+                raise ProtocolError(f"more than {limit} partition requests on one connection")
             reader = CreditBasedSequenceNumberingViewReader(
                 msg.receiver_id, msg.credit, queue, self.config.credit_based,
                 f"{readable_partition_id(msg.partition_id)}#{msg.subpartition_index}")
             try:
                 reader.request_subpartition_view(self.partition_manager, msg.partition_id, msg.subpartition_index)
             except PartitionNotFoundError:
+                self.waiting_requests += 1
                 nursery.start_soon(self._request_when_registered, msg, reader)
                 return
             queue.notify_reader_created(reader)
@@ -100,7 +124,11 @@ class PartitionRequestServerHandler:
     async def _request_when_registered(self, msg: PartitionRequest,
                                        reader: CreditBasedSequenceNumberingViewReader) -> None:
         timeout = self.config.partition_request_timeout
-        if await self.partition_manager.wait_for_partition(msg.partition_id, timeout):
+        try:
+            registered = await self.partition_manager.wait_for_partition(msg.partition_id, timeout)
+        finally:
+            self.waiting_requests -= 1
+        if registered:
             try:
                 reader.request_subpartition_view(self.partition_manager, msg.partition_id, msg.subpartition_index)
             except Exception as exc:

@@ -39,6 +39,10 @@ MAC_SIZE = hashlib.sha256().digest_size
 MIN_SECRET_LENGTH = 16
 #: Seconds a peer has to complete the handshake.
 DEFAULT_HANDSHAKE_TIMEOUT = 10.0
+#: Connections a server lets handshake at once; one more evicts the oldest (so strangers
+#: that open connections and say nothing cost a bounded amount of memory and cannot crowd
+#: out a peer, whose handshake takes one round trip).
+DEFAULT_MAX_PENDING_HANDSHAKES = 128
 
 
 class AuthenticationError(ProtocolError):
@@ -123,22 +127,42 @@ def describe(stream: ByteStream) -> str:
 class AuthenticatedTransport:
     """A `Transport` whose connections start with the handshake on `secret`, both ways.
 
-    A peer that fails it is logged and disconnected before the handler sees its stream.
+    A peer that fails it is logged and disconnected before the handler sees its stream;
+    so is the oldest of `max_pending_handshakes` connections still handshaking when one
+    more arrives.
     """
 
     def __init__(self, transport: Transport, secret: bytes,
-                 handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT) -> None:
+                 handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT,
+                 max_pending_handshakes: int = DEFAULT_MAX_PENDING_HANDSHAKES) -> None:
+        if max_pending_handshakes < 1:
+            raise ValueError(f"max_pending_handshakes must be >= 1, got {max_pending_handshakes}")
         self.transport = transport
         self.secret = secret
         self.handshake_timeout = handshake_timeout
+        self.max_pending_handshakes = max_pending_handshakes
 
     async def serve(self, address: Hashable, handler: StreamHandler, *,
                     task_status: Any = kernel.TASK_STATUS_IGNORED) -> None:
+        pending: dict[kernel.CancelScope, None] = {}  # handshakes in progress, oldest first
+
         async def authenticate_then_handle(stream: ByteStream) -> None:
-            try:
-                await server_handshake(stream, self.secret, self.handshake_timeout)
-            except AuthenticationError as exc:
-                log.warning("refused a connection%s: %s", describe(stream), exc)
+            if len(pending) >= self.max_pending_handshakes:
+                next(iter(pending)).cancel()
+            error: Exception | None = None
+            with kernel.CancelScope() as scope:
+                pending[scope] = None
+                try:
+                    await server_handshake(stream, self.secret, self.handshake_timeout)
+                except AuthenticationError as exc:
+                    error = exc
+                finally:
+                    del pending[scope]
+            if scope.cancelled_caught:
+                error = AuthenticationError(f"evicted: {self.max_pending_handshakes} newer connections "
+                                            "were handshaking")
+            if error is not None:
+                log.warning("refused a connection%s: %s", describe(stream), error)
                 await kernel.aclose_forcefully(stream)
                 return
             await handler(stream)
