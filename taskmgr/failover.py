@@ -98,7 +98,7 @@ class Failover:
         if replayed is None:
             return False
         await kernel.sleep(strategy.delay)
-        if self._job_time() >= self.config.duration:
+        if self._job_time() >= self.config.duration or job.stopped_early:
             return False  # the run is over before the job could restart: the failure stands
         try:
             placement = self._allocate()

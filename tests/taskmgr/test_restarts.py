@@ -26,9 +26,9 @@ def pipeline() -> StreamExecutionEnvironment:
     return env
 
 
-def run(restart: RestartStrategy, *faults: Fault, duration: float = 20.0) -> JobResult:
-    job = JobConfig(duration, task_managers=2, restart=restart)
-    return kernel.run(run_job, pipeline(), ClusterConfig(task_managers=2, slots_per_task_manager=2), job,
+def run(restart: RestartStrategy, *faults: Fault, duration: float = 20.0, task_managers: int = 2) -> JobResult:
+    job = JobConfig(duration, task_managers=task_managers, restart=restart)
+    return kernel.run(run_job, pipeline(), ClusterConfig(task_managers=task_managers), job,
                       NULL_TRACER, None, None, faults, mode="sim")
 
 
@@ -55,6 +55,26 @@ def test_fixed_delay_restarts_the_job_and_its_last_attempt_counts_every_record_o
     assert restart.records_replayed == pytest.approx(2000, rel=0.02)
     # The restarted source paces itself from its own start: 8 s of records after the restart.
     assert result.duration == pytest.approx(restart.restarted_at_s + RECORDS / 1000, abs=0.2)
+
+
+def test_after_a_lost_task_manager_the_job_restarts_on_the_slots_left() -> None:
+    result = run(RestartStrategy("fixed_delay", delay=1.0), Fault(2.0, "kill_task_manager", task_manager="tm-1"),
+                 task_managers=3)
+    assert result.status is JobStatus.FINISHED, result.error
+    assert result.verifications["check"]["ok"] and result.verifications["check"]["received"] == RECORDS
+    assert result.placement["Work"] == ["tm-0", "tm-2"]
+    assert result.invariants["buffers_leaked"] == 0 and result.invariants["task_managers_reported"] == 2
+    [restart] = result.restart_history
+    assert restart.cause == "RuntimeError: TaskManager tm-1 is lost (its connection to the JobManager closed)"
+
+
+def test_a_restart_without_enough_slots_fails_the_job() -> None:
+    result = run(RestartStrategy("fixed_delay", delay=1.0), Fault(2.0, "kill_task_manager", task_manager="tm-1"))
+    assert result.status is JobStatus.FAILED
+    assert "NoResourceAvailableError: Could not acquire the minimum required resources" in (
+        f"{type(result.error).__name__}: {result.error}")
+    assert "TaskManager tm-1 is lost" in str(result.error.__cause__)
+    assert result.restart_history == [] and result.invariants["buffers_leaked"] == 0
 
 
 def test_without_restarts_the_job_fails_with_the_root_cause() -> None:
@@ -87,7 +107,7 @@ def test_each_restart_deploys_new_partition_ids() -> None:
         from taskmgr.cluster import MiniCluster
 
         async with kernel.open_nursery() as nursery:
-            mini = MiniCluster(ClusterConfig(task_managers=2, slots_per_task_manager=2))
+            mini = MiniCluster(ClusterConfig(task_managers=2))
             await mini.start(nursery)
 
             async def watch() -> None:
