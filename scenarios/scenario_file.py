@@ -13,7 +13,7 @@ Stage keys (``[[job.stages]]``), a linear pipeline from one source to one sink:
   rescale, shuffle, broadcast, global, hash; absent: as Flink chooses), ``cost``
   (modelled time per record) and ``cost_changes = [{from, to, cost}]``;
 - source: ``rate`` (records/s per subtask, 0 = unthrottled), ``record_size`` (bytes, at
-  least 16), ``count`` (records per subtask: a bounded source), ``keys = {distribution, num_keys,
+  least 8: an 8-byte record is a Long, its own key; keys need 16), ``count`` (records per subtask: a bounded source), ``keys = {distribution, num_keys,
   exponent (zipf), hot_fraction (hot_key)}``;
 - filter: ``selectivity``; flat_map: ``fan_out``; key_by_reduce: always hash-partitioned.
 
@@ -31,6 +31,7 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from graph.api.workload import MIN_RECORD_SIZE
 from graph.units import parse_bandwidth, parse_duration, parse_size
 from shuffle.config import FRAME_HEADROOM
 
@@ -270,7 +271,7 @@ class NetworkSettings:
     exclusive_buffers_per_channel: int = field(default=2, metadata=_opt(_int_from(0)))
     floating_buffers_per_gate: int = field(default=8, metadata=_opt(_int_from(1)))
     max_buffers_per_channel: int = field(default=10, metadata=_opt(_int_from(1)))
-    max_overdraft_buffers_per_gate: int = field(default=5, metadata=_opt(_int_from(0)))
+    max_overdraft_buffers_per_gate: int = field(default=20, metadata=_opt(_int_from(0)))
     #: Seconds; 0 flushes after every record, -1 ("off") only full buffers.
     buffer_timeout: float = field(default=0.1, metadata=_opt(FLUSH_TIMEOUT))
     flow_control: str = field(default="credit", metadata=_opt(_leaf(_choice("credit", "tcp"))))
@@ -394,7 +395,7 @@ class StageSpec:
     name: str | None = field(default=None, metadata=_opt(TEXT))
     parallelism: int | None = field(default=None, metadata=_opt(_int_from(1)))
     rate: float | None = field(default=None, metadata=_opt(_leaf(_at_least(_as_number, 0))))
-    record_size: int | None = field(default=None, metadata=_opt(_size_from(16)))
+    record_size: int | None = field(default=None, metadata=_opt(_size_from(MIN_RECORD_SIZE)))
     count: int | None = field(default=None, metadata=_opt(_int_from(1)))
     keys: KeySpec | None = field(default=None, metadata=_opt(_keys))
     cost: float | None = field(default=None, metadata=_opt(DURATION))

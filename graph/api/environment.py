@@ -14,7 +14,7 @@ from graph.api.workload import (
     CollectionSource,
     GeneratorSource,
     KeyDistribution,
-    MIN_RECORD_SIZE,
+    KEYED_RECORD_SIZE,
     SequenceSource,
 )
 from graph.parallelism import check_max_parallelism, check_parallelism
@@ -176,7 +176,7 @@ class StreamExecutionEnvironment:
         stream = self._add_source("Collection Source", CollectionSource(elements))
         return stream.set_parallelism(1)
 
-    def from_generator(self, rate: float = 0, record_size: int = MIN_RECORD_SIZE,
+    def from_generator(self, rate: float = 0, record_size: int = KEYED_RECORD_SIZE,
                        keys: KeyDistribution | None = None, count: int | None = None) -> "DataStream":
         """Parallel synthetic source named ``Source: Generator``: ``rate`` records/s per
         subtask (0 = as fast as downstream allows), fixed-width rows of ``record_size``
