@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from graph.api.workload import MIN_RECORD_SIZE
+from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from graph.units import parse_bandwidth, parse_duration, parse_size
 from shuffle.config import FRAME_HEADROOM
 
@@ -312,10 +313,28 @@ CHECKPOINT_MODES = ("aligned", "unaligned", "at_least_once")
 
 @dataclass(frozen=True)
 class CheckpointSettings:
+    """`[checkpoints]`: Flink's checkpoint config, and what a checkpoint costs outside the
+    network (`taskmgr.checkpointing.checkpoint_costs`; defaults as measured on Flink 2.3)."""
+
     #: Seconds between checkpoints; None: no checkpoints.
     interval: float | None = field(default=None, metadata=_opt(POSITIVE_DURATION))
     mode: str = field(default="aligned", metadata=_opt(_leaf(_choice(*CHECKPOINT_MODES))))
+    #: Unaligned mode only: start aligned, switch to unaligned after this long (0: at once).
     aligned_timeout: float = field(default=0.0, metadata=_opt(DURATION))
+    timeout: float = field(default=600.0, metadata=_opt(POSITIVE_DURATION))
+    max_concurrent: int = field(default=1, metadata=_opt(_int_from(1)))
+    min_pause: float = field(default=0.0, metadata=_opt(DURATION))
+    trigger_delay: float = field(default=CheckpointCosts.trigger_delay, metadata=_opt(DURATION))
+    ack_latency: float = field(default=CheckpointCosts.ack_latency, metadata=_opt(DURATION))
+    sync_snapshot: float = field(default=CheckpointCosts.sync_snapshot, metadata=_opt(DURATION))
+    async_overhead: float = field(default=CheckpointCosts.async_overhead, metadata=_opt(DURATION))
+    upload_bandwidth: float = field(default=CheckpointCosts.upload_bandwidth,
+                                    metadata=_opt(_leaf(_as_bandwidth)))
+    state_size: int = field(default=CheckpointCosts.state_size, metadata=_opt(_size_from(0)))
+
+    def costs(self) -> CheckpointCosts:
+        return CheckpointCosts(self.trigger_delay, self.ack_latency, self.sync_snapshot, self.async_overhead,
+                               self.upload_bandwidth, self.state_size)
 
     @property
     def enabled(self) -> bool:

@@ -51,6 +51,10 @@ class CheckpointConfig:
     unaligned: bool = False
     aligned_checkpoint_timeout: float = 0.0
     force: bool = False
+    #: Flink's defaults: a checkpoint expires after 10 min, one at a time, no pause.
+    timeout: float = 600.0
+    max_concurrent: int = 1
+    min_pause: float = 0.0
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval is not None
@@ -61,6 +65,23 @@ class CheckpointConfig:
 
     def set_aligned_checkpoint_timeout(self, timeout: str | float) -> "CheckpointConfig":
         self.aligned_checkpoint_timeout = _non_negative_duration("aligned checkpoint timeout", timeout)
+        return self
+
+    def set_checkpoint_timeout(self, timeout: str | float) -> "CheckpointConfig":
+        seconds = _non_negative_duration("checkpoint timeout", timeout)
+        if seconds <= 0:
+            raise ValueError(f"checkpoint timeout must be > 0, got {timeout!r}")
+        self.timeout = seconds
+        return self
+
+    def set_max_concurrent_checkpoints(self, n: int) -> "CheckpointConfig":
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"max concurrent checkpoints must be an int >= 1, got {n!r}")
+        self.max_concurrent = n
+        return self
+
+    def set_min_pause_between_checkpoints(self, pause: str | float) -> "CheckpointConfig":
+        self.min_pause = _non_negative_duration("min pause between checkpoints", pause)
         return self
 
     def set_checkpointing_mode(self, mode: CheckpointingMode) -> "CheckpointConfig":

@@ -58,6 +58,8 @@ class BufferOrEvent(NamedTuple):
     more_available: bool
     more_priority_events: bool
     size: int
+    #: The event overtook queued data (an unaligned barrier, an announcement).
+    has_priority: bool = False
 
     @property
     def is_buffer(self) -> bool:
@@ -182,7 +184,8 @@ class SingleInputGate:
                 more = bool(self._with_data)
             elif isinstance(event, EndOfData):
                 self._on_end_of_data(channel, event)
-            return BufferOrEvent(None, event, channel.channel_info, more, more_priority, buffer.size)
+            return BufferOrEvent(None, event, channel.channel_info, more, more_priority, buffer.size,
+                                 buffer.data_type.has_priority)
 
     async def get_next(self) -> BufferOrEvent | None:
         """Wait for the next buffer or event; None once every channel has ended."""
@@ -228,6 +231,11 @@ class SingleInputGate:
         if len(self._end_of_data) < len(self.channels):
             return EndOfDataStatus.NOT_END_OF_DATA
         return EndOfDataStatus.DRAINED if self._drain_on_end_of_data else EndOfDataStatus.STOPPED
+
+    @property
+    def has_priority_events(self) -> bool:
+        """A channel has an event that overtook its data (the task handles it next)."""
+        return self._with_data.num_priority_elements > 0
 
     @property
     def is_finished(self) -> bool:
