@@ -12,9 +12,12 @@ On a task failure the job's `RestartStrategy` decides whether the job restarts. 
    attempt, with new random attempt ids in its partition ids, from the restore point.
 
 The restore point is the state of the last completed checkpoint, per subtask; without one
-(this runtime takes no checkpoints yet) the new attempt starts from the beginning:
-sources emit their records again (all the failed attempt emitted is replayed) and the
-counting sinks count the new attempt only, so the final attempt sees every record once.
+the new attempt starts from the beginning: sources emit their records again (all the
+failed attempt emitted is replayed) and the counting sinks count the new attempt only, so
+the final attempt sees every record once. Restoring a checkpoint (sources rewound to their
+checkpointed positions, persisted in-flight data replayed first) is not modelled yet, so
+a job that takes checkpoints cannot restart (`check_restartable`): starting it from the
+beginning would not be what Flink does.
 
 All tasks restart, as with Flink's `full` failover strategy. Flink 2.x defaults to
 `region` (jobmanager.execution.failover-strategy), which restarts the pipelined region of
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from graph import ExecutionGraph
 from shuffle import kernel
+from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
 
 if TYPE_CHECKING:
@@ -60,6 +64,19 @@ class RestartRecord:
         return asdict(self)
 
 
+class RestoreNotSupportedError(ValueError):
+    """The job takes checkpoints and may restart: restoring a checkpoint is not modelled yet."""
+
+
+def check_restartable(graph: ExecutionGraph, strategy: RestartStrategy) -> None:
+    """`RestoreNotSupportedError` if the job may restart and takes checkpoints."""
+    checkpointing = graph.job_graph.checkpointing
+    if strategy.strategy != "none" and checkpointing is not None and checkpointing.enabled:
+        raise RestoreNotSupportedError(
+            f"restart strategy {strategy.strategy!r} with checkpointing: restarting from a checkpoint (sources "
+            "rewound, in-flight data replayed) is not modelled yet; use no restarts or no checkpoints")
+
+
 def describe_error(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
@@ -77,7 +94,8 @@ class Failover:
 
     def restore_point(self) -> Mapping[str, Any] | None:
         """The state each subtask (by execution id) of the next attempt starts from: the last
-        completed checkpoint's. None: there is none, every subtask starts from the beginning."""
+        completed checkpoint's. None: every subtask starts from the beginning (restartable
+        jobs take no checkpoints, see `check_restartable`)."""
         return None
 
     async def recover(self) -> bool:

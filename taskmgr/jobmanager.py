@@ -18,19 +18,25 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 import enum
 import itertools
+import zlib
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from graph import ExecutionGraph
 from shuffle import kernel
 from shuffle.netty.connection_manager import Transport
+from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport import ByteStream
+from taskmgr.checkpointing.checkpoint_coordinator import CheckpointCoordinator
+from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.checkpointing.exactly_once import verify_checkpoint
 from taskmgr.deployment import JobInformation, create_descriptor, execution_id, new_attempt_ids
-from taskmgr.failover import Failover, RestartRecord
+from taskmgr.failover import Failover, RestartRecord, RestoreNotSupportedError, check_restartable
 from taskmgr.metrics.latency import LatencyHistogram
 from taskmgr.metrics.summary import VertexLayout, vertex_summaries
 from taskmgr.metrics.table import MetricTable
@@ -68,6 +74,7 @@ class JobConfig:
     registration_timeout: float = 10.0
     drain_timeout: float = 30.0
     cancel_timeout: float = 10.0
+    checkpoint_costs: CheckpointCosts = field(default_factory=CheckpointCosts)
     restart: RestartStrategy = RestartStrategy()
 
 
@@ -89,6 +96,8 @@ class JobResult:
     placement: dict[str, list[str]] = field(default_factory=dict)
     #: The run was ended before its duration (Ctrl-C, SIGTERM): its results cover `duration` only.
     stopped_early: bool = False
+    #: One entry per triggered checkpoint (summary.json's `checkpoints`).
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
     #: Every restart of the job, in order (results are those of its last attempt).
     restart_history: list[RestartRecord] = field(default_factory=list)
     #: The failure stood because the restart strategy allowed no more restarts (Flink's
@@ -171,6 +180,7 @@ class _JobExecution:
         self.reports: dict[str, dict[str, Any]] = {}
         self._changed = kernel.Event()
         self.stopped_early = False
+        self.checkpoint_coordinator: CheckpointCoordinator | None = None
         self.attempt = 0
         self.restart_history: list[RestartRecord] = []
         self.recovery_suppressed_by: str | None = None
@@ -248,7 +258,8 @@ class JobManager:
     """
 
     def __init__(self, transport: Transport, address: Hashable = "jobmanager",
-                 heartbeat_interval: float = 10.0, heartbeat_timeout: float = 50.0) -> None:
+                 heartbeat_interval: float = 10.0, heartbeat_timeout: float = 50.0,
+                 tracer: Tracer = NULL_TRACER) -> None:
         if not 0 < heartbeat_interval < heartbeat_timeout:
             raise ValueError(f"heartbeat interval ({heartbeat_interval} s) must be > 0 and below the timeout "
                              f"({heartbeat_timeout} s)")
@@ -256,6 +267,7 @@ class JobManager:
         self.address = address
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
+        self.tracer = tracer
         self.task_managers: dict[str, _TaskManagerRecord] = {}
         self._registered = kernel.Event()
         self._jobs: dict[str, _JobExecution] = {}
@@ -328,8 +340,14 @@ class JobManager:
                 job = self._jobs.get(message.get("job_id"))
                 if job is None:
                     continue
+                coordinator = job.checkpoint_coordinator
                 if message["type"] == "task_state":
                     job.on_task_state(message)
+                elif message["type"] == "acknowledge_checkpoint" and coordinator is not None:
+                    coordinator.receive_acknowledge(message["execution_id"], REGISTRY.pop(message["ack_ref"]))
+                elif message["type"] == "decline_checkpoint" and coordinator is not None:
+                    coordinator.receive_decline(message["execution_id"], message["checkpoint_id"],
+                                                message["reason"])
                 elif message["type"] == "job_report":
                     job.on_report(record.name, REGISTRY.pop(message["report_ref"]))
                 elif message["type"] == "attempt_cancelled":
@@ -361,10 +379,11 @@ class JobManager:
         """Run the job to its end and return its result (never raises for a failed job)."""
         job_id = f"job-{next(self._job_ids)}"
         try:
+            check_restartable(graph, config.restart)
             await self._wait_for_task_managers(config.task_managers, config.registration_timeout)
             offers = [SlotOffer(tm.name, tm.num_slots) for tm in self.task_managers.values()]
             slots = allocate_slots(graph, offers)
-        except NoResourceAvailableError as exc:
+        except (NoResourceAvailableError, RestoreNotSupportedError) as exc:
             return JobResult(job_id, JobStatus.FAILED, 0.0, error=exc)
         placement = {eid: slot.task_manager for eid, slot in slots.items()}
         job = _JobExecution(job_id, placement)
@@ -391,8 +410,13 @@ class JobManager:
         try:
             while True:
                 await self._deploy(job, graph, config, start, job_ref, failover.restore_point())
-                with kernel.move_on_at(start + config.duration):
-                    await job.wait_for(lambda: job.all_terminal or job.failure is not None or job.stopped_early)
+                async with kernel.open_nursery() as nursery:
+                    job.checkpoint_coordinator = self._checkpoint_coordinator(job, graph, config, start)
+                    if job.checkpoint_coordinator is not None:
+                        nursery.start_soon(job.checkpoint_coordinator.run)
+                    with kernel.move_on_at(start + config.duration):
+                        await job.wait_for(lambda: job.all_terminal or job.failure is not None or job.stopped_early)
+                    nursery.cancel_scope.cancel()  # no checkpoints while the job drains or restarts
                 if not await failover.recover():
                     break
             duration = min(config.duration, kernel.current_time() - start)
@@ -421,10 +445,33 @@ class JobManager:
         for vertex in graph.all_execution_vertices:
             eid = execution_id(vertex)
             info = JobInformation(job.job_id, job_ref, config.seed, kernel.current_time() - start,
-                                  config.duration, config.sample_period, job.attempt)
+                                  config.duration, config.sample_period, asdict(config.checkpoint_costs),
+                                  job.attempt)
             descriptor = create_descriptor(vertex, info, addresses, attempts,
                                            None if restore is None else restore.get(eid))
             await self._send(job.placement[eid], "deploy_task", descriptor=descriptor.to_message())
+
+    def _checkpoint_coordinator(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
+                                start: float) -> CheckpointCoordinator | None:
+        settings = graph.job_graph.checkpointing
+        if settings is None or not settings.enabled:
+            return None
+        triggered = [execution_id(ev) for vertex in settings.tasks_to_trigger for ev in graph.task_vertices[vertex.id]]
+
+        async def send_trigger(eid: str, barrier: Any) -> None:
+            options = barrier.options
+            await self._send(job.placement[eid], "trigger_checkpoint", job_id=job.job_id, execution_id=eid,
+                             checkpoint_id=barrier.id, timestamp=barrier.timestamp, alignment=int(options.alignment),
+                             aligned_timeout=options.aligned_checkpoint_timeout)
+
+        async def send_abort(checkpoint_id: int) -> None:
+            for task_manager in dict.fromkeys(job.placement.values()):
+                await self._send(task_manager, "abort_checkpoint", job_id=job.job_id, checkpoint_id=checkpoint_id)
+
+        rng = np.random.default_rng([config.seed & 0xFFFF_FFFF, zlib.crc32(b"checkpoint-coordinator")])
+        return CheckpointCoordinator(settings.config, config.checkpoint_costs, triggered, list(job.placement),
+                                     send_trigger, send_abort, lambda: kernel.current_time() - start, rng,
+                                     self.tracer)
 
     async def _finish(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
                       duration: float) -> JobResult:
@@ -478,6 +525,22 @@ def _merge_reports(job: _JobExecution, graph: ExecutionGraph, status: JobStatus,
         },
         placement=placement,
         stopped_early=job.stopped_early,
+        checkpoints=_checkpoint_stats(job.checkpoint_coordinator),
         restart_history=job.restart_history,
         recovery_suppressed_by=job.recovery_suppressed_by,
     )
+
+
+def _checkpoint_stats(coordinator: CheckpointCoordinator | None) -> list[dict[str, Any]]:
+    """Each checkpoint's figures; a completed one also with its exactly-once accounting."""
+    if coordinator is None:
+        return []
+    entries = []
+    for checkpoint in coordinator.checkpoints:
+        entry = checkpoint.stats()
+        if checkpoint.status == "COMPLETED":
+            verified = verify_checkpoint(checkpoint.acks.values())
+            if verified is not None:
+                entry["exactly_once"] = verified
+        entries.append(entry)
+    return entries

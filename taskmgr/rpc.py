@@ -51,6 +51,11 @@ MESSAGES: dict[str, tuple[dict[str, type], dict[str, type]]] = {
     "task_state": ({"job_id": str, "execution_id": str, "state": str},
                    {"error": str, "error_ref": str, "attempt": int}),
     "job_report": ({"job_id": str, "report_ref": str}, {}),
+    "trigger_checkpoint": ({"job_id": str, "execution_id": str, "checkpoint_id": int, "timestamp": int,
+                            "alignment": int, "aligned_timeout": float}, {}),
+    "abort_checkpoint": ({"job_id": str, "checkpoint_id": int}, {}),
+    "acknowledge_checkpoint": ({"job_id": str, "execution_id": str, "ack_ref": str}, {}),
+    "decline_checkpoint": ({"job_id": str, "execution_id": str, "checkpoint_id": int, "reason": str}, {}),
 }
 
 

@@ -10,6 +10,7 @@ metrics for the job and reports them at release.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections import defaultdict
@@ -19,11 +20,13 @@ from typing import Any
 
 from graph import ExecutionGraph
 from shuffle import kernel
+from shuffle.api.events import AlignmentType, CheckpointBarrier, CheckpointOptions
 from shuffle.config import NetworkConfig
 from shuffle.environment import NettyShuffleEnvironment
 from shuffle.errors import CreditViolationError
 from shuffle.netty.connection_manager import Transport
 from shuffle.trace import NULL_TRACER, Tracer
+from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.deployment import TaskDeploymentDescriptor
 from taskmgr.metrics.latency import LatencyHistogram
 from taskmgr.metrics.sampler import MetricSampler, MetricSource
@@ -65,6 +68,8 @@ class TaskServices:
     latency: defaultdict[str, LatencyHistogram] = field(default_factory=lambda: defaultdict(LatencyHistogram))
     emitted_per_origin: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
     iteration_channels: dict[tuple[str, int], IterationChannel] = field(default_factory=dict)
+    #: Sends the tasks' checkpoint acknowledgements and declines to the JobManager.
+    checkpoint_responder: Any = None
 
     def register_metrics(self, vertex: str, subtask: int, source: MetricSource) -> None:
         self.sampler.register(vertex, subtask, self.task_manager, source)
@@ -86,6 +91,24 @@ def _caused_by(exc: BaseException | None, error_type: type[BaseException]) -> bo
 
 def _credit_violations(tasks: Iterable[Task]) -> int:
     return sum(_caused_by(task.failure_cause, CreditViolationError) for task in tasks)
+
+
+class _CheckpointResponder:
+    """A job's checkpoint acknowledgements and declines on their way to the JobManager."""
+
+    def __init__(self, job_id: str, outbox: kernel.Queue) -> None:
+        self.job_id = job_id
+        self.outbox = outbox
+
+    async def acknowledge(self, task: Task, ack: Any) -> None:
+        await kernel.sleep(CheckpointCosts(**task.descriptor.job.checkpoint_costs).ack_latency)
+        self.outbox.put_nowait(("acknowledge_checkpoint", {"job_id": self.job_id, "execution_id": task.execution_id,
+                                                           "ack_ref": REGISTRY.put(ack)}))
+
+    async def decline(self, task: Task, checkpoint_id: int, reason: str) -> None:
+        await kernel.sleep(CheckpointCosts(**task.descriptor.job.checkpoint_costs).ack_latency)
+        self.outbox.put_nowait(("decline_checkpoint", {"job_id": self.job_id, "execution_id": task.execution_id,
+                                                       "checkpoint_id": checkpoint_id, "reason": reason}))
 
 
 class _JobSession:
@@ -135,11 +158,13 @@ class _JobSession:
         for channel in self.services.iteration_channels.values():
             channel.queue.close()
         self.tasks.clear()
-        # The next attempt counts anew (its sinks see every record again); latency and
+        # What an attempt counts starts anew (its sinks see every record again); latency and
         # metrics go on over the whole run (its tasks register their metrics anew).
         self.services.sampler.unregister_all()
-        self.services = TaskServices(self.services.task_manager, self.services.sampler,
-                                     latency=self.services.latency)
+        fresh = TaskServices(self.services.task_manager, self.services.sampler)
+        self.services = dataclasses.replace(
+            self.services, collected=fresh.collected, verifications=fresh.verifications,
+            emitted_per_origin=fresh.emitted_per_origin, iteration_channels=fresh.iteration_channels)
         return sum(context.records_emitted for context in contexts)
 
     def start_attempt(self, attempt: int) -> None:
@@ -249,6 +274,7 @@ class TaskManager:
         if job is None:
             job = _JobSession(self.name, REGISTRY.get(info.job_ref), info.start_offset,
                               info.duration, info.sample_period)
+            job.services.checkpoint_responder = _CheckpointResponder(info.job_id, self._outbox)
             self._jobs[info.job_id] = job
             self._nursery.start_soon(job.run_sampler)
         if info.attempt != job.attempt:
@@ -294,6 +320,23 @@ class TaskManager:
         records_emitted = 0 if job is None else await job.cancel_attempt()
         self._outbox.put_nowait(("attempt_cancelled", {"job_id": message["job_id"], "attempt": message["attempt"],
                                                        "records_emitted": records_emitted}))
+
+    async def _on_trigger_checkpoint(self, message: dict[str, Any]) -> None:
+        """The coordinator triggers a checkpoint at a source task."""
+        job = self._jobs.get(message["job_id"])
+        task = job.tasks.get(message["execution_id"]) if job is not None else None
+        if task is None:
+            return
+        options = CheckpointOptions("CHECKPOINT", AlignmentType(message["alignment"]), message["aligned_timeout"])
+        barrier = CheckpointBarrier(message["checkpoint_id"], message["timestamp"], options)
+        if not task.trigger_checkpoint(barrier):
+            await job.services.checkpoint_responder.decline(task, barrier.id, "CHECKPOINT_DECLINED_TASK_NOT_READY")
+
+    async def _on_abort_checkpoint(self, message: dict[str, Any]) -> None:
+        job = self._jobs.get(message["job_id"])
+        if job is not None:
+            for task in job.tasks.values():
+                task.notify_checkpoint_aborted(message["checkpoint_id"])
 
     async def _on_stop_sources(self, message: dict[str, Any]) -> None:
         """The run's duration is over: stop sampling, stop sources, drain without costs."""

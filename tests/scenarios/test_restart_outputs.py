@@ -56,3 +56,12 @@ def test_a_failure_without_restarts_says_recovery_was_suppressed(tmp_path: Path)
     assert summary["status"] == "FAILED" and summary["restarts"] == 0 and summary["restart_history"] == []
     assert summary["recovery_suppressed_by"] == "NoRestartBackoffTimeStrategy"
     assert "Recovery is suppressed by NoRestartBackoffTimeStrategy" in (out / "report.html").read_text()
+
+
+def test_restarts_of_a_job_that_takes_checkpoints_are_refused_before_the_run(tmp_path: Path) -> None:
+    from scenarios.run import run_scenario
+
+    scenario = load_scenario(LINK_FAILURE, ["restart.strategy=fixed_delay", "checkpoints.interval=1s"])
+    with pytest.raises(ScenarioError, match="restarting from a checkpoint .* is not modelled yet"):
+        run_scenario(scenario, tmp_path / "out")
+    assert not (tmp_path / "out").exists()

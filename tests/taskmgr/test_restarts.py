@@ -145,3 +145,12 @@ def test_a_restart_strategy_checks_its_settings() -> None:
         RestartStrategy("fixed_delay", attempts=-1)
     assert not RestartStrategy().can_restart(0)
     assert [RestartStrategy("fixed_delay", attempts=2).can_restart(n) for n in range(3)] == [True, True, False]
+
+
+def test_a_job_that_takes_checkpoints_and_may_restart_is_refused() -> None:
+    env = pipeline()
+    env.enable_checkpointing(1000)
+    job = JobConfig(5.0, task_managers=2, restart=RestartStrategy("fixed_delay"))
+    result = kernel.run(run_job, env, ClusterConfig(task_managers=2), job, mode="sim")
+    assert result.status is JobStatus.FAILED
+    assert "restarting from a checkpoint" in str(result.error) and result.duration == 0.0
