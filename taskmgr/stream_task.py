@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 
 from shuffle import kernel
+from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.writer.record_writer import RecordWriter
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.task_input import InputStatus, TaskInput
@@ -35,6 +36,21 @@ class StreamTask:
         """Run `action` in the mailbox loop before the next record (waking an idle task)."""
         self._mail.append(action)
         self.wake()
+
+    async def run_buffer_debloater(self, gates: Sequence[SingleInputGate], period: float) -> None:
+        """Flink's `scheduleBufferDebloater`: a timer `period` after the last recalculation
+        puts a mail in the mailbox that asks every gate to recalculate its buffer size."""
+        while True:
+            await kernel.sleep(period)
+            done = kernel.Event()
+
+            async def debloat() -> None:
+                for gate in gates:
+                    gate.trigger_debloating()
+                done.set()
+
+            self.send_mail(debloat)
+            await done.wait()
 
     def _outputs_available(self) -> bool:
         return all(writer.is_available() for writer in self.writers)

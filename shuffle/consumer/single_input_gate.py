@@ -22,6 +22,7 @@ from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX
 from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.serialization.event_serializer import deserialize_event
+from shuffle.throughput import BufferDebloater, ThroughputCalculator
 
 
 
@@ -39,6 +40,12 @@ def gate_buffers_spec(num_channels: int, config: NetworkConfig, blocking: bool =
     exclusive = min(b, (required - 1) // num_channels) if num_channels else 0
     return GateBuffersSpec(exclusive, required - exclusive * num_channels,
                            num_channels * b + f - exclusive * num_channels)
+
+
+def _buffer_debloater(config: NetworkConfig) -> BufferDebloater:
+    return BufferDebloater(round(config.debloat_target * 1000), config.buffer_size, config.min_segment_size,
+                           config.debloat_threshold_percentages, config.debloat_samples,
+                           config.starting_segment_size)
 
 
 class BufferOrEvent(NamedTuple):
@@ -77,6 +84,8 @@ class SingleInputGate:
         self.priority_availability = AvailabilityHelper()
         self.is_closed = False
         self.num_bytes_in = 0
+        self.throughput_calculator = ThroughputCalculator()
+        self.buffer_debloater = _buffer_debloater(config) if config.debloat else None
 
     def add_channel(self, channel: InputChannel) -> None:
         if channel.channel_index != len(self.channels):
@@ -147,6 +156,7 @@ class SingleInputGate:
             if not self._with_data:
                 if not self.is_finished:
                     self.availability.set_unavailable()
+                self.throughput_calculator.pause_measurement()
                 return None
             had_priority = self._with_data.num_priority_elements > 0
             channel = self._with_data.poll()
@@ -162,6 +172,8 @@ class SingleInputGate:
             if buffer.data_type.has_priority:
                 self._last_priority_seq[channel.channel_index] = result.sequence_number
             self.num_bytes_in += buffer.size
+            self.throughput_calculator.resume_measurement()
+            self.throughput_calculator.incoming_data_size(buffer.size)
             more = bool(self._with_data)
             more_priority = self._with_data.num_priority_elements > 0
             if buffer.is_buffer:
@@ -242,6 +254,24 @@ class SingleInputGate:
     def acknowledge_all_records_processed(self, channel_info: InputChannelInfo) -> None:
         self.channels[channel_info.channel_index].acknowledge_all_records_processed()
 
+    def trigger_debloating(self) -> None:
+        """Flink's `triggerDebloating` (spec 4.6): the throughput since the last call and the
+        buffers in use give the debloater a size; a new one goes to every open channel."""
+        if self.is_finished or self.is_closed:
+            return
+        if self.buffer_debloater is None:
+            raise IllegalStateError(f"gate {self.gate_index} of {self.owner_name}: debloating is off")
+        throughput = self.throughput_calculator.calculate_throughput()
+        size = self.buffer_debloater.recalculate_buffer_size(throughput, self.buffers_in_use_count)
+        if size is not None:
+            for channel in self.channels:
+                if not channel.is_released:
+                    channel.announce_buffer_size(size)
+
+    @property
+    def buffers_in_use_count(self) -> int:
+        return sum(channel.buffers_in_use_count for channel in self.channels)
+
     def close(self) -> None:
         """Release every channel and the floating pool."""
         if self.is_closed:
@@ -262,6 +292,11 @@ class SingleInputGate:
     @property
     def input_queue_length(self) -> int:
         return sum(c.queue_length for c in self.channels)
+
+    @property
+    def input_queue_size(self) -> int:
+        """Queued bytes over the channels (`inputQueueSize`)."""
+        return sum(c.queue_size for c in self.channels)
 
     def exclusive_buffers_usage(self) -> tuple[int, int]:
         """(used, total) exclusive buffers over the remote channels."""

@@ -54,7 +54,8 @@ class ResultPartition:
         self.partition_type = partition_type
         self.config = config
         self.owner_name = owner_name
-        self.subpartitions = [PipelinedSubpartition(i, partition_id, config.exclusive_buffers_per_channel)
+        self.subpartitions = [PipelinedSubpartition(i, partition_id, config.exclusive_buffers_per_channel,
+                                                    config.starting_buffer_size)
                               for i in range(num_subpartitions)]
         self.buffer_pool: LocalBufferPool | None = None
         self._unicast: list[BufferBuilder | None] = [None] * num_subpartitions
@@ -244,6 +245,11 @@ class ResultPartition:
     @property
     def output_queue_length(self) -> int:
         return sum(sub.number_of_queued_buffers for sub in self.subpartitions)
+
+    @property
+    def output_queue_size(self) -> int:
+        """`outputQueueSize`: queued bytes over the subpartitions."""
+        return sum(sub.queued_bytes for sub in self.subpartitions)
 
     def out_pool_usage(self) -> tuple[int, int]:
         """(used, size) of the pool, for `outPoolUsage`."""
