@@ -152,8 +152,10 @@ class ResultPartition:
 
     async def _new_broadcast_builder(self, partial_record_length: int) -> BufferBuilder:
         builder = await self._request_builder(UNKNOWN_CHANNEL)
-        for sub in self.subpartitions:
-            sub.add(builder.create_buffer_consumer_from(0), partial_record_length)
+        desired = min(sub.add(builder.create_buffer_consumer_from(0), partial_record_length)
+                      for sub in self.subpartitions)
+        if 0 < desired < builder.capacity:
+            builder.trim(max(partial_record_length, desired))  # the smallest any consumer asked for
         self._broadcast = builder
         return builder
 
