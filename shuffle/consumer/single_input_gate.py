@@ -23,6 +23,7 @@ from shuffle.java_int import INT_MAX
 from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.serialization.event_serializer import deserialize_event
 from shuffle.throughput import BufferDebloater, ThroughputCalculator
+from shuffle.trace import NULL_TRACER, Tracer
 
 
 
@@ -65,7 +66,7 @@ class BufferOrEvent(NamedTuple):
 
 class SingleInputGate:
     def __init__(self, gate_index: int, owner_name: str, config: NetworkConfig,
-                 network_pool: NetworkBufferPool, blocking: bool = False) -> None:
+                 network_pool: NetworkBufferPool, blocking: bool = False, tracer: Tracer = NULL_TRACER) -> None:
         self.gate_index = gate_index
         self.owner_name = owner_name
         self.config = config
@@ -86,6 +87,7 @@ class SingleInputGate:
         self.num_bytes_in = 0
         self.throughput_calculator = ThroughputCalculator()
         self.buffer_debloater = _buffer_debloater(config) if config.debloat else None
+        self.tracer = tracer
 
     def add_channel(self, channel: InputChannel) -> None:
         if channel.channel_index != len(self.channels):
@@ -261,8 +263,14 @@ class SingleInputGate:
             return
         if self.buffer_debloater is None:
             raise IllegalStateError(f"gate {self.gate_index} of {self.owner_name}: debloating is off")
+        debloater = self.buffer_debloater
         throughput = self.throughput_calculator.calculate_throughput()
-        size = self.buffer_debloater.recalculate_buffer_size(throughput, self.buffers_in_use_count)
+        buffers_in_use = self.buffers_in_use_count
+        size = debloater.recalculate_buffer_size(throughput, buffers_in_use)
+        if self.tracer.enabled:  # what Flink logs at debug level
+            self.tracer.emit("buffer_size_recalculated", gate=f"{self.owner_name}/{self.gate_index}",
+                             throughput=throughput, buffers_in_use=buffers_in_use, size=debloater.ema_size,
+                             estimated_ms=debloater.last_estimated_time_to_consume_ms, announced=size is not None)
         if size is not None:
             for channel in self.channels:
                 if not channel.is_released:

@@ -21,7 +21,8 @@ class BufferDebloater:
         self.max_buffer_size = max_buffer_size
         self.min_buffer_size = min_buffer_size
         self.threshold_factor = threshold_percentages / 100.0
-        self.last_buffer_size = starting
+        self.last_buffer_size = starting  # the last size announced
+        self.ema_size = starting  # the last size calculated (announced or not)
         self.last_estimated_time_to_consume_ms = 0
         self.ema = BufferSizeEMA(max_buffer_size, min_buffer_size, number_of_samples, starting)
 
@@ -29,7 +30,7 @@ class BufferDebloater:
         """The size to announce, or None to stay quiet; updates the time-to-consume estimate."""
         buffers = max(1, buffers_in_use)
         desired_total = current_throughput * self.target_ms // MILLIS_IN_SECOND
-        new_size = self.ema.calculate_buffer_size(desired_total, buffers)
+        new_size = self.ema_size = self.ema.calculate_buffer_size(desired_total, buffers)
         self.last_estimated_time_to_consume_ms = new_size * buffers * MILLIS_IN_SECOND // max(1, current_throughput)
         if self.skip_update(new_size):
             return None
