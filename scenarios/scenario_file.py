@@ -575,10 +575,12 @@ def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
 
 def _check_segment_sizes(network: NetworkSettings, where: Where) -> None:
     """Debloated sizes lie in [min_segment_size, buffer_size], and start inside it."""
+    if not network.debloat:
+        return
     if network.min_segment_size > network.buffer_size:
         raise where.child("min_segment_size").error(
             f"must not exceed buffer_size ({network.buffer_size} bytes), got {network.min_segment_size}")
-    if network.debloat and not network.min_segment_size <= network.starting_segment_size <= network.buffer_size:
+    if not network.min_segment_size <= network.starting_segment_size <= network.buffer_size:
         raise where.child("starting_segment_size").error(
             f"must lie between min_segment_size ({network.min_segment_size}) and buffer_size "
             f"({network.buffer_size}) bytes, got {network.starting_segment_size}")

@@ -76,11 +76,11 @@ class NetworkConfig:
             raise ValueError("debloat_target and debloat_period must be > 0, debloat_samples >= 1")
         if self.debloat_threshold_percentages < 0:
             raise ValueError("debloat_threshold_percentages must be >= 0")
-        if not 0 < self.min_segment_size <= self.buffer_size:
-            raise ValueError(f"min_segment_size must be in [1, buffer_size], got {self.min_segment_size}")
+        if self.min_segment_size < 1:
+            raise ValueError(f"min_segment_size must be >= 1, got {self.min_segment_size}")
         if self.debloat and not self.min_segment_size <= self.starting_segment_size <= self.buffer_size:
-            raise ValueError("starting_segment_size must be between min_segment_size and buffer_size, "
-                             f"got {self.starting_segment_size}")
+            raise ValueError("debloating needs min_segment_size <= starting_segment_size <= buffer_size, got "
+                             f"{self.min_segment_size}, {self.starting_segment_size}, {self.buffer_size}")
         if self.max_frame_size is not None and self.max_frame_size < self.buffer_size + FRAME_HEADROOM:
             raise ValueError(f"max_frame_size must be at least buffer_size + {FRAME_HEADROOM} bytes of headers "
                              f"({self.buffer_size + FRAME_HEADROOM}), got {self.max_frame_size}")

@@ -143,7 +143,7 @@ partitioner = "rebalance"
         ("[network]\ndebloat_samples = 0", "scenario.toml: network.debloat_samples: 0 must be >= 1"),
         ("[network]\ndebloat_threshold_percentages = -5",
          "scenario.toml: network.debloat_threshold_percentages: -5 must be >= 0"),
-        ("[network]\nmin_segment_size = '64kb'",
+        ("[network]\ndebloat = true\nmin_segment_size = '64kb'",
          "scenario.toml: network.min_segment_size: must not exceed buffer_size (32768 bytes), got 65536"),
         ("[network]\ndebloat = true\nstarting_segment_size = '100b'",
          "scenario.toml: network.starting_segment_size: must lie between min_segment_size (256) and buffer_size"),
