@@ -93,11 +93,12 @@ class ResultPartition:
         record_size = record_size or n
         builder = self._unicast[target]
         if builder is None:
-            builder = await self._new_unicast_builder(target, 0)
+            builder = await self._new_unicast_builder(target, 0, record_size)
         pos = builder.append(data, 0)
         while pos < n:
             self._finish_unicast_builder(target)
-            builder = await self._new_unicast_builder(target, (record_size - pos % record_size) % record_size)
+            partial = (record_size - pos % record_size) % record_size
+            builder = await self._new_unicast_builder(target, partial, partial or record_size)
             pos += builder.append(data, pos)
         if builder.is_full():
             self._finish_unicast_builder(target)
@@ -140,13 +141,16 @@ class ResultPartition:
                     timer.mark_end()
         return builder
 
-    async def _new_unicast_builder(self, target: int, partial_record_length: int) -> BufferBuilder:
+    async def _new_unicast_builder(self, target: int, partial_record_length: int,
+                                   record_bytes: int) -> BufferBuilder:
+        """A builder for `target` that starts with `record_bytes` of one record (the rest of a
+        record in progress, `partial_record_length`, or a whole new one)."""
         builder = await self._request_builder(target)
         desired = self.subpartitions[target].add(builder.create_buffer_consumer_from(0), partial_record_length)
         if 0 < desired < builder.capacity:
-            # Flink's resizeBuffer: never below the rest of the record in progress, which the
-            # new buffer starts with (the debloater itself announces no less than 256 B).
-            builder.trim(max(partial_record_length, desired))
+            # Flink's resizeBuffer: never below the record bytes the new buffer starts with
+            # (the debloater itself announces no less than 256 B).
+            builder.trim(max(record_bytes, desired))
         self._unicast[target] = builder
         return builder
 

@@ -37,6 +37,11 @@ async def test_an_announced_size_cuts_the_producers_next_buffer(credit_flow, loc
     h.flush(0)
     await h.settle()
     assert [c.size for c in h.consume(0, 10)] == [300, 300, 300, 300, 500]
+    await h.emit(0, 900, record_size=100)
+    await h.emit(0, 700)  # a new buffer starting with a new record holds all of it
+    h.flush(0)
+    await h.settle()
+    assert [c.size for c in h.consume(0, 10)] == [300, 300, 300, 700]
     events = h.trace.of("buffer_size_announced")
     assert [(e["channel"], e["size"]) for e in events] == [(h.channel(0).name, 300)]
 
@@ -60,7 +65,8 @@ async def test_buffers_in_use_of_a_local_channel_are_the_producers_queue(credit_
 async def test_trigger_debloating_asks_for_target_times_throughput_over_buffers_in_use(credit_flow):
     h = await credit_flow(config=DEBLOAT)
     gate = h.gate(0)
-    await h.emit_buffers(0, 4)
+    await h.emit(0, 4096, record_size=256)  # four buffers of the starting size, 1 KiB
+    h.flush(0)
     await h.settle()
     gate.throughput_calculator.calculate_throughput()  # start a fresh measurement
     [consumed] = h.consume(0, 1)
