@@ -87,7 +87,7 @@ def _descriptor_example() -> dict[str, Any]:
 
 def rpc_seeds() -> list[bytes]:
     """Frames of every RPC message type, with and without their optional fields."""
-    values = {str: "tm-0", int: 4, dict: _descriptor_example()}
+    values = {str: "tm-0", int: 4, float: 0.5, dict: _descriptor_example()}
     seeds = []
     for kind, (required, optional) in MESSAGES.items():
         fields_ = {name: values[t] for name, t in required.items()}
