@@ -152,10 +152,11 @@ def test_debloating_shrinks_buffers_to_a_second_of_data_and_the_in_flight_bytes_
     on = run(tmp_path / "on", "debloat-slow-map", "duration=12s")
     off = run(tmp_path / "off", "debloat-slow-map", "duration=12s", "network.debloat=false")
     slow = on["SlowMap"]["metrics"]
-    # ~5.8 KB/s over ~23 buffers in use: the 256-byte minimum, reached within ~10 s.
+    # ~5.8 KB/s over ~23-36 buffers in use: the 256-byte minimum, reached within ~10 s; held
+    # at the minimum, the buffers in use take at least the 1 s target to consume.
     assert 256 <= slow["debloatedBufferSize"] < 300
-    assert slow["estimatedTimeToConsumeBuffersMs"] == pytest.approx(1000, rel=0.15)
+    assert 850 <= slow["estimatedTimeToConsumeBuffersMs"] < 2000
     in_flight = [v["Seq"]["metrics"]["outputQueueSize"] + v["SlowMap"]["metrics"]["inputQueueSize"] for v in (on, off)]
-    assert in_flight[1] > 500_000 and in_flight[0] < 10_000
+    assert in_flight[1] > 500_000 and in_flight[0] < 20_000
     assert slow["numRecordsInPerSecond"] == pytest.approx(off["SlowMap"]["metrics"]["numRecordsInPerSecond"], rel=0.02)
     assert "debloatedBufferSize" not in off["SlowMap"]["metrics"]
