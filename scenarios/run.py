@@ -28,7 +28,6 @@ from shuffle.transport.auth import secret_from_text
 from taskmgr.cluster import ClusterConfig, ProgressCallback, StopCheck, run_job
 from taskmgr.faults import SIM_ONLY, Fault
 from taskmgr.jobmanager import JobConfig, JobResult
-from taskmgr.rpc import REGISTRY
 from taskmgr.scheduler import slots_needed
 
 #: Metrics of the printed table: (header, Flink metric name, format).
@@ -151,18 +150,6 @@ def make_out_dir(out_dir: Path) -> None:
         raise OutputDirError(f"--out {out_dir}: the folder is not writable")
 
 
-def _reset_object_registry() -> None:
-    """Start every run with reference ids from "ref-0", as in a fresh process.
-
-    The in-process RPC registry numbers its references for the life of the process, and a
-    reference's length is part of the RPC frames that cross the simulated links: without
-    this, the fifth run of a scenario in one process (a serial sweep, a reused Spark
-    worker) differs from `shufflesim run` in the last digits of its metrics. The registry
-    holds nothing between runs. (A per-run registry in taskmgr would make this go away.)
-    """
-    REGISTRY.__init__()
-
-
 def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
                  progress: ProgressCallback | None = None, should_stop: StopCheck | None = None) -> RunOutcome:
     """Run `scenario` and write its outputs into `out_dir`.
@@ -201,7 +188,6 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
         if trace:
             tracer = Tracer(out=stack.enter_context(open(out_dir / TRACE_FILE, "w")))
         faults = [Fault(**dataclasses.asdict(spec)) for spec in scenario.faults]
-        _reset_object_registry()
         result = kernel.run(run_job, graph, cluster, job, tracer, progress, should_stop, faults, mode=scenario.mode)
     write_metrics(out_dir, result.metrics)
     summary = summary_of(scenario, result)

@@ -9,9 +9,7 @@ or cancelled task releases them.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from graph import ExecutionGraph, JobVertex
 from shuffle import kernel
@@ -23,6 +21,7 @@ from shuffle.partitioner.channel_selectors import create_channel_selector
 from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.writer.record_writer import RecordWriter
 from taskmgr.deployment import TaskDeploymentDescriptor
+from taskmgr.execution_state import ExecutionState
 from taskmgr.input_processor import CheckpointedInputGate, PassThroughBarrierHandler, StreamInputProcessor
 from taskmgr.metrics.task_io_metrics import COUNTERS, TaskIOMetricGroup
 from taskmgr.operators import OperatorChain, build_operator_chain
@@ -30,25 +29,10 @@ from taskmgr.operators.base import OperatorContext, RunControl
 from taskmgr.operators.formats import output_format
 from taskmgr.operators.sources import SourceOperator
 from taskmgr.stream_task import StreamTask
-
-if TYPE_CHECKING:
-    from taskmgr.taskmanager import TaskServices
+from taskmgr.task_services import TaskServices
 
 #: Subtasks per vertex a source origin id leaves room for (see OperatorContext.origin).
 MAX_ORIGIN_SUBTASKS = 1024
-
-
-class ExecutionState(str, enum.Enum):
-    DEPLOYING = "DEPLOYING"
-    INITIALIZING = "INITIALIZING"
-    RUNNING = "RUNNING"
-    FINISHED = "FINISHED"
-    CANCELED = "CANCELED"
-    FAILED = "FAILED"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (ExecutionState.FINISHED, ExecutionState.CANCELED, ExecutionState.FAILED)
 
 
 def root_cause(exc: BaseException) -> BaseException:

@@ -18,25 +18,20 @@ from hypothesis import strategies as st
 from shuffle.config import NetworkConfig
 from shuffle.transport.sim_link import SimNetwork
 from taskmgr.jobmanager import JobManager
-from taskmgr.rpc import MESSAGES, RPC_MAGIC, RpcConnection, RpcDecoder, RpcError, encode_message
+from taskmgr.rpc import (MESSAGES, RPC_MAGIC, RegisterTaskManager, RpcConnection, RpcDecoder, RpcError, RpcMessage,
+                         Shutdown, encode)
 from taskmgr.taskmanager import TaskManager
 
 LIMIT = 4096
-VALUES = {str: st.text(max_size=30), int: st.integers(-(2**63), 2**64 - 1),
+VALUES = {str: st.text(max_size=30), int: st.integers(-(2**63), 2**64 - 1), bytes: st.binary(max_size=30),
           dict: st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5), max_size=4)}
 
 
 @st.composite
-def messages(draw) -> dict:
-    kind = draw(st.sampled_from(sorted(MESSAGES)))
-    required, optional = MESSAGES[kind]
-    fields = {name: draw(VALUES[t]) for name, t in required.items()}
-    fields |= {name: draw(VALUES[t]) for name, t in optional.items() if draw(st.booleans())}
-    return {"type": kind, **fields}
-
-
-def encode(message: dict) -> bytes:
-    return encode_message(message["type"], **{k: v for k, v in message.items() if k != "type"})
+def messages(draw) -> RpcMessage:
+    cls = MESSAGES[draw(st.sampled_from(sorted(MESSAGES)))]
+    return cls(**{name: draw(VALUES[t]) for name, (t, required) in cls.FIELDS.items()
+                  if required or draw(st.booleans())})
 
 
 def raw_frame(body: bytes, magic: int = RPC_MAGIC, length: int | None = None) -> bytes:
@@ -121,7 +116,7 @@ class _Closed:
 
 
 async def test_connection_closed_in_the_middle_of_a_message():
-    connection = RpcConnection(_Closed(encode_message("shutdown")[:-1]))
+    connection = RpcConnection(_Closed(encode(Shutdown())[:-1]))
     with pytest.raises(RpcError, match="closed in the middle of a message"):
         await connection.receive()
 
@@ -135,14 +130,14 @@ async def test_jobmanager_disconnects_a_garbage_peer_and_goes_on(sim_kernel, cap
         await stray.send_all(random.Random(1).randbytes(200))
         await stray.aclose()
         rogue = RpcConnection(await network.connect(address))
-        await rogue.send("register_task_manager", task_manager="tm-rogue", shuffle_address="x", num_slots=1)
+        await rogue.send(RegisterTaskManager("tm-rogue", "x", 1))
         await kernel.sleep(0.01)
         assert "tm-rogue" in jobmanager.task_managers
         await rogue.stream.send_all(raw_frame(msgpack.packb({"type": "task_state", "job_id": 1})))
         assert await rogue.receive() is None  # disconnected
         assert "tm-rogue" not in jobmanager.task_managers
         honest = RpcConnection(await network.connect(address))
-        await honest.send("register_task_manager", task_manager="tm-0", shuffle_address="tm-0", num_slots=1)
+        await honest.send(RegisterTaskManager("tm-0", "tm-0", 1))
         await kernel.sleep(0.01)
         assert list(jobmanager.task_managers) == ["tm-0"]
         nursery.cancel_scope.cancel()
@@ -155,7 +150,7 @@ async def test_taskmanager_disconnects_from_a_jobmanager_that_breaks_the_protoco
 
     async def bad_jobmanager(stream):
         connection = RpcConnection(stream)
-        assert (await connection.receive())["type"] == "register_task_manager"
+        assert isinstance(await connection.receive(), RegisterTaskManager)
         await stream.send_all(raw_frame(msgpack.packb({"type": "deploy_task", "descriptor": "not a map"})))
         await kernel.sleep_forever()
 
