@@ -156,6 +156,9 @@ class JobManager:
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
         self.task_managers: dict[str, _TaskManagerRecord] = {}
+        #: Every TaskManager that registered, lost ones too: name, shuffle address, process id,
+        #: Spark executor id (summary.json's `cluster.task_managers`).
+        self.registrations: list[dict[str, Any]] = []
         self._registered = kernel.Event()
         self._jobs: dict[str, _JobExecution] = {}
         self._job_ids = itertools.count()
@@ -214,6 +217,8 @@ class JobManager:
         record = _TaskManagerRecord(message.task_manager, message.shuffle_address, message.num_slots,
                                     connection, kernel.current_time(), message.pid, message.executor_id)
         self.task_managers[record.name] = record
+        self.registrations.append({"name": record.name, "address": record.shuffle_address, "pid": record.pid,
+                                   "executor_id": record.executor_id})
         self._registered.set()
         self._registered = kernel.Event()
         try:
@@ -239,10 +244,11 @@ class JobManager:
             for job in self._jobs.values():
                 job.on_task_manager_lost(record.name)
 
-    def task_manager_info(self) -> list[dict[str, Any]]:
-        """The registered TaskManagers: name, shuffle address, process id, Spark executor id."""
-        return [{"name": r.name, "address": r.shuffle_address, "pid": r.pid, "executor_id": r.executor_id}
-                for r in self.task_managers.values()]
+    def fail_jobs(self, cause: BaseException) -> bool:
+        """Fail every running job with `cause` (unless it failed already); False if none runs."""
+        for job in self._jobs.values():
+            job.fail(cause)
+        return bool(self._jobs)
 
     def stop_jobs_early(self) -> None:
         """End every running job now; each drains and reports as at the end of its duration."""

@@ -91,6 +91,8 @@ class JobResult:
     placement: dict[str, list[str]] = field(default_factory=dict)
     #: The run was ended before its duration (Ctrl-C, SIGTERM): its results cover `duration` only.
     stopped_early: bool = False
+    #: The TaskManagers of the run (`JobManager.registrations`).
+    task_managers: list[dict[str, Any]] = field(default_factory=list)
 
     def raise_for_status(self) -> JobResult:
         """Raise JobExecutionError (root cause chained) unless the job finished."""
