@@ -121,6 +121,9 @@ def _tasks_done(spark: SparkSession, group: str) -> int:
     return done
 
 
+_STAGE_FAILURE = "Most recent failure reason: "
+
+
 def root_cause(error: BaseException) -> str:
     """The root cause of a failed Spark job: a task's Python exception line, else Spark's message."""
     java = getattr(error, "java_exception", None)
@@ -130,7 +133,16 @@ def root_cause(error: BaseException) -> str:
         lines = [line for line in traceback.splitlines() if line.strip() and not line.startswith(" ")]
         if lines:
             return lines[-1].strip()
-    return message.splitlines()[0] if message else type(error).__name__
+    if not message:
+        return type(error).__name__
+    lines = message.splitlines()
+    reason = lines[0].split(_STAGE_FAILURE, 1)[-1]
+    # A failed barrier stage names its task; the exception that failed it follows.
+    detail = next((line for line in lines[1:] if line.strip() and not line.startswith(("\t", " ", "Caused by"))),
+                  None)
+    if _STAGE_FAILURE in lines[0] and detail is not None:
+        reason = f"{reason.rstrip('.')}: {detail.split(': ', 1)[-1].split('. ', 1)[0]}"
+    return reason
 
 
 def task_slots(spark: SparkSession) -> int:
@@ -158,7 +170,9 @@ class SparkJob:
         self._thread.start()
 
     def _collect(self, rdd: Any, description: str) -> None:
-        self.spark.sparkContext.setJobGroup(self.group, description, interruptOnCancel=True)
+        sc = self.spark.sparkContext
+        sc.setJobGroup(self.group, description, interruptOnCancel=True)
+        sc.setLocalProperty("callSite.short", description)  # what Spark's messages call the job
         try:
             self._outcome["results"] = rdd.collect()
         except Exception as e:  # handed to the caller by `results`

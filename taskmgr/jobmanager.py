@@ -135,6 +135,10 @@ class _JobExecution:
     def on_task_manager_lost(self, name: str) -> None:
         if name in self.placement.values() and name not in self.reports:
             self.fail(RuntimeError(f"TaskManager {name} is lost (its connection to the JobManager closed)"))
+            for eid, task_manager in self.placement.items():  # its tasks are gone with it
+                if task_manager == name and not self.states[eid].is_terminal:
+                    self.states[eid] = ExecutionState.FAILED
+            self._notify()
 
 
 class JobManager:
