@@ -17,8 +17,8 @@ import pytest
 
 from scenarios.run import run_scenario
 from scenarios.scenario_file import load_scenario
-from scenarios.spark_run import SparkEngine, SparkSlotsError, check_slots
-from scenarios.spark_session import spark_session
+from scenarios.spark_run import SHUTDOWN_GRACE, SparkEngine, SparkSlotsError, check_slots
+from scenarios.spark_session import SparkJob, spark_session
 
 SLOW_MAP = Path(__file__).resolve().parents[2] / "scenarios" / "library" / "slow-map.toml"
 MASTER = "local[2]"
@@ -62,7 +62,7 @@ def test_distributed_slow_map_shows_the_in_process_bottleneck(engine: SparkEngin
     assert len(pids) == 2 and os.getpid() not in pids  # two executor Python processes, not the driver
     assert all(tm["address"].startswith("127.0.0.1:") and tm["executor_id"] == "driver" for tm in task_managers)
     # the map's subtasks ran in both TaskManagers; their metrics came back to the driver
-    assert [s["task_manager"] for s in distributed["vertices"][1]["subtasks"]] == ["tm-0", "tm-1"]
+    assert sorted(s["task_manager"] for s in distributed["vertices"][1]["subtasks"]) == ["tm-0", "tm-1"]
     for name in ("plan.json", "metrics.parquet", "summary.json", "report.html"):
         assert (tmp_path / "spark" / name).stat().st_size > 0
     assert json.loads((tmp_path / "spark" / "summary.json").read_text())["cluster"] == cluster
@@ -88,6 +88,23 @@ def test_too_few_task_slots_is_a_clear_error_before_anything_runs(engine: SparkE
     check_slots(engine.spark, MASTER, 2)
     with pytest.raises(SparkSlotsError, match=r"needs 3 TaskManagers.* runs 2 tasks at once \(local\[N\] runs N\)"):
         check_slots(engine.spark, MASTER, 3)
+
+
+def test_the_watchdog_cancels_a_stage_whose_task_hangs(engine: SparkEngine) -> None:
+    """What the driver does to a TaskManager that does not end (Spark never times a task out)."""
+    def hang(_: Any) -> Any:  # a TaskManager stuck for good (shipped by value to the workers)
+        import time
+
+        time.sleep(600)
+        yield 0
+
+    stage = SparkJob(engine.spark, engine.spark.sparkContext.parallelize(range(2), 2).barrier().mapPartitions(hang),
+                     "hung TaskManagers")
+    stage.join(1.0)
+    assert stage.running
+    stage.cancel()
+    stage.join(SHUTDOWN_GRACE)
+    assert not stage.running and "cancelled" in stage.error
 
 
 @pytest.mark.slow

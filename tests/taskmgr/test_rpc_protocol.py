@@ -18,8 +18,12 @@ from hypothesis import strategies as st
 from shuffle.config import NetworkConfig
 from shuffle.transport.sim_link import SimNetwork
 from taskmgr.jobmanager import JobManager
-from taskmgr.rpc import (MESSAGES, RPC_MAGIC, RegisterTaskManager, RpcConnection, RpcDecoder, RpcError, RpcMessage,
-                         Shutdown, encode)
+from graph import DiscardingSink, StreamExecutionEnvironment
+from taskmgr.deployment import JobInformation, create_descriptor, execution_id, new_attempt_ids
+from taskmgr.metrics.table import MetricTable
+from taskmgr.payloads import dump_object, dump_table, load_object, load_table
+from taskmgr.rpc import (MESSAGES, RPC_MAGIC, DeployJob, DeployTask, RegisterTaskManager, RpcConnection, RpcDecoder,
+                         RpcError, RpcMessage, Shutdown, TaskExecutionState, encode)
 from taskmgr.taskmanager import TaskManager
 
 LIMIT = 4096
@@ -161,3 +165,48 @@ async def test_taskmanager_disconnects_from_a_jobmanager_that_breaks_the_protoco
             await task_manager.run()  # returns: no crash, no hang
         nursery.cancel_scope.cancel()
     assert any("tm-0: disconnecting from the JobManager" in r.getMessage() for r in caplog.records)
+
+
+# -- serialized payloads: opened by the receiver, a broken one is the peer's protocol error ---
+
+
+def test_payloads_round_trip_and_garbage_is_an_rpc_error():
+    table = MetricTable()
+    table.append(1.0, "Sink", 0, "tm-0", "numRecordsIn", 5.0)
+    assert load_table(dump_table(table.to_arrow())).equals(table.to_arrow())
+    assert load_object(dump_object(lambda x: x + 1), "code")(1) == 2  # code travels by value
+    with pytest.raises(RpcError, match="cannot load the job graph payload"):
+        load_object(b"\x80\x05garbage", "job graph")
+    with pytest.raises(RpcError, match="metrics table"):
+        load_table(b"not arrow")
+
+
+def _source_descriptor() -> dict:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator().sink_to(DiscardingSink())
+    graph = env.get_execution_graph()
+    [vertex] = graph.all_execution_vertices
+    info = JobInformation("job-0", 7, 0.0, 1.0, 1.0)
+    return create_descriptor(vertex, info, {execution_id(vertex): "tm-0"}, new_attempt_ids(graph)).to_message()
+
+
+async def test_a_job_graph_that_does_not_load_fails_its_tasks_with_the_cause(sim_kernel):
+    network = SimNetwork(1e9, 1e-4, 65536)
+    states = []
+
+    async def jobmanager(stream):
+        connection = RpcConnection(stream)
+        assert isinstance(await connection.receive(), RegisterTaskManager)
+        await connection.send(DeployJob("job-0", b"\x80\x05garbage"))
+        await connection.send(DeployTask(_source_descriptor()))
+        states.append(await connection.receive())
+        await connection.send(Shutdown())
+
+    async with kernel.open_nursery() as nursery:
+        await nursery.start(network.serve, "jobmanager", jobmanager)
+        with kernel.fail_after(5):
+            await TaskManager("tm-0", "jobmanager", network, NetworkConfig()).run()
+        nursery.cancel_scope.cancel()
+    [state] = states
+    assert isinstance(state, TaskExecutionState) and state.state == "FAILED"
+    assert state.error.startswith("cannot load the job graph payload")
