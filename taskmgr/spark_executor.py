@@ -8,8 +8,8 @@ JobManager until it says shut down. The task's result is the TaskManager's ident
 No Spark barrier sync (allGather) is used: the JobManager tells everyone where everyone is.
 
 A `kill_task_manager` fault for this TaskManager ends the executor's Python process
-(`os._exit`) at its time, counted from the TaskManager's registration (within a second
-of the job's start): Spark then fails the stage, the JobManager loses the TaskManager.
+(`os._exit`) at its time after the job's start: Spark then fails the stage, the
+JobManager loses the TaskManager.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 #: The exit status of an executor Python process a `kill_task_manager` fault ends.
 KILLED_EXIT_STATUS = 137
 LOOPBACK = "127.0.0.1"
+#: How often a fault waits for the job's first task (seconds).
+FAULT_POLL_INTERVAL = 0.01
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ def run_task_manager(spec: ExecutorTaskManagerSpec, partition: Iterable[Any]) ->
 
 
 async def _serve(task_manager: TaskManager, faults: list[Fault]) -> None:
-    """Run the TaskManager; its faults count from its registration."""
+    """Run the TaskManager and its faults."""
     async with kernel.open_nursery() as nursery:
 
         async def run_until_shutdown(*, task_status: Any) -> None:
@@ -80,10 +82,13 @@ async def _serve(task_manager: TaskManager, faults: list[Fault]) -> None:
 
         await nursery.start(run_until_shutdown)
         for fault in faults:
-            nursery.start_soon(_kill_at, task_manager.name, fault.at)
+            nursery.start_soon(_kill_at, task_manager, fault.at)
 
 
-async def _kill_at(name: str, at: float) -> None:
-    await kernel.sleep(at)
-    log.warning("fault: %s: the executor's Python process exits now", name)
+async def _kill_at(task_manager: TaskManager, at: float) -> None:
+    """Exit the process `at` seconds after the job started (once its first task is here)."""
+    while (start := task_manager.job_start_time()) is None:
+        await kernel.sleep(FAULT_POLL_INTERVAL)
+    await kernel.sleep_until(start + at)
+    log.warning("fault: %s: the executor's Python process exits now", task_manager.name)
     os._exit(KILLED_EXIT_STATUS)

@@ -145,6 +145,10 @@ class TaskManager:
                     return task
         return None
 
+    def job_start_time(self) -> float | None:
+        """When (kernel clock) the job whose tasks run here started; None before its first task."""
+        return next((job.run_control.t0 for job in self._jobs.values()), None)
+
     def records_emitted(self) -> int:
         """Records the sources of this TaskManager emitted so far, over its running jobs."""
         return sum(task.context.records_emitted for job in self._jobs.values() for task in job.tasks.values()
