@@ -45,15 +45,17 @@ def _check_slow_map_levels(summary: dict[str, Any]) -> None:
     assert summary["invariants"]["violations"] == []
 
 
-def test_distributed_slow_map_shows_the_in_process_bottleneck(engine: SparkEngine, tmp_path: Path) -> None:
-    scenario = load_scenario(SLOW_MAP, ["mode=realtime", "duration=5s"])
-    distributed = run_scenario(scenario, tmp_path / "spark", engine=engine).summary
-    in_process = run_scenario(scenario, tmp_path / "local").summary
-    for summary in (distributed, in_process):
-        _check_slow_map_levels(summary)
-    assert [(v["name"], v["backpressure_level"]) for v in distributed["vertices"]] == \
-        [(v["name"], v["backpressure_level"]) for v in in_process["vertices"]]
+@pytest.fixture(scope="module")
+def slow_map_realtime() -> Any:
+    return load_scenario(SLOW_MAP, ["mode=realtime", "duration=5s"])
 
+
+def test_distributed_slow_map_shows_the_in_process_bottleneck(engine: SparkEngine, slow_map_realtime: Any,
+                                                              tmp_path: Path) -> None:
+    """The levels the in-process realtime run shows (tests/taskmgr/test_clock_and_modes.py),
+    with the TaskManagers in two executor processes; the side-by-side run is a slow test."""
+    distributed = run_scenario(slow_map_realtime, tmp_path, engine=engine).summary
+    _check_slow_map_levels(distributed)
     cluster = distributed["cluster"]
     assert (cluster["engine"], cluster["master"]) == ("spark", MASTER)
     task_managers = sorted(cluster["task_managers"], key=lambda tm: tm["name"])
@@ -64,8 +66,19 @@ def test_distributed_slow_map_shows_the_in_process_bottleneck(engine: SparkEngin
     # the map's subtasks ran in both TaskManagers; their metrics came back to the driver
     assert sorted(s["task_manager"] for s in distributed["vertices"][1]["subtasks"]) == ["tm-0", "tm-1"]
     for name in ("plan.json", "metrics.parquet", "summary.json", "report.html"):
-        assert (tmp_path / "spark" / name).stat().st_size > 0
-    assert json.loads((tmp_path / "spark" / "summary.json").read_text())["cluster"] == cluster
+        assert (tmp_path / name).stat().st_size > 0
+    assert json.loads((tmp_path / "summary.json").read_text())["cluster"] == cluster
+
+
+@pytest.mark.slow
+def test_distributed_and_in_process_runs_side_by_side(engine: SparkEngine, slow_map_realtime: Any,
+                                                      tmp_path: Path) -> None:
+    distributed = run_scenario(slow_map_realtime, tmp_path / "spark", engine=engine).summary
+    in_process = run_scenario(slow_map_realtime, tmp_path / "local").summary
+    for summary in (distributed, in_process):
+        _check_slow_map_levels(summary)
+    assert [(v["name"], v["backpressure_level"]) for v in distributed["vertices"]] == \
+        [(v["name"], v["backpressure_level"]) for v in in_process["vertices"]]
 
 
 def test_a_killed_task_manager_fails_the_run_with_its_cause_at_once(engine: SparkEngine, tmp_path: Path) -> None:
