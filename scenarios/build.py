@@ -45,6 +45,9 @@ def _configure(env: StreamExecutionEnvironment, scenario: Scenario) -> None:
         mode = CheckpointingMode.AT_LEAST_ONCE if at_least_once else CheckpointingMode.EXACTLY_ONCE
         env.enable_checkpointing(checkpoints.interval, mode)
         config = env.get_checkpoint_config()
+        config.set_checkpoint_timeout(checkpoints.timeout)
+        config.set_max_concurrent_checkpoints(checkpoints.max_concurrent)
+        config.set_min_pause_between_checkpoints(checkpoints.min_pause)
         if checkpoints.mode == "unaligned":
             config.enable_unaligned_checkpoints()
             config.set_aligned_checkpoint_timeout(checkpoints.aligned_timeout)

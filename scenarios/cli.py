@@ -152,7 +152,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from scenarios.report import REPORT_FILE
-    from scenarios.run import OutputDirError, format_table, run_scenario
+    from scenarios.run import OutputDirError, format_checkpoints, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
     engine = _spark_engine(args, scenario) if args.engine == "spark" else None
@@ -174,6 +174,9 @@ def _run(args: argparse.Namespace) -> int:
     if "interrupted" in summary:
         print(f"stopped early at t = {summary['interrupted']['at_s']:.3f} s: the outputs cover the run until then")
     print(format_table(summary))
+    checkpoints = format_checkpoints(summary)
+    if checkpoints is not None:
+        print(checkpoints)
     records = summary["records"]
     print(f"records emitted {records['emitted']}, received {records['received']}")
     for violation in summary["invariants"]["violations"]:

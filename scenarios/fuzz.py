@@ -88,7 +88,7 @@ def _descriptor_example() -> dict[str, Any]:
 
 def rpc_seeds() -> list[bytes]:
     """Frames of every RPC message type, with and without their optional fields."""
-    values = {str: "tm-0", int: 4, dict: _descriptor_example(), bytes: b"\x80\x05N."}
+    values = {str: "tm-0", int: 4, float: 0.5, dict: _descriptor_example(), bytes: b"\x80\x05N."}
     seeds = []
     for kind, message in MESSAGES.items():
         required = {name: values[t] for name, (t, needed) in message.FIELDS.items() if needed}

@@ -9,6 +9,7 @@ report.html.
 from __future__ import annotations
 
 import contextlib
+import statistics
 import dataclasses
 import os
 import shutil
@@ -73,9 +74,8 @@ def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
                      for vertex in result.vertex_summaries()],
         # End to end, source to sink, over the second half of the run (all sinks together).
         "latency_ms": result.latency_summary(),
-        # Per checkpoint: duration, alignment, start delay, persisted bytes. The runtime
-        # takes no checkpoints yet (run_scenario rejects scenarios that ask for them).
-        "checkpoints": [],
+        # Per triggered checkpoint: status, type, duration, start delay, alignment, persisted bytes.
+        "checkpoints": result.checkpoints,
         "records": {"emitted": result.records_emitted, "received": result.records_received},
         "invariants": result.invariants | {"violations": result.invariant_violations()},
         # Where it ran: the engine, the Spark master (None for local runs) and the TaskManagers.
@@ -93,12 +93,11 @@ def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
 
 def _check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
     """Settings the runtime cannot honour are the scenario's mistake, found before running."""
-    checkpointing = graph.job_graph.checkpointing
-    if checkpointing is not None and checkpointing.enabled:
-        where = (f"checkpoints.interval = {scenario.checkpoints.interval:g} s" if scenario.checkpoints.enabled
-                 else f"job.program {scenario.job.program!r} enables checkpointing")
-        raise ScenarioError(f"{scenario.source_path}: {where}: the runtime does not take checkpoints yet "
-                            "(barriers are passed through); remove it to run ('shufflesim plan' shows it)")
+    checkpoints = scenario.checkpoints
+    if checkpoints.aligned_timeout > 0 and checkpoints.mode != "unaligned":
+        raise ScenarioError(f"{scenario.source_path}: checkpoints.aligned_timeout needs mode = \"unaligned\" "
+                            f"(Flink's unaligned checkpoints start aligned and switch after the timeout), "
+                            f"not {checkpoints.mode!r}")
     if not scenario.cluster.heartbeat_interval < scenario.cluster.heartbeat_timeout:
         raise ScenarioError(f"{scenario.source_path}: cluster.heartbeat_interval "
                             f"({scenario.cluster.heartbeat_interval:g} s) must be below cluster.heartbeat_timeout "
@@ -195,7 +194,8 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
     cluster = ClusterConfig(scenario.mode, scenario.cluster.task_managers, scenario.cluster.slots_per_task_manager,
                             network, cluster_secret(scenario), scenario.cluster.heartbeat_interval,
                             scenario.cluster.heartbeat_timeout)
-    job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers)
+    job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers,
+                    checkpoint_costs=scenario.checkpoints.costs())
     with contextlib.ExitStack() as stack:
         tracer = NULL_TRACER
         if trace:
@@ -214,6 +214,20 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
     write_summary(out_dir, summary)
     write_report(out_dir)
     return RunOutcome(summary, result)
+
+
+def format_checkpoints(summary: dict[str, Any]) -> str | None:
+    """One line on the run's checkpoints: how many completed and failed, p50 duration."""
+    checkpoints = summary.get("checkpoints") or []
+    if not checkpoints:
+        return None
+    completed = [c["duration_ms"] for c in checkpoints if c["status"] == "COMPLETED"]
+    failed = sum(c["status"] == "FAILED" for c in checkpoints)
+    pending = len(checkpoints) - len(completed) - failed
+    line = f"checkpoints: {len(completed)} completed, {failed} failed, {pending} in progress"
+    if completed:
+        line += f", p50 duration {statistics.median(completed):.1f} ms"
+    return line
 
 
 def format_table(summary: dict[str, Any]) -> str:

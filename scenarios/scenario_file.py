@@ -13,7 +13,7 @@ Stage keys (``[[job.stages]]``), a linear pipeline from one source to one sink:
   rescale, shuffle, broadcast, global, hash; absent: as Flink chooses), ``cost``
   (modelled time per record) and ``cost_changes = [{from, to, cost}]``;
 - source: ``rate`` (records/s per subtask, 0 = unthrottled), ``record_size`` (bytes, at
-  least 16), ``count`` (records per subtask: a bounded source), ``keys = {distribution, num_keys,
+  least 8: an 8-byte record is a Long, its own key; keys need 16), ``count`` (records per subtask: a bounded source), ``keys = {distribution, num_keys,
   exponent (zipf), hot_fraction (hot_key)}``;
 - filter: ``selectivity``; flat_map: ``fan_out``; key_by_reduce: always hash-partitioned.
 
@@ -31,6 +31,8 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from graph.api.workload import MIN_RECORD_SIZE
+from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from graph.units import parse_bandwidth, parse_duration, parse_size
 from shuffle.config import FRAME_HEADROOM
 
@@ -270,7 +272,7 @@ class NetworkSettings:
     exclusive_buffers_per_channel: int = field(default=2, metadata=_opt(_int_from(0)))
     floating_buffers_per_gate: int = field(default=8, metadata=_opt(_int_from(1)))
     max_buffers_per_channel: int = field(default=10, metadata=_opt(_int_from(1)))
-    max_overdraft_buffers_per_gate: int = field(default=5, metadata=_opt(_int_from(0)))
+    max_overdraft_buffers_per_gate: int = field(default=20, metadata=_opt(_int_from(0)))
     #: Seconds; 0 flushes after every record, -1 ("off") only full buffers.
     buffer_timeout: float = field(default=0.1, metadata=_opt(FLUSH_TIMEOUT))
     flow_control: str = field(default="credit", metadata=_opt(_leaf(_choice("credit", "tcp"))))
@@ -311,10 +313,28 @@ CHECKPOINT_MODES = ("aligned", "unaligned", "at_least_once")
 
 @dataclass(frozen=True)
 class CheckpointSettings:
+    """`[checkpoints]`: Flink's checkpoint config, and what a checkpoint costs outside the
+    network (`taskmgr.checkpointing.checkpoint_costs`; defaults as measured on Flink 2.3)."""
+
     #: Seconds between checkpoints; None: no checkpoints.
     interval: float | None = field(default=None, metadata=_opt(POSITIVE_DURATION))
     mode: str = field(default="aligned", metadata=_opt(_leaf(_choice(*CHECKPOINT_MODES))))
+    #: Unaligned mode only: start aligned, switch to unaligned after this long (0: at once).
     aligned_timeout: float = field(default=0.0, metadata=_opt(DURATION))
+    timeout: float = field(default=600.0, metadata=_opt(POSITIVE_DURATION))
+    max_concurrent: int = field(default=1, metadata=_opt(_int_from(1)))
+    min_pause: float = field(default=0.0, metadata=_opt(DURATION))
+    trigger_delay: float = field(default=CheckpointCosts.trigger_delay, metadata=_opt(DURATION))
+    ack_latency: float = field(default=CheckpointCosts.ack_latency, metadata=_opt(DURATION))
+    sync_snapshot: float = field(default=CheckpointCosts.sync_snapshot, metadata=_opt(DURATION))
+    async_overhead: float = field(default=CheckpointCosts.async_overhead, metadata=_opt(DURATION))
+    upload_bandwidth: float = field(default=CheckpointCosts.upload_bandwidth,
+                                    metadata=_opt(_leaf(_as_bandwidth)))
+    state_size: int = field(default=CheckpointCosts.state_size, metadata=_opt(_size_from(0)))
+
+    def costs(self) -> CheckpointCosts:
+        return CheckpointCosts(self.trigger_delay, self.ack_latency, self.sync_snapshot, self.async_overhead,
+                               self.upload_bandwidth, self.state_size)
 
     @property
     def enabled(self) -> bool:
@@ -394,7 +414,7 @@ class StageSpec:
     name: str | None = field(default=None, metadata=_opt(TEXT))
     parallelism: int | None = field(default=None, metadata=_opt(_int_from(1)))
     rate: float | None = field(default=None, metadata=_opt(_leaf(_at_least(_as_number, 0))))
-    record_size: int | None = field(default=None, metadata=_opt(_size_from(16)))
+    record_size: int | None = field(default=None, metadata=_opt(_size_from(MIN_RECORD_SIZE)))
     count: int | None = field(default=None, metadata=_opt(_int_from(1)))
     keys: KeySpec | None = field(default=None, metadata=_opt(_keys))
     cost: float | None = field(default=None, metadata=_opt(DURATION))

@@ -22,7 +22,8 @@ class NetworkConfig:
     exclusive_buffers_per_channel: int = 2
     floating_buffers_per_gate: int = 8
     max_buffers_per_channel: int = 10
-    max_overdraft_buffers_per_gate: int = 5
+    # Flink 2.3 hard-codes 20 (NettyShuffleEnvironmentConfiguration; 1.x's option defaulted to 5).
+    max_overdraft_buffers_per_gate: int = 20
     # Seconds; 0 flushes after every record, -1 flushes only full buffers.
     buffer_timeout: float = 0.1
     flow_control: str = "credit"

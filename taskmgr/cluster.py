@@ -77,7 +77,7 @@ class MiniCluster:
         self.tracer = tracer
         self.transport = create_transport(config)
         self.jobmanager = JobManager(self.transport, "jobmanager" if config.mode == "sim" else LOOPBACK,
-                                     config.heartbeat_interval, config.heartbeat_timeout)
+                                     config.heartbeat_interval, config.heartbeat_timeout, tracer)
         self.task_managers: dict[str, TaskManager] = {}
         self._scopes: dict[str, kernel.CancelScope] = {}
         self._stopped: dict[str, kernel.Event] = {}

@@ -15,7 +15,7 @@ JobManager told can name a partition.
 from __future__ import annotations
 
 import secrets
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graph import ExecutionGraph, ExecutionVertex
@@ -54,6 +54,8 @@ class JobInformation:
     start_offset: float
     duration: float
     sample_period: float
+    #: `CheckpointCosts` fields (taskmgr.checkpointing.checkpoint_costs).
+    checkpoint_costs: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -1,26 +1,29 @@
 """The task's input side: the one place records and events come in (Flink's
 `StreamOneInputProcessor` / `StreamMultipleInputProcessor` over `CheckpointedInputGate`s).
 
-`CheckpointedInputGate` reads one logical input (one gate, or several gates of a union,
-round-robin) and passes every event through a barrier handler; the handler is a
-pass-through until barriers arrive (a later issue), and this is its hook.
 `StreamInputProcessor` deserializes buffers per channel and hands the records to the
-operator chain in chunks of at most `MAX_CHUNK_TIME` of modelled cost, so that the
-mailbox checks output availability between chunks as Flink does between records; a
-buffer is recycled (which gives credit back) once its records are processed.
+operator chain in chunks of at most `max_chunk_time` of modelled cost, so that the
+mailbox checks output availability (and mails, and priority events) between chunks as
+Flink does between records; a buffer is recycled (which gives credit back) once its
+records are processed. An event is handled once the records polled before it are
+processed, except a priority event (unaligned barrier, announcement), which is handled
+at once: the records still unread then are in-flight data of an unaligned checkpoint.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
-from shuffle import kernel
 from shuffle.buffer.buffer import Buffer
+from shuffle.channel_state import ChannelStateWriter
 from shuffle.consumer.input_channel import InputChannelInfo
 from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
+from shuffle.serialization.record_serializer import RecordSerializer
+from shuffle.serialization.records import FixedWidthRecords
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
+from taskmgr.checkpointing.checkpointed_input_gate import CheckpointedInputGate, wait_any_available
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.operators.base import OperatorContext, StreamOperator
 from taskmgr.operators.formats import RecordFormat
@@ -29,73 +32,21 @@ from taskmgr.task_input import InputStatus, TaskInput  # noqa: F401 (TaskInput: 
 
 #: Longest modelled processing time of one chunk of records (seconds).
 MAX_CHUNK_TIME = 0.010
-
-
-class BarrierHandler(Protocol):
-    def process_event(self, event: object, channel: InputChannelInfo) -> object | None:
-        """The event to hand on, or None if the handler consumed it."""
-
-
-class PassThroughBarrierHandler:
-    """Hands every event on unchanged (no checkpoints yet)."""
-
-    def process_event(self, event: object, channel: InputChannelInfo) -> object | None:
-        return event
-
-
-async def wait_any_available(waiters: Sequence[Callable[[], object]]) -> None:
-    """Return once any of the `wait_available`-style coroutine functions returns."""
-    if len(waiters) == 1:
-        await waiters[0]()
-        return
-    async with kernel.open_nursery() as nursery:
-        for wait in waiters:
-            async def first(wait: Callable = wait) -> None:
-                await wait()
-                nursery.cancel_scope.cancel()
-            nursery.start_soon(first)
-
-
-class CheckpointedInputGate:
-    """One logical input over its gates; every event passes the barrier handler."""
-
-    def __init__(self, gates: Sequence[SingleInputGate], input_index: int, handler: BarrierHandler) -> None:
-        self.gates = list(gates)
-        self.input_index = input_index
-        self.handler = handler
-        self._next = 0
-
-    def poll_next(self) -> BufferOrEvent | None:
-        gates = self.gates
-        for _ in range(len(gates)):
-            gate = gates[self._next]
-            self._next = (self._next + 1) % len(gates)
-            while not gate.is_finished:
-                result = gate.poll_next()
-                if result is None:
-                    break
-                if result.event is None:
-                    return result
-                event = self.handler.process_event(result.event, result.channel_info)
-                if event is not None:
-                    return result._replace(event=event)
-        return None
-
-    @property
-    def is_finished(self) -> bool:
-        return all(gate.is_finished for gate in self.gates)
-
-    async def wait_available(self) -> None:
-        await wait_any_available([gate.wait_available for gate in self.gates if not gate.is_finished])
+#: The same when unaligned barriers may come: Flink takes a priority event after the
+#: record in hand, so chunks stay short.
+PRIORITY_CHUNK_TIME = 0.001
 
 
 class _Pending(NamedTuple):
-    """Records of one buffer not processed yet; the buffer is recycled once they are."""
+    """Records of one buffer not processed yet (the buffer is recycled once they are), or
+    an event polled after them."""
 
-    records: Records
+    records: Records | None
     input_index: int
     channel: InputChannelInfo
-    buffer: Buffer
+    buffer: Buffer | None
+    event: BufferOrEvent | None = None
+    source: CheckpointedInputGate | None = None
 
 
 class StreamInputProcessor:
@@ -109,8 +60,10 @@ class StreamInputProcessor:
 
     def __init__(self, inputs: Sequence[CheckpointedInputGate], formats: dict[int, RecordFormat],
                  head: StreamOperator, chain_cost: Callable[[], float], io: TaskIOMetricGroup,
-                 ctx: OperatorContext, per_channel: bool) -> None:
+                 ctx: OperatorContext, per_channel: bool, max_chunk_time: float = MAX_CHUNK_TIME) -> None:
         self.inputs = list(inputs)
+        self.formats = formats
+        self.max_chunk_time = max_chunk_time
         self.head = head
         self.chain_cost = chain_cost
         self.io = io
@@ -126,10 +79,15 @@ class StreamInputProcessor:
 
     async def process_input(self) -> InputStatus:
         cost = self.chain_cost()
-        wanted = max(1, int(MAX_CHUNK_TIME / cost + 1e-9)) if cost > 0 else 1
+        wanted = max(1, int(self.max_chunk_time / cost + 1e-9)) if cost > 0 else 1
         while self._num_pending < wanted and self._poll():
             pass
         if self._pending:
+            head = self._pending[0]
+            if head.records is None:
+                self._pending.popleft()
+                head.source.handle_event(head.event)
+                return InputStatus.MORE_AVAILABLE
             if cost <= 0:
                 wanted = len(self._pending[0].records)
             await self._process_chunk(wanted)
@@ -146,16 +104,23 @@ class StreamInputProcessor:
             self._next = (self._next + 1) % len(inputs)
             result = checkpointed.poll_next()
             if result is not None:
-                self._take(result, checkpointed.input_index)
+                self._take(result, checkpointed)
                 return True
         return False
 
-    def _take(self, result: BufferOrEvent, input_index: int) -> None:
+    def _take(self, result: BufferOrEvent, checkpointed: CheckpointedInputGate) -> None:
         self.io.num_bytes_in += result.size
+        input_index = checkpointed.input_index
         buffer = result.buffer
-        if buffer is None:
-            return  # EndOfPartition: the gate tracks it; other events need no action yet
         channel = result.channel_info
+        if buffer is None:
+            if result.has_priority or not self._pending:
+                checkpointed.handle_event(result)
+            else:
+                self._pending.append(_Pending(None, input_index, channel, None, result, checkpointed))
+            return
+        if checkpointed.handler is not None:
+            checkpointed.handler.add_processed_bytes(result.size)
         deserializer = self._deserializers[channel.gate_index, channel.channel_index]
         try:
             deserializer.add_buffer(buffer.memory())
@@ -177,7 +142,7 @@ class StreamInputProcessor:
         taken = 0
         while self._pending and taken < wanted:
             entry = self._pending[0]
-            if parts and not self._mergeable(first, entry):
+            if entry.records is None or (parts and not self._mergeable(first, entry)):
                 break
             n = wanted - taken
             if n >= len(entry.records):
@@ -212,8 +177,49 @@ class StreamInputProcessor:
     async def wait_available(self) -> None:
         await wait_any_available([c.wait_available for c in self.inputs if not c.is_finished])
 
+    # -- priority events (Flink's "process priority event" mail) -----------------------------
+
+    @property
+    def has_priority_events(self) -> bool:
+        return any(checkpointed.has_priority_events for checkpointed in self.inputs)
+
+    async def wait_priority_event(self) -> None:
+        await wait_any_available([c.wait_priority_event for c in self.inputs if not c.is_finished])
+
+    def process_priority_events(self) -> None:
+        """Handle the events that overtook data now, between two chunks of records."""
+        for checkpointed in self.inputs:
+            while checkpointed.has_priority_events:
+                result = checkpointed.poll_next()
+                if result is None:
+                    break
+                self._take(result, checkpointed)
+
+    def prepare_input_snapshot(self, writer: ChannelStateWriter, checkpoint_id: int) -> None:
+        """Persist what was polled but not processed yet, per channel (Flink's unconsumed
+        deserializer buffers): the records waiting here, then a record's partial start."""
+        unread: dict[InputChannelInfo, list[bytes]] = {}
+        for entry in self._pending:
+            if entry.records is not None:
+                unread.setdefault(entry.channel, []).append(self._wire_bytes(entry.records, entry.channel))
+        for checkpointed in self.inputs:
+            for gate in checkpointed.gates:
+                for channel in gate.channels:
+                    info = channel.channel_info
+                    partial = self._deserializers[info.gate_index, info.channel_index].unconsumed_bytes()
+                    data = unread.get(info, []) + [partial]
+                    writer.add_input_data(checkpoint_id, channel.persister.channel, data)
+
+    def _wire_bytes(self, records: Records, channel: InputChannelInfo) -> bytes:
+        if isinstance(records, FixedWidthRecords):
+            return bytes(records.to_wire())
+        serializer = RecordSerializer(self.formats[channel.gate_index])
+        return b"".join(serializer.serialize(value, timestamp) for value, timestamp in records)
+
     def close(self) -> None:
         """Recycle the buffers of records that will not be processed (the task ends early)."""
         while self._pending:
-            self._pending.popleft().buffer.recycle()
+            buffer = self._pending.popleft().buffer
+            if buffer is not None:
+                buffer.recycle()
         self._num_pending = 0

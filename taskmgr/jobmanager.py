@@ -18,24 +18,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 import itertools
+import zlib
 from typing import Any
+
+import numpy as np
 
 from graph import ExecutionGraph
 from shuffle import kernel
 from shuffle.netty.connection_manager import Transport
+from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport import ByteStream
+from taskmgr.checkpointing.checkpoint_coordinator import CheckpointCoordinator
+from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.checkpointing.exactly_once import verify_checkpoint
 from taskmgr.deployment import JobInformation, create_descriptor, execution_id, new_attempt_ids
 from taskmgr.execution_state import ExecutionState
 from taskmgr.payloads import dump_object, load_object, load_table
 from taskmgr.results import JobResult, JobStatus, merge_reports
-from taskmgr.rpc import (CancelTask, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport,
-                         RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage, Shutdown,
-                         StopSources, TaskExecutionState)
+from taskmgr.rpc import (AbortCheckpoint, AcknowledgeCheckpoint, CancelTask, DeclineCheckpoint, DeployJob, DeployTask,
+                         Heartbeat, HeartbeatRequest, JobReport, RegisterTaskManager, ReleaseJob, RpcConnection,
+                         RpcError, RpcMessage, Shutdown, StopSources, TaskExecutionState, TriggerCheckpoint)
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
 
 log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class JobConfig:
@@ -48,6 +56,7 @@ class JobConfig:
     registration_timeout: float = 10.0
     drain_timeout: float = 30.0
     cancel_timeout: float = 10.0
+    checkpoint_costs: CheckpointCosts = field(default_factory=CheckpointCosts)
 
 
 @dataclass
@@ -84,6 +93,7 @@ class _JobExecution:
         self.reports: dict[str, dict[str, Any]] = {}
         self._changed = kernel.Event()
         self.stopped_early = False
+        self.checkpoint_coordinator: CheckpointCoordinator | None = None
 
     def _notify(self) -> None:
         self._changed.set()
@@ -151,7 +161,8 @@ class JobManager:
     """
 
     def __init__(self, transport: Transport, address: Hashable = "jobmanager",
-                 heartbeat_interval: float = 10.0, heartbeat_timeout: float = 50.0) -> None:
+                 heartbeat_interval: float = 10.0, heartbeat_timeout: float = 50.0,
+                 tracer: Tracer = NULL_TRACER) -> None:
         if not 0 < heartbeat_interval < heartbeat_timeout:
             raise ValueError(f"heartbeat interval ({heartbeat_interval} s) must be > 0 and below the timeout "
                              f"({heartbeat_timeout} s)")
@@ -159,6 +170,7 @@ class JobManager:
         self.address = address
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
+        self.tracer = tracer
         self.task_managers: dict[str, _TaskManagerRecord] = {}
         #: Every TaskManager that registered, lost ones too: name, shuffle address, process id,
         #: Spark executor id (summary.json's `cluster.task_managers`).
@@ -236,8 +248,13 @@ class JobManager:
                 job = self._jobs.get(getattr(message, "job_id", None))
                 if job is None:
                     continue
+                coordinator = job.checkpoint_coordinator
                 if isinstance(message, TaskExecutionState):
                     job.on_task_state(message)
+                elif isinstance(message, AcknowledgeCheckpoint) and coordinator is not None:
+                    coordinator.receive_acknowledge(message.execution_id, load_object(message.ack, "checkpoint ack"))
+                elif isinstance(message, DeclineCheckpoint) and coordinator is not None:
+                    coordinator.receive_decline(message.execution_id, message.checkpoint_id, message.reason)
                 elif isinstance(message, JobReport):
                     report = load_object(message.report, "job report")
                     if not isinstance(report, dict):
@@ -312,11 +329,16 @@ class JobManager:
             await self._send(task_manager, DeployJob(job.job_id, serialized))
         for vertex in graph.all_execution_vertices:
             info = JobInformation(job.job_id, config.seed, kernel.current_time() - start,
-                                  config.duration, config.sample_period)
+                                  config.duration, config.sample_period, asdict(config.checkpoint_costs))
             descriptor = create_descriptor(vertex, info, addresses, attempts)
             await self._send(job.placement[execution_id(vertex)], DeployTask(descriptor.to_message()))
-        with kernel.move_on_at(start + config.duration):
-            await job.wait_for(lambda: job.all_terminal or job.failure is not None or job.stopped_early)
+        async with kernel.open_nursery() as nursery:
+            job.checkpoint_coordinator = self._checkpoint_coordinator(job, graph, config, start)
+            if job.checkpoint_coordinator is not None:
+                nursery.start_soon(job.checkpoint_coordinator.run)
+            with kernel.move_on_at(start + config.duration):
+                await job.wait_for(lambda: job.all_terminal or job.failure is not None or job.stopped_early)
+            nursery.cancel_scope.cancel()  # no checkpoints while the job drains
         duration = min(config.duration, kernel.current_time() - start)
         if not job.all_terminal and job.failure is None:
             for task_manager in dict.fromkeys(job.placement.values()):
@@ -333,6 +355,28 @@ class JobManager:
                 await job.wait_for(lambda: job.all_terminal)
         return duration
 
+    def _checkpoint_coordinator(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
+                                start: float) -> CheckpointCoordinator | None:
+        settings = graph.job_graph.checkpointing
+        if settings is None or not settings.enabled:
+            return None
+        triggered = [execution_id(ev) for vertex in settings.tasks_to_trigger for ev in graph.task_vertices[vertex.id]]
+
+        async def send_trigger(eid: str, barrier: Any) -> None:
+            options = barrier.options
+            await self._send(job.placement[eid], TriggerCheckpoint(job.job_id, eid, barrier.id, barrier.timestamp,
+                                                                   int(options.alignment),
+                                                                   options.aligned_checkpoint_timeout))
+
+        async def send_abort(checkpoint_id: int) -> None:
+            for task_manager in dict.fromkeys(job.placement.values()):
+                await self._send(task_manager, AbortCheckpoint(job.job_id, checkpoint_id))
+
+        rng = np.random.default_rng([config.seed & 0xFFFF_FFFF, zlib.crc32(b"checkpoint-coordinator")])
+        return CheckpointCoordinator(settings.config, config.checkpoint_costs, triggered, list(job.placement),
+                                     send_trigger, send_abort, lambda: kernel.current_time() - start, rng,
+                                     self.tracer)
+
     async def _finish(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
                       duration: float) -> JobResult:
         """Release the job everywhere, merge the TaskManagers' reports."""
@@ -348,4 +392,19 @@ class JobManager:
         else:
             status = JobStatus.CANCELED
         return merge_reports(job.job_id, job.placement, job.reports, graph, status, duration, job.failure,
-                             job.stopped_early)
+                             job.stopped_early, _checkpoint_stats(job.checkpoint_coordinator))
+
+
+def _checkpoint_stats(coordinator: CheckpointCoordinator | None) -> list[dict[str, Any]]:
+    """Each checkpoint's figures; a completed one also with its exactly-once accounting."""
+    if coordinator is None:
+        return []
+    entries = []
+    for checkpoint in coordinator.checkpoints:
+        entry = checkpoint.stats()
+        if checkpoint.status == "COMPLETED":
+            verified = verify_checkpoint(checkpoint.acks.values())
+            if verified is not None:
+                entry["exactly_once"] = verified
+        entries.append(entry)
+    return entries

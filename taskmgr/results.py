@@ -91,6 +91,8 @@ class JobResult:
     placement: dict[str, list[str]] = field(default_factory=dict)
     #: The run was ended before its duration (Ctrl-C, SIGTERM): its results cover `duration` only.
     stopped_early: bool = False
+    #: One entry per triggered checkpoint (summary.json's `checkpoints`).
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
     #: The TaskManagers of the run (`JobManager.registrations`).
     task_managers: list[dict[str, Any]] = field(default_factory=list)
 
@@ -152,7 +154,7 @@ def is_lossless(graph: ExecutionGraph) -> bool:
 
 def merge_reports(job_id: str, placement: dict[str, str], reports_by_task_manager: dict[str, dict[str, Any]],
                   graph: ExecutionGraph, status: JobStatus, duration: float, failure: BaseException | None,
-                  stopped_early: bool) -> JobResult:
+                  stopped_early: bool, checkpoints: list[dict[str, Any]]) -> JobResult:
     """The JobResult of the TaskManagers' reports; `placement` maps execution id -> TaskManager."""
     reports = list(reports_by_task_manager.values())
     collected: dict[str, list[Any]] = {}
@@ -188,4 +190,5 @@ def merge_reports(job_id: str, placement: dict[str, str], reports_by_task_manage
         },
         placement=by_vertex,
         stopped_early=stopped_early,
+        checkpoints=checkpoints,
     )

@@ -51,7 +51,7 @@ class RpcMessage:
 #: Wire name -> message class.
 MESSAGES: dict[str, type[RpcMessage]] = {}
 
-_WIRE_TYPES = {"str": str, "int": int, "bytes": bytes, "dict": dict}
+_WIRE_TYPES = {"str": str, "int": int, "float": float, "bytes": bytes, "dict": dict}
 
 
 def _message(name: str) -> Callable[[type[M]], type[M]]:
@@ -102,6 +102,26 @@ class TaskExecutionState(RpcMessage):
     cause: bytes | None = None
 
 
+@_message("acknowledge_checkpoint")
+class AcknowledgeCheckpoint(RpcMessage):
+    """A task took its snapshot of a checkpoint (Flink's `AcknowledgeCheckpoint`)."""
+
+    job_id: str
+    execution_id: str
+    #: Its `SubtaskCheckpointAck` (cloudpickle).
+    ack: bytes
+
+
+@_message("decline_checkpoint")
+class DeclineCheckpoint(RpcMessage):
+    """A task cannot take a checkpoint (Flink's `DeclineCheckpoint`)."""
+
+    job_id: str
+    execution_id: str
+    checkpoint_id: int
+    reason: str
+
+
 @_message("job_report")
 class JobReport(RpcMessage):
     """What the TaskManager's tasks of a released job gathered (`taskmgr.results.TaskManagerReport`)."""
@@ -132,6 +152,27 @@ class DeployTask(RpcMessage):
 @_message("cancel_task")
 class CancelTask(RpcMessage):
     execution_id: str
+
+
+@_message("trigger_checkpoint")
+class TriggerCheckpoint(RpcMessage):
+    """Start checkpoint `checkpoint_id` at a source task (Flink's `triggerCheckpoint`)."""
+
+    job_id: str
+    execution_id: str
+    checkpoint_id: int
+    timestamp: int
+    #: The `AlignmentType` value.
+    alignment: int
+    aligned_timeout: float
+
+
+@_message("abort_checkpoint")
+class AbortCheckpoint(RpcMessage):
+    """Checkpoint `checkpoint_id` is aborted: tasks drop what they hold for it."""
+
+    job_id: str
+    checkpoint_id: int
 
 
 @_message("stop_sources")

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
 
 from shuffle import kernel
 from shuffle.writer.record_writer import RecordWriter
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
+from taskmgr.checkpointing.checkpointed_input_gate import wait_any_available
 from taskmgr.task_input import InputStatus, TaskInput
 
 
@@ -22,9 +24,23 @@ from taskmgr.task_input import InputStatus, TaskInput
 YIELD_EVERY = 32
 
 
+class PriorityInput(Protocol):
+    """Inputs whose priority events (unaligned barriers) the mailbox takes between records,
+    also while the task is back-pressured (Flink's "process priority event" mail)."""
+
+    @property
+    def has_priority_events(self) -> bool: ...
+
+    async def wait_priority_event(self) -> None: ...
+
+    def process_priority_events(self) -> None: ...
+
+
 class StreamTask:
-    def __init__(self, task_input: TaskInput, writers: Sequence[RecordWriter], io: TaskIOMetricGroup) -> None:
+    def __init__(self, task_input: TaskInput, writers: Sequence[RecordWriter], io: TaskIOMetricGroup,
+                 priority: PriorityInput | None = None) -> None:
         self.input = task_input
+        self.priority = priority
         self.writers = list(writers)
         self.io = io
         self._wait_scope: kernel.CancelScope | None = None  # an idle or back-pressured wait
@@ -54,14 +70,20 @@ class StreamTask:
         io, task_input = self.io, self.input
         turns = 0
         mail = self._mail
+        priority = self.priority
         while True:
             while mail:
                 await mail.popleft()()
+            if priority is not None and priority.has_priority_events:
+                priority.process_priority_events()
             if not self._outputs_available():
                 io.soft_backpressure.mark_start()
                 try:
                     with kernel.CancelScope() as self._wait_scope:
-                        await self._wait_outputs()
+                        if priority is None:
+                            await self._wait_outputs()
+                        else:
+                            await wait_any_available([self._wait_outputs, priority.wait_priority_event])
                 finally:
                     self._wait_scope = None
                     io.soft_backpressure.mark_end()

@@ -10,9 +10,12 @@ or cancelled task releases them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from graph import ExecutionGraph, JobVertex
 from shuffle import kernel
+from shuffle.api.events import CheckpointBarrier
+from shuffle.channel_state import ChannelStateWriter
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.environment import InputChannelDescriptor, NettyShuffleEnvironment
 from shuffle.errors import CancelTaskError
@@ -21,8 +24,13 @@ from shuffle.partitioner.channel_selectors import create_channel_selector
 from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.writer.record_writer import RecordWriter
 from taskmgr.deployment import TaskDeploymentDescriptor
+from taskmgr.checkpointing.barrier_handlers import create_checkpoint_barrier_handler
+from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.checkpointing.checkpointed_input_gate import CheckpointedInputGate
+from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointBarrierHandler, CheckpointMetrics
+from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointCoordinator
 from taskmgr.execution_state import ExecutionState
-from taskmgr.input_processor import CheckpointedInputGate, PassThroughBarrierHandler, StreamInputProcessor
+from taskmgr.input_processor import MAX_CHUNK_TIME, PRIORITY_CHUNK_TIME, StreamInputProcessor
 from taskmgr.metrics.task_io_metrics import COUNTERS, TaskIOMetricGroup
 from taskmgr.operators import OperatorChain, build_operator_chain
 from taskmgr.operators.base import OperatorContext, RunControl
@@ -52,10 +60,11 @@ class TaskMetrics:
     counters = COUNTERS
 
     def __init__(self, io: TaskIOMetricGroup, partitions: list[ResultPartition],
-                 gates: list[SingleInputGate]) -> None:
+                 gates: list[SingleInputGate], barrier_handler: CheckpointBarrierHandler | None = None) -> None:
         self.io = io
         self.partitions = partitions
         self.gates = gates
+        self.barrier_handler = barrier_handler
         self.finished = False
 
     def on_finished(self) -> None:
@@ -85,7 +94,12 @@ class TaskMetrics:
             exclusive_used, exclusive_total = exclusive_used + used, exclusive_total + total
             used, total = gate.floating_buffers_usage()
             floating_used, floating_total = floating_used + used, floating_total + total
-        return {
+        handler = self.barrier_handler
+        checkpoint_gauges = {} if handler is None else {
+            "checkpointAlignmentTime": float(handler.alignment_time_ns),
+            "checkpointStartDelayNanos": float(handler.latest_start_delay_ns),
+        }
+        return checkpoint_gauges | {
             "outPoolUsage": _ratio(out_used, out_size),
             "outputQueueLength": float(sum(p.output_queue_length for p in self.partitions)),
             "inputQueueLength": float(sum(g.input_queue_length for g in self.gates)),
@@ -119,6 +133,9 @@ class Task:
         self._cancel_scope = kernel.CancelScope()
         self._partitions: list[ResultPartition] = []
         self._gates: list[SingleInputGate] = []
+        self._nursery: Any = None
+        self._barrier_handler: CheckpointBarrierHandler | None = None
+        self.checkpointing: SubtaskCheckpointCoordinator | None = None
 
     @property
     def execution_id(self) -> str:
@@ -154,6 +171,82 @@ class Task:
             return False
         self._stream_task.send_mail(action)
         return True
+
+    # -- checkpoints (Flink's CheckpointableTask) -----------------------------------------------
+
+    def trigger_checkpoint(self, barrier: CheckpointBarrier) -> bool:
+        """The coordinator's trigger at a source: checkpoint in the mailbox; False if not running."""
+        async def trigger() -> None:
+            start_delay = max(0, int(self.run_control.job_time() * 1e9) - barrier.timestamp * 1_000_000)
+            metrics = CheckpointMetrics(barrier.id, start_delay, unaligned=barrier.options.is_unaligned)
+            self.checkpointing.checkpoint_state(barrier, metrics,
+                                                wait_for_inputs=False)
+        return self.checkpointing is not None and self.send_mail(trigger)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        if self.checkpointing is not None:
+            self.checkpointing.notify_checkpoint_aborted(checkpoint_id)
+
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        self.checkpointing.init_inputs_checkpoint(barrier)
+
+    def alignment_started(self, checkpoint_id: int, start_delay_ns: int) -> None:
+        if self.env.tracer.enabled:
+            self.env.tracer.emit("alignment_started", task=self.name, checkpoint=checkpoint_id,
+                                 start_delay_ms=start_delay_ns / 1e6)
+
+    def trigger_checkpoint_on_barrier(self, barrier: CheckpointBarrier, metrics: CheckpointMetrics) -> None:
+        tracer = self.env.tracer
+        if tracer.enabled:
+            tracer.emit("alignment_completed", task=self.name, checkpoint=barrier.id,
+                        alignment_ms=metrics.alignment_duration_ns / 1e6, start_delay_ms=metrics.start_delay_ns / 1e6,
+                        unaligned=barrier.options.is_unaligned)
+        self.checkpointing.checkpoint_state(barrier, metrics, wait_for_inputs=True)
+
+    def abort_checkpoint_on_barrier(self, checkpoint_id: int, reason: str) -> None:
+        self.checkpointing.abort_checkpoint_on_barrier(checkpoint_id, reason)
+
+    def inputs_finished(self, checkpoint_id: int) -> None:
+        self.checkpointing.inputs_finished(checkpoint_id)
+
+    def _register_timer(self, delay: float, action: Callable[[], None]) -> Callable[[], None]:
+        """Run `action` in the mailbox after `delay` (the handler's alignment timer)."""
+        scope = kernel.CancelScope()
+
+        async def timer() -> None:
+            with scope:
+                await kernel.sleep(delay)
+                async def mail() -> None:
+                    action()
+                self.send_mail(mail)
+        self._nursery.start_soon(timer)
+        return scope.cancel
+
+    def _create_checkpointing(self, ctx: OperatorContext, chain: OperatorChain) -> None:
+        checkpointing = self.graph.job_graph.checkpointing
+        if checkpointing is None or not checkpointing.enabled:
+            return
+        writer = ChannelStateWriter()
+        for gate in self._gates:
+            gate.set_channel_state_writer(writer)
+        processor = self._input_processor
+        responder = self.services.checkpoint_responder
+
+        def snapshot_state() -> dict:
+            return {k: v for op in chain.operators for k, v in op.snapshot_state().items()}
+
+        self.checkpointing = SubtaskCheckpointCoordinator(
+            self.name, self._partitions, CheckpointCosts(**self.descriptor.job.checkpoint_costs), writer,
+            snapshot_state,
+            prepare_input_snapshot=(lambda cid: processor.prepare_input_snapshot(writer, cid)) if processor else
+            (lambda cid: None),
+            run_in_mailbox=self._stream_task.send_mail,
+            spawn=lambda fn: self._nursery.start_soon(fn),
+            acknowledge=lambda ack: responder.acknowledge(self, ack),
+            decline=lambda cid, reason: responder.decline(self, cid, reason),
+            job_time=self.run_control.job_time, tracer=self.env.tracer,
+            formats={channel.partition_id: processor.formats[gate.gate_index]
+                     for gate in self._gates for channel in gate.channels} if processor else {})
 
     def stop_source(self) -> None:
         """Stop a source task's source (the job is draining); no-op for other tasks."""
@@ -191,12 +284,14 @@ class Task:
         if self._source is None:
             self._input_processor = self._create_input_processor(chain, io, ctx)
         task_input = self._source or self._input_processor
-        self._stream_task = StreamTask(task_input, writers, io)
-        metrics = TaskMetrics(io, self._partitions, self._gates)
+        self._stream_task = StreamTask(task_input, writers, io, priority=self._input_processor)
+        self._create_checkpointing(ctx, chain)
+        metrics = TaskMetrics(io, self._partitions, self._gates, self._barrier_handler)
         self.services.register_metrics(vertex.name, descriptor.subtask_index, metrics)
         self._transition(ExecutionState.RUNNING)
         try:
             async with kernel.open_nursery() as nursery:
+                self._nursery = nursery
                 for gate in self._gates:
                     nursery.start_soon(gate.request_partitions)
                 for index, writer in enumerate(writers):
@@ -229,10 +324,19 @@ class Task:
         for gate, edge in zip(self._gates, self.vertex.inputs, strict=True):
             by_input.setdefault(edge.type_number, []).append(gate)
             formats[gate.gate_index] = output_format(edge.stream_edges[0].source)
-        handler = PassThroughBarrierHandler()
-        inputs = [CheckpointedInputGate(gates, input_index, handler) for input_index, gates in by_input.items()]
+        checkpointing = self.graph.job_graph.checkpointing
+        chunk_time = MAX_CHUNK_TIME
+        if checkpointing is not None and checkpointing.enabled:
+            config = checkpointing.config
+            self._barrier_handler = create_checkpoint_barrier_handler(
+                config, self, self._gates, sum(gate.num_channels for gate in self._gates),
+                self.run_control.job_time, self._register_timer)
+            if config.unaligned:
+                chunk_time = PRIORITY_CHUNK_TIME
+        inputs = [CheckpointedInputGate(gates, input_index, self._barrier_handler, self.env.tracer, self.name)
+                  for input_index, gates in by_input.items()]
         return StreamInputProcessor(inputs, formats, chain.head, chain.cost_per_record, io, ctx,
-                                    per_channel=chain.needs_channel)
+                                    per_channel=chain.needs_channel, max_chunk_time=chunk_time)
 
     def release_partitions(self) -> None:
         """Release what this task produced (consumers that still read it fail)."""

@@ -44,6 +44,8 @@ class TaskServices:
     latency: defaultdict[str, LatencyHistogram] = field(default_factory=lambda: defaultdict(LatencyHistogram))
     emitted_per_origin: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
     iteration_channels: dict[tuple[str, int], IterationChannel] = field(default_factory=dict)
+    #: Sends the tasks' checkpoint acknowledgements and declines to the JobManager.
+    checkpoint_responder: Any = None
 
     def register_metrics(self, vertex: str, subtask: int, source: MetricSource) -> None:
         self.sampler.register(vertex, subtask, self.task_manager, source)

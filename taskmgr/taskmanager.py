@@ -18,19 +18,22 @@ from typing import Any
 
 from graph import ExecutionGraph
 from shuffle import kernel
+from shuffle.api.events import AlignmentType, CheckpointBarrier, CheckpointOptions
 from shuffle.config import NetworkConfig
 from shuffle.environment import NettyShuffleEnvironment
 from shuffle.errors import CreditViolationError
 from shuffle.netty.connection_manager import Transport
 from shuffle.trace import NULL_TRACER, Tracer
+from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.deployment import TaskDeploymentDescriptor
 from taskmgr.execution_state import ExecutionState
 from taskmgr.metrics.sampler import MetricSampler
 from taskmgr.metrics.table import MetricTable
 from taskmgr.operators.base import RunControl
 from taskmgr.payloads import dump_exception, dump_object, dump_table, load_object
-from taskmgr.rpc import (CancelTask, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport, RegisterTaskManager,
-                         ReleaseJob, RpcConnection, RpcError, RpcMessage, Shutdown, StopSources, TaskExecutionState)
+from taskmgr.rpc import (AbortCheckpoint, AcknowledgeCheckpoint, CancelTask, DeclineCheckpoint, DeployJob, DeployTask,
+                         Heartbeat, HeartbeatRequest, JobReport, RegisterTaskManager, ReleaseJob, RpcConnection, RpcError,
+                         RpcMessage, Shutdown, StopSources, TaskExecutionState, TriggerCheckpoint)
 from taskmgr.task import Task
 from taskmgr.task_services import TaskServices
 
@@ -48,6 +51,22 @@ def _caused_by(exc: BaseException | None, error_type: type[BaseException]) -> bo
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+class _CheckpointResponder:
+    """A job's checkpoint acknowledgements and declines on their way to the JobManager."""
+
+    def __init__(self, job_id: str, outbox: kernel.Queue) -> None:
+        self.job_id = job_id
+        self.outbox = outbox
+
+    async def acknowledge(self, task: Task, ack: Any) -> None:
+        await kernel.sleep(CheckpointCosts(**task.descriptor.job.checkpoint_costs).ack_latency)
+        self.outbox.put_nowait(AcknowledgeCheckpoint(self.job_id, task.execution_id, dump_object(ack)))
+
+    async def decline(self, task: Task, checkpoint_id: int, reason: str) -> None:
+        await kernel.sleep(CheckpointCosts(**task.descriptor.job.checkpoint_costs).ack_latency)
+        self.outbox.put_nowait(DeclineCheckpoint(self.job_id, task.execution_id, checkpoint_id, reason))
 
 
 class _JobSession:
@@ -191,6 +210,7 @@ class TaskManager:
         job = self._jobs.get(info.job_id)
         if job is None:
             job = _JobSession(self.name, graph, info.start_offset, info.duration, info.sample_period)
+            job.services.checkpoint_responder = _CheckpointResponder(info.job_id, self._outbox)
             self._jobs[info.job_id] = job
             self._nursery.start_soon(job.run_sampler)
         task = Task(descriptor, job.graph, self.env, job.services, job.run_control, self._report_state)
@@ -220,6 +240,27 @@ class TaskManager:
             task = job.tasks.get(message.execution_id)
             if task is not None:
                 task.cancel()
+
+    async def _on_trigger_checkpoint(self, message: TriggerCheckpoint) -> None:
+        """The coordinator triggers a checkpoint at a source task."""
+        job = self._jobs.get(message.job_id)
+        task = job.tasks.get(message.execution_id) if job is not None else None
+        if task is None:
+            return
+        try:
+            alignment = AlignmentType(message.alignment)
+        except ValueError:
+            raise RpcError(f"trigger_checkpoint: unknown alignment {message.alignment}") from None
+        options = CheckpointOptions("CHECKPOINT", alignment, message.aligned_timeout)
+        barrier = CheckpointBarrier(message.checkpoint_id, message.timestamp, options)
+        if not task.trigger_checkpoint(barrier):
+            await job.services.checkpoint_responder.decline(task, barrier.id, "CHECKPOINT_DECLINED_TASK_NOT_READY")
+
+    async def _on_abort_checkpoint(self, message: AbortCheckpoint) -> None:
+        job = self._jobs.get(message.job_id)
+        if job is not None:
+            for task in job.tasks.values():
+                task.notify_checkpoint_aborted(message.checkpoint_id)
 
     async def _on_stop_sources(self, message: StopSources) -> None:
         """The run's duration is over: stop sampling, stop sources, drain without costs."""
@@ -266,4 +307,5 @@ class TaskManager:
         }
 
     _handlers = {DeployJob: _on_deploy_job, DeployTask: _on_deploy_task, CancelTask: _on_cancel_task,
+                 TriggerCheckpoint: _on_trigger_checkpoint, AbortCheckpoint: _on_abort_checkpoint,
                  StopSources: _on_stop_sources, ReleaseJob: _on_release_job, HeartbeatRequest: _on_heartbeat_request}

@@ -14,7 +14,7 @@ from graph.api.workload import (
     CollectionSource,
     GeneratorSource,
     KeyDistribution,
-    MIN_RECORD_SIZE,
+    KEYED_RECORD_SIZE,
     SequenceSource,
 )
 from graph.parallelism import check_max_parallelism, check_parallelism
@@ -51,6 +51,10 @@ class CheckpointConfig:
     unaligned: bool = False
     aligned_checkpoint_timeout: float = 0.0
     force: bool = False
+    #: Flink's defaults: a checkpoint expires after 10 min, one at a time, no pause.
+    timeout: float = 600.0
+    max_concurrent: int = 1
+    min_pause: float = 0.0
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval is not None
@@ -61,6 +65,23 @@ class CheckpointConfig:
 
     def set_aligned_checkpoint_timeout(self, timeout: str | float) -> "CheckpointConfig":
         self.aligned_checkpoint_timeout = _non_negative_duration("aligned checkpoint timeout", timeout)
+        return self
+
+    def set_checkpoint_timeout(self, timeout: str | float) -> "CheckpointConfig":
+        seconds = _non_negative_duration("checkpoint timeout", timeout)
+        if seconds <= 0:
+            raise ValueError(f"checkpoint timeout must be > 0, got {timeout!r}")
+        self.timeout = seconds
+        return self
+
+    def set_max_concurrent_checkpoints(self, n: int) -> "CheckpointConfig":
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"max concurrent checkpoints must be an int >= 1, got {n!r}")
+        self.max_concurrent = n
+        return self
+
+    def set_min_pause_between_checkpoints(self, pause: str | float) -> "CheckpointConfig":
+        self.min_pause = _non_negative_duration("min pause between checkpoints", pause)
         return self
 
     def set_checkpointing_mode(self, mode: CheckpointingMode) -> "CheckpointConfig":
@@ -176,7 +197,7 @@ class StreamExecutionEnvironment:
         stream = self._add_source("Collection Source", CollectionSource(elements))
         return stream.set_parallelism(1)
 
-    def from_generator(self, rate: float = 0, record_size: int = MIN_RECORD_SIZE,
+    def from_generator(self, rate: float = 0, record_size: int = KEYED_RECORD_SIZE,
                        keys: KeyDistribution | None = None, count: int | None = None) -> "DataStream":
         """Parallel synthetic source named ``Source: Generator``: ``rate`` records/s per
         subtask (0 = as fast as downstream allows), fixed-width rows of ``record_size``

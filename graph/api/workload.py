@@ -9,7 +9,8 @@ from typing import Any
 from graph.units import parse_duration
 
 KEY_DISTRIBUTIONS = ("uniform", "zipf", "hot_key")
-MIN_RECORD_SIZE = 16  # fixed-width rows hold a key (int64) and a sequence number (int64)
+MIN_RECORD_SIZE = 8  # a Long, as Flink's fromSequence emits: the sequence number, its own key
+KEYED_RECORD_SIZE = 16  # from here on a row holds a key (int64) besides the sequence number
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class GeneratorSource:
     (None = unbounded)."""
 
     rate: float = 0
-    record_size: int = MIN_RECORD_SIZE
+    record_size: int = KEYED_RECORD_SIZE
     keys: KeyDistribution = KeyDistribution()
     count: int | None = None
 
@@ -98,6 +99,11 @@ class GeneratorSource:
             )
         if not isinstance(self.keys, KeyDistribution):
             raise TypeError(f"from_generator: keys must be a KeyDistribution, got {self.keys!r}")
+        if self.record_size < KEYED_RECORD_SIZE and self.keys != KeyDistribution():
+            raise ValueError(
+                f"from_generator: a record of {self.record_size} bytes is its own key (a Long); "
+                f"keys need record_size >= {KEYED_RECORD_SIZE}"
+            )
         if self.count is not None and (isinstance(self.count, bool) or not isinstance(self.count, int)
                                        or self.count < 0):
             raise ValueError(f"from_generator: count must be None or an int >= 0, got {self.count!r}")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple
 
+from shuffle.api.events import CheckpointBarrier
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
+from shuffle.channel_state import ChannelStatePersister
 from shuffle.partition.result_partition_id import readable_partition_id
 
 if TYPE_CHECKING:
@@ -51,6 +53,9 @@ class InputChannel:
         self.num_buffers_in = 0
         self.error: BaseException | None = None
         self.is_released = False
+        #: Persists in-flight data of unaligned checkpoints (its writer is the task's), under
+        #: the name the producer's subpartition persists its share under.
+        self.persister = ChannelStatePersister((partition_id, subpartition_index))
 
     @property
     def channel_index(self) -> int:
@@ -85,6 +90,23 @@ class InputChannel:
             self.current_backoff = min(self.current_backoff * 2, self.max_backoff)
             return True
         return False
+
+    # -- unaligned checkpoints (Flink's CheckpointableInput, per channel) ----------------
+
+    def checkpoint_started(self, barrier: CheckpointBarrier) -> None:
+        """Persist what is queued before this channel's barrier, then what arrives until it."""
+        self.persister.start_persisting(barrier.id, self.get_inflight_buffers(barrier.id))
+
+    def checkpoint_stopped(self, checkpoint_id: int) -> None:
+        self.persister.stop_persisting(checkpoint_id)
+
+    def get_inflight_buffers(self, checkpoint_id: int) -> list[Buffer]:
+        """Data buffers queued on the consumer side before the checkpoint's barrier."""
+        return []
+
+    def convert_to_priority_event(self, sequence_number: int) -> None:
+        """Let the announced barrier at `sequence_number` overtake the queued data."""
+        raise NotImplementedError(f"{type(self).__name__} receives no announcements")
 
     # Overridden by the concrete channels.
     async def setup(self) -> None:

@@ -13,6 +13,7 @@ from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
 from shuffle.errors import CancelTaskError, PartitionNotFoundError
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
+from shuffle.serialization.event_serializer import deserialize_event
 from shuffle.trace import Tracer
 
 if TYPE_CHECKING:
@@ -58,6 +59,10 @@ class LocalInputChannel(InputChannel):
                 raise CancelTaskError("Queried for a buffer after channel has been released.")
             return None
         buffer = nxt.buffer
+        if buffer.is_buffer:
+            self.persister.maybe_persist(buffer)
+        else:
+            self.persister.check_for_barrier(deserialize_event(bytes(buffer.memory())))
         self.num_bytes_in += buffer.size
         self.num_buffers_in += 1
         if self.tracer.enabled:

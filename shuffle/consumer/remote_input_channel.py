@@ -7,8 +7,10 @@ the producer (coalesced) in AddCredit messages.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Protocol
 
+from shuffle.api.events import EventAnnouncement
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
@@ -17,6 +19,7 @@ from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
 from shuffle.errors import BufferReorderingError, CancelTaskError, PartitionNotFoundError, check
 from shuffle.java_int import next_sequence_number
 from shuffle.prioritized_deque import PrioritizedDeque
+from shuffle.serialization.event_serializer import deserialize_event, serialize_event
 from shuffle.trace import Tracer
 
 if TYPE_CHECKING:
@@ -60,6 +63,8 @@ class RemoteInputChannel(InputChannel):
         self.received: PrioritizedDeque[tuple[Buffer, int]] = PrioritizedDeque()
         self.expected_sequence_number = 0
         self.unannounced_credit = 0
+        self.last_barrier_id = -1
+        self.last_barrier_sequence_number = 0
         self.buffer_manager = BufferManager(network_pool, self)
         self.client: PartitionRequestClient | None = None
         self._retry_backoff = 0.0
@@ -107,6 +112,16 @@ class RemoteInputChannel(InputChannel):
             first_priority = self.received.num_priority_elements == 1
         else:
             self.received.add((buffer, sequence_number))
+            self.persister.maybe_persist(buffer)
+        if not data_type.is_buffer:
+            event = deserialize_event(bytes(buffer.memory()))
+            if data_type.requires_announcement:
+                announcement = serialize_event(EventAnnouncement(event, sequence_number))
+                self.received.add_priority_element(
+                    (Buffer.of_event(announcement, DataType.PRIORITIZED_EVENT_BUFFER), sequence_number))
+                first_priority = self.received.num_priority_elements == 1
+            if self.persister.check_for_barrier(event) is not None:
+                self.last_barrier_id, self.last_barrier_sequence_number = event.id, sequence_number
         self.expected_sequence_number = next_sequence_number(self.expected_sequence_number)
         if self.tracer.enabled:
             self.tracer.emit("buffer_received", channel=self.name, seq=sequence_number, backlog=backlog,
@@ -175,6 +190,27 @@ class RemoteInputChannel(InputChannel):
         self.num_buffers_in += 1
         next_type = self.received[0][0].data_type if self.received else DataType.NONE
         return BufferAndAvailability(buffer, next_type, 0, seq, self.received.num_priority_elements > 0)
+
+    def get_inflight_buffers(self, checkpoint_id: int) -> list[Buffer]:
+        if self.last_barrier_id == checkpoint_id:
+            before = self.last_barrier_sequence_number
+            return [b for b, seq in self.received if b.is_buffer and seq < before]
+        return [b for b, _ in self.received if b.is_buffer]
+
+    def checkpoint_stopped(self, checkpoint_id: int) -> None:
+        super().checkpoint_stopped(checkpoint_id)
+        self.last_barrier_id = -1
+
+    def convert_to_priority_event(self, sequence_number: int) -> None:
+        """The announced barrier at `sequence_number` jumps ahead of the queued buffers."""
+        queued = itertools.islice(self.received, self.received.num_priority_elements, None)
+        entry = next(((b, seq) for b, seq in queued if seq == sequence_number and not b.is_buffer), None)
+        if entry is None:
+            return  # polled already: the task sees the barrier next anyway
+        self.received.prioritize(entry)
+        entry[0].data_type = DataType.PRIORITIZED_EVENT_BUFFER
+        if self.received.num_priority_elements == 1:
+            self.notify_priority_event(sequence_number)
 
     def resume_consumption(self) -> None:
         if self.is_released:

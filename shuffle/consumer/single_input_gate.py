@@ -10,11 +10,19 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from shuffle import kernel
-from shuffle.api.events import EndOfData, EndOfDataStatus, EndOfPartitionEvent, StopMode
+from shuffle.api.events import (
+    CheckpointBarrier,
+    EndOfData,
+    EndOfDataStatus,
+    EndOfPartitionEvent,
+    EventAnnouncement,
+    StopMode,
+)
 from shuffle.availability import AvailabilityHelper
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.local_buffer_pool import LocalBufferPool
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+from shuffle.channel_state import ChannelStateWriter
 from shuffle.config import NetworkConfig
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
@@ -50,6 +58,8 @@ class BufferOrEvent(NamedTuple):
     more_available: bool
     more_priority_events: bool
     size: int
+    #: The event overtook queued data (an unaligned barrier, an announcement).
+    has_priority: bool = False
 
     @property
     def is_buffer(self) -> bool:
@@ -159,8 +169,6 @@ class SingleInputGate:
             if result.more_available:
                 self._queue_channel(channel, None, force_priority=result.more_priority_events)
             buffer = result.buffer
-            if buffer.data_type.has_priority:
-                self._last_priority_seq[channel.channel_index] = result.sequence_number
             self.num_bytes_in += buffer.size
             more = bool(self._with_data)
             more_priority = self._with_data.num_priority_elements > 0
@@ -168,12 +176,16 @@ class SingleInputGate:
                 return BufferOrEvent(buffer, None, channel.channel_info, more, more_priority, buffer.size)
             event = deserialize_event(bytes(buffer.memory()))
             buffer.recycle()
+            if buffer.data_type.has_priority and not isinstance(event, EventAnnouncement):
+                # an announcement shares its barrier's number: the barrier may still be prioritized
+                self._last_priority_seq[channel.channel_index] = result.sequence_number
             if isinstance(event, EndOfPartitionEvent):
                 self._on_end_of_partition(channel)
                 more = bool(self._with_data)
             elif isinstance(event, EndOfData):
                 self._on_end_of_data(channel, event)
-            return BufferOrEvent(None, event, channel.channel_info, more, more_priority, buffer.size)
+            return BufferOrEvent(None, event, channel.channel_info, more, more_priority, buffer.size,
+                                 buffer.data_type.has_priority)
 
     async def get_next(self) -> BufferOrEvent | None:
         """Wait for the next buffer or event; None once every channel has ended."""
@@ -221,6 +233,11 @@ class SingleInputGate:
         return EndOfDataStatus.DRAINED if self._drain_on_end_of_data else EndOfDataStatus.STOPPED
 
     @property
+    def has_priority_events(self) -> bool:
+        """A channel has an event that overtook its data (the task handles it next)."""
+        return self._with_data.num_priority_elements > 0
+
+    @property
     def is_finished(self) -> bool:
         """Every channel delivered EndOfPartition."""
         return self._num_end_of_partition == len(self.channels)
@@ -238,6 +255,23 @@ class SingleInputGate:
 
     def block_consumption(self, channel_info: InputChannelInfo) -> None:
         """A no-op: the producer blocked itself after sending the aligned barrier."""
+
+    # -- unaligned checkpoints (Flink's CheckpointableInput) --------------------------------
+
+    def set_channel_state_writer(self, writer: ChannelStateWriter) -> None:
+        for channel in self.channels:
+            channel.persister.writer = writer
+
+    def checkpoint_started(self, barrier: CheckpointBarrier) -> None:
+        for channel in self.channels:
+            channel.checkpoint_started(barrier)
+
+    def checkpoint_stopped(self, checkpoint_id: int) -> None:
+        for channel in self.channels:
+            channel.checkpoint_stopped(checkpoint_id)
+
+    def convert_to_priority_event(self, channel_info: InputChannelInfo, sequence_number: int) -> None:
+        self.channels[channel_info.channel_index].convert_to_priority_event(sequence_number)
 
     def acknowledge_all_records_processed(self, channel_info: InputChannelInfo) -> None:
         self.channels[channel_info.channel_index].acknowledge_all_records_processed()

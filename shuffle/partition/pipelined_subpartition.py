@@ -15,21 +15,30 @@ are what the credit loop runs on, so they follow Flink to the letter:
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, NamedTuple
 
-from shuffle.api.events import EndOfPartitionEvent
+from shuffle.api.events import CheckpointBarrier, EndOfPartitionEvent
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.buffer_builder import BufferConsumer
 from shuffle.buffer.data_type import DataType
+from shuffle.channel_state import ChannelStateWriter
 from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX, next_sequence_number
 from shuffle.prioritized_deque import PrioritizedDeque
-from shuffle.serialization.event_serializer import serialize_event
+from shuffle.serialization.event_serializer import deserialize_event, serialize_event
 
 if TYPE_CHECKING:
     from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 
 _END_OF_PARTITION = serialize_event(EndOfPartitionEvent())
+
+
+def _parse_barrier(consumer: BufferConsumer) -> CheckpointBarrier | None:
+    """The checkpoint barrier a queued event consumer holds, if it holds one."""
+    builder = consumer.builder
+    event = deserialize_event(bytes(builder.segment.memory[:builder.position]))
+    return event if isinstance(event, CheckpointBarrier) else None
 
 
 class BufferAndBacklog(NamedTuple):
@@ -58,6 +67,8 @@ class PipelinedSubpartition:
         self.desired_buffer_size = INT_MAX
         self.total_number_of_buffers = 0  # buffers and events added
         self.total_number_of_bytes = 0  # bytes handed to the reader
+        #: Where the in-flight data an unaligned barrier overtakes goes (the task's writer).
+        self.channel_state_writer: ChannelStateWriter | None = None
 
     # -- derived state -----------------------------------------------------------------
 
@@ -99,6 +110,9 @@ class PipelinedSubpartition:
         if consumer.data_type.has_priority:
             self._buffers.add_priority_element((consumer, partial_record_length))
             notify_priority = self._buffers.num_priority_elements == 1 and not self.is_blocked
+            barrier = _parse_barrier(consumer)
+            if barrier is not None:
+                self._persist_overtaken(barrier.id, len(self._buffers))
         else:
             self._buffers.add((consumer, partial_record_length))
         self.total_number_of_buffers += 1
@@ -168,6 +182,36 @@ class PipelinedSubpartition:
         self.sequence_number = next_sequence_number(seq)
         self.total_number_of_bytes += buffer.size
         return BufferAndBacklog(buffer, self.get_buffers_in_backlog(), next_type, seq)
+
+    def _persist_overtaken(self, checkpoint_id: int, end: int) -> None:
+        """Copies of the data buffers a priority barrier overtook, up to queue position `end`."""
+        writer = self.channel_state_writer
+        if writer is None:
+            return
+        overtaken = itertools.islice(self._buffers, self._buffers.num_priority_elements, end)
+        data = [bytes(consumer.builder.segment.memory[consumer.read_position:consumer.builder.position])
+                for consumer, _ in overtaken if consumer.is_buffer]
+        writer.add_output_data(checkpoint_id, (self.parent_name, self.index), data)
+
+    def aligned_barrier_timeout(self, checkpoint_id: int) -> None:
+        """The aligned barrier of `checkpoint_id` waited too long: if it is still queued, it
+        overtakes the data ahead of it as an unaligned barrier, which is persisted."""
+        position = next((i for i, (consumer, _) in enumerate(self._buffers)
+                         if consumer.data_type is DataType.TIMEOUTABLE_ALIGNED_CHECKPOINT_BARRIER
+                         and (barrier := _parse_barrier(consumer)) is not None and barrier.id == checkpoint_id),
+                        None)
+        if position is None:
+            return
+        entry = self._buffers[position]
+        self._persist_overtaken(checkpoint_id, position)
+        self._buffers.remove(entry)
+        entry[0].close()
+        self.total_number_of_buffers -= 1
+        unaligned = BufferConsumer.for_event(serialize_event(barrier.as_unaligned()), DataType.PRIORITIZED_EVENT_BUFFER)
+        self._buffers.add_priority_element((unaligned, 0))
+        self.total_number_of_buffers += 1
+        if self._buffers.num_priority_elements == 1 and not self.is_blocked and self.read_view is not None:
+            self.read_view.notify_priority_event(self.sequence_number)
 
     def resume_consumption(self) -> None:
         self.is_blocked = False

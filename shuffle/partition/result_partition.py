@@ -15,6 +15,7 @@ from shuffle import kernel
 from shuffle.buffer.buffer_builder import BufferBuilder, BufferConsumer
 from shuffle.buffer.local_buffer_pool import UNKNOWN_CHANNEL, LocalBufferPool
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+from shuffle.channel_state import ChannelStateWriter
 from shuffle.java_int import INT_MAX
 from shuffle.config import NetworkConfig
 from shuffle.partition.pipelined_subpartition import PipelinedSubpartition
@@ -186,6 +187,16 @@ class ResultPartition:
         data_type = data_type_for_event(event, is_priority)
         for sub in self.subpartitions:
             sub.add(BufferConsumer.for_event(payload, data_type))
+
+    def set_channel_state_writer(self, writer: ChannelStateWriter) -> None:
+        """Where unaligned barriers put the in-flight data they overtake."""
+        for sub in self.subpartitions:
+            sub.channel_state_writer = writer
+
+    def aligned_barrier_timeout(self, checkpoint_id: int) -> None:
+        """Turn a still-queued timeoutable barrier of `checkpoint_id` into an unaligned one."""
+        for sub in self.subpartitions:
+            sub.aligned_barrier_timeout(checkpoint_id)
 
     def flush(self, target: int) -> None:
         self.subpartitions[target].flush()

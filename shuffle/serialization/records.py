@@ -11,7 +11,8 @@ Two value formats:
   the packed list of its items, so tuples come back as tuples and lists as lists (named
   tuples come back as plain tuples; other types must be msgpack-native).
 - `FixedWidthFormat(record_size)`: synthetic rows of `record_size` bytes: key int64 BE,
-  seq int64 BE, zero padding. Batches are `FixedWidthRecords`, one numpy structured array
+  seq int64 BE, zero padding. A row of 8 to 15 bytes holds only the seq (a Long, what
+  Flink's `fromSequence` emits: 21 B on the wire) and is its own key. Batches are `FixedWidthRecords`, one numpy structured array
   over the whole wire row, so a batch serializes with one memoryview and parses with one
   `frombuffer` plus a vectorized check of the length and tag fields.
 """
@@ -74,17 +75,21 @@ class GenericFormat:
         return _unpackb(data)
 
 
+#: Smallest fixed-width value: one Long (the sequence number, which is then also the key).
+MIN_FIXED_WIDTH_SIZE = 8
+#: Smallest fixed-width value with a key of its own next to the sequence number.
+KEYED_FIXED_WIDTH_SIZE = 16
+
+
 def row_dtype(record_size: int) -> np.dtype:
     """The numpy dtype of one whole wire row of a fixed-width record."""
-    fields: list[tuple[str, str]] = [
-        ("len", ">i4"),
-        ("tag", "u1"),
-        ("ts", ">i8"),
-        ("key", ">i8"),
-        ("seq", ">i8"),
-    ]
-    if record_size > 16:
-        fields.append(("pad", f"V{record_size - 16}"))
+    fields: list[tuple[str, str]] = [("len", ">i4"), ("tag", "u1"), ("ts", ">i8")]
+    if record_size >= KEYED_FIXED_WIDTH_SIZE:
+        fields.append(("key", ">i8"))
+    fields.append(("seq", ">i8"))
+    value_fields = 8 * (len(fields) - 3)
+    if record_size > value_fields:
+        fields.append(("pad", f"V{record_size - value_fields}"))
     return np.dtype(fields)
 
 
@@ -95,8 +100,13 @@ class FixedWidthFormat:
     record_size: int
 
     def __post_init__(self) -> None:
-        if self.record_size < 16:
-            raise ValueError(f"record_size must be >= 16 (key and seq), got {self.record_size}")
+        if self.record_size < MIN_FIXED_WIDTH_SIZE:
+            raise ValueError(f"record_size must be >= {MIN_FIXED_WIDTH_SIZE} (a Long), got {self.record_size}")
+
+    @property
+    def has_key(self) -> bool:
+        """Whether rows carry a key of their own; if not, the sequence number is the key."""
+        return self.record_size >= KEYED_FIXED_WIDTH_SIZE
 
     @property
     def wire_size(self) -> int:
@@ -108,9 +118,11 @@ class FixedWidthFormat:
         return row_dtype(self.record_size)
 
     def encode_value(self, value: tuple[int, int]) -> bytes:
-        """The value bytes of one `(key, seq)` record."""
+        """The value bytes of one `(key, seq)` record (the key is dropped if rows hold none)."""
         key, seq = value
-        return struct.pack(">qq", key, seq) + bytes(self.record_size - 16)
+        if not self.has_key:
+            return struct.pack(">q", seq) + bytes(self.record_size - MIN_FIXED_WIDTH_SIZE)
+        return struct.pack(">qq", key, seq) + bytes(self.record_size - KEYED_FIXED_WIDTH_SIZE)
 
 
 class FixedWidthRecords:
@@ -139,7 +151,8 @@ class FixedWidthRecords:
         rows["len"] = record_size + ELEMENT_HEADER_SIZE
         rows["tag"] = STREAM_RECORD_TAG
         rows["ts"] = timestamps
-        rows["key"] = keys
+        if record_format.has_key:
+            rows["key"] = keys
         rows["seq"] = seqs
         return cls(rows, record_format)
 
@@ -182,8 +195,8 @@ class FixedWidthRecords:
 
     @property
     def keys(self) -> np.ndarray:
-        """Keys as native int64."""
-        return self.rows["key"].astype(np.int64)
+        """Keys as native int64 (the sequence numbers for rows without a key)."""
+        return self.rows["key" if self.format.has_key else "seq"].astype(np.int64)
 
     @property
     def seqs(self) -> np.ndarray:

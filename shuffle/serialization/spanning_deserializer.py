@@ -40,6 +40,11 @@ class SpanningRecordDeserializer:
         """True while a record is split and waits for its next buffer."""
         return bool(self._pending)
 
+    def unconsumed_bytes(self) -> bytes:
+        """The start of a record that continues in the next buffer (persisted by unaligned
+        checkpoints as the first in-flight bytes of the channel)."""
+        return bytes(self._pending)
+
     def add_buffer(self, data: bytes | bytearray | memoryview) -> None:
         """Parse the records `data` completes; keeps no reference to `data` afterwards."""
         with memoryview(data) as raw, raw.cast("B") as view:

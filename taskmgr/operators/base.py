@@ -139,6 +139,10 @@ class StreamOperator:
     async def process(self, records: Records, input_index: int) -> None:
         raise NotImplementedError
 
+    def snapshot_state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of this operator for exactly-once accounting (most keep nothing)."""
+        return {}
+
     def cost_per_record(self) -> float:
         """The modelled cost of one record now (0 without a cost or while draining)."""
         cost = self.node.cost

@@ -47,6 +47,9 @@ class SinkOperator(StreamOperator):
         elif isinstance(sink, VerifyingSink):
             self.verification = ctx.services.verifications[sink.name]
             self.last_seq: dict[tuple[Any, int], int] = {}
+            #: Sequence numbers since the last checkpoint, and those of each checkpoint so far.
+            self._since_checkpoint: list[np.ndarray] = []
+            self._checkpointed: list[np.ndarray] = []
         elif not isinstance(sink, DiscardingSink):
             self.invoke = print if isinstance(sink, PrintSink) else user_method(sink, "invoke")
         self.latency = LatencyMetrics(ctx.services.latency[ctx.vertex_name])
@@ -94,6 +97,16 @@ class SinkOperator(StreamOperator):
             self.verification.out_of_order += int(own[0] <= last) + int(np.count_nonzero(np.diff(own) <= 0))
             self.last_seq[channel, origin] = int(own[-1])
             self.verification.seqs[origin].append(own)
+        self._since_checkpoint.append(seqs)
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """A verifying sink's state: the sequence numbers it received before the barrier."""
+        if not isinstance(self.sink, VerifyingSink):
+            return {}
+        if self._since_checkpoint:
+            self._checkpointed.append(np.concatenate(self._since_checkpoint))
+            self._since_checkpoint = []
+        return {"sink_seqs": {self.sink.name: list(self._checkpointed)}}
 
 
 class IterationTailOperator(StreamOperator):

@@ -116,6 +116,10 @@ class GeneratorSourceOperator(SourceOperator):
         self.ctx.services.emitted_per_origin[self.ctx.origin] += len(batch)
         return batch
 
+    def snapshot_state(self) -> dict[str, Any]:
+        """The source's position: how many records of its origin went out before the barrier."""
+        return {"source_positions": {self.ctx.origin: self.emitted}}
+
     async def wait_available(self) -> None:
         """Until the records of one pacing step are due (at least one record)."""
         if self.schedule is None:

@@ -59,7 +59,8 @@ def test_generator_source_is_renamable_and_defaults():
     assert source.source == GeneratorSource(0, 16, KeyDistribution("uniform", 1024), None)
 
 
-@pytest.mark.parametrize("kwargs", [{"rate": -1}, {"record_size": 8}, {"count": -3}, {"keys": "zipf"}])
+@pytest.mark.parametrize("kwargs", [{"rate": -1}, {"record_size": 7}, {"count": -3}, {"keys": "zipf"},
+                                    {"record_size": 8, "keys": KeyDistribution("zipf", 10)}])
 def test_generator_arguments_are_validated(kwargs):
     env = StreamExecutionEnvironment.get_execution_environment()
     with pytest.raises((ValueError, TypeError), match="from_generator"):

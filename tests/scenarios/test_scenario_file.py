@@ -54,7 +54,7 @@ def test_defaults_are_flinks(tmp_path):
     scenario = load_scenario(write(tmp_path, MINIMAL))
     net = scenario.network
     assert (net.buffer_size, net.exclusive_buffers_per_channel, net.floating_buffers_per_gate) == (32768, 2, 8)
-    assert (net.max_buffers_per_channel, net.max_overdraft_buffers_per_gate) == (10, 5)
+    assert (net.max_buffers_per_channel, net.max_overdraft_buffers_per_gate) == (10, 20)
     assert net.buffer_timeout == pytest.approx(0.1)
     assert (net.flow_control, net.debloat, net.send_window) == ("credit", False, 65536)
     assert net.link_bandwidth == pytest.approx(10e9 / 8)
@@ -195,7 +195,7 @@ REDUCE = 'kind = "key_by_reduce"'
             stages(SOURCE, SINK + '\ncost_changes = [{ from = "1s", cost = "1ms" }]'),
             "missing key 'job.stages[1].cost_changes[0].to'",
         ),
-        (stages(SOURCE + "\nrecord_size = 8", SINK), "job.stages[0].record_size: 8 must be >= 16"),
+        (stages(SOURCE + "\nrecord_size = 7", SINK), "job.stages[0].record_size: 7 must be >= 8"),
         (stages('name = "A"', SINK), "missing key 'job.stages[0].kind'"),
         ('[job]\nprogram = "not a program"', 'job.program: \'not a program\' is not "module:function"'),
         ('[job]\nprogram = "m:f"\n' + stages(SOURCE, SINK), "job: give either 'program' or [[job.stages]]"),

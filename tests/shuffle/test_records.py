@@ -43,8 +43,20 @@ def test_fixed_width_layout_matches_flink_sizes():
     batch = FixedWidthRecords.make([5], [6], [1000], 24)
     assert bytes(batch.to_wire()) == data
     assert batch.wire_size == 37
-    with pytest.raises(ValueError, match="record_size must be >= 16"):
-        FixedWidthFormat(15)
+    with pytest.raises(ValueError, match="record_size must be >= 8"):
+        FixedWidthFormat(7)
+
+
+def test_a_long_record_is_21_bytes_and_its_own_key():
+    # Flink 2.3 (appendix C): a Long from fromSequence is 21 B, ~1,560 to a 32 KiB buffer
+    assert FixedWidthFormat(8).wire_size == 21
+    assert 32 * 1024 // FixedWidthFormat(8).wire_size == 1560
+    data = RecordSerializer(FixedWidthFormat(8)).serialize((99, 6), 1000)
+    assert data == struct.pack(">iBqq", 17, 0, 1000, 6)
+    batch = FixedWidthRecords.make([99, 98], [6, 7], 1000, 8)
+    assert batch.keys.tolist() == batch.seqs.tolist() == [6, 7]
+    assert bytes(batch.to_wire()[:21]) == data
+    assert FixedWidthFormat(12).wire_size == 25 and FixedWidthRecords.make([1], [2], 0, 12).keys.tolist() == [2]
 
 
 def test_generic_tuples_stay_tuples_and_lists_stay_lists():
@@ -122,10 +134,10 @@ def test_generic_round_trip_under_any_split(records, data):
 
 
 @settings(max_examples=150)
-@given(st.integers(16, 80), st.integers(0, 120), st.data())
+@given(st.integers(8, 80), st.integers(0, 120), st.data())
 def test_fixed_width_round_trip_under_any_split(record_size, n, data):
-    keys = data.draw(st.lists(LONGS, min_size=n, max_size=n))
     seqs = data.draw(st.lists(LONGS, min_size=n, max_size=n))
+    keys = data.draw(st.lists(LONGS, min_size=n, max_size=n)) if record_size >= 16 else seqs
     timestamps = data.draw(st.lists(LONGS, min_size=n, max_size=n))
     batch = FixedWidthRecords.make(keys, seqs, timestamps, record_size)
     stream = bytes(RecordSerializer(FixedWidthFormat(record_size)).serialize_batch(batch))
@@ -139,7 +151,7 @@ def test_fixed_width_round_trip_under_any_split(record_size, n, data):
     assert not deserializer.has_unfinished_data
 
 
-@given(st.integers(16, 64), st.integers(1, 50), st.integers(1, 300))
+@given(st.integers(8, 64), st.integers(1, 50), st.integers(1, 300))
 def test_fixed_width_buffers_of_one_size(record_size, n, buffer_size):
     """Records in fixed-size buffers, read after every buffer, as a channel does."""
     batch = FixedWidthRecords.make(np.arange(n), np.arange(n) + 7, 0, record_size)

@@ -28,6 +28,7 @@ from taskmgr.taskmanager import TaskManager
 
 LIMIT = 4096
 VALUES = {str: st.text(max_size=30), int: st.integers(-(2**63), 2**64 - 1), bytes: st.binary(max_size=30),
+          float: st.floats(allow_nan=False),
           dict: st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5), max_size=4)}
 
 

@@ -1,0 +1,29 @@
+"""Which barrier handler a task gets (Flink's `InputProcessorUtil.createCheckpointBarrierHandler`):
+exactly-once without unaligned checkpoints aligns; with them it alternates (unaligned, or
+aligned with a timeout; savepoints align); at-least-once tracks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from taskmgr.checkpointing.barrier_handler_states import CheckpointableInput
+from taskmgr.checkpointing.checkpoint_barrier_tracker import CheckpointBarrierTracker
+from taskmgr.checkpointing.single_checkpoint_barrier_handler import (
+    CheckpointableTask,
+    CheckpointBarrierHandler,
+    Clock,
+    SingleCheckpointBarrierHandler,
+    TimerService,
+)
+
+
+def create_checkpoint_barrier_handler(config: Any, task: CheckpointableTask, gates: Sequence[CheckpointableInput],
+                                      num_channels: int, clock: Clock,
+                                      register_timer: TimerService) -> CheckpointBarrierHandler:
+    """`config` is the job's `graph.CheckpointConfig` (checkpointing enabled)."""
+    if config.mode.value == "AT_LEAST_ONCE":
+        return CheckpointBarrierTracker(task, num_channels, clock)
+    if config.unaligned:
+        return SingleCheckpointBarrierHandler.alternating(task, gates, num_channels, clock, register_timer)
+    return SingleCheckpointBarrierHandler.aligned(task, gates, num_channels, clock, register_timer)

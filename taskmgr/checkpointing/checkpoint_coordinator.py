@@ -1,0 +1,173 @@
+"""The JobManager's CheckpointCoordinator: periodic triggers at the sources, acknowledgements,
+completion, expiry, declines (Flink's `CheckpointCoordinator` and `CheckpointRequestDecider`).
+
+Flink's rules kept here: the first trigger comes after a random delay in
+[min pause, interval]; a periodic request while `max_concurrent` checkpoints are pending
+waits (one at most) and runs as soon as one ends, after the min pause; a checkpoint that
+is not complete within `timeout` expires; a decline fails it and every task is told.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from shuffle import kernel
+from shuffle.api.events import CheckpointBarrier, CheckpointOptions
+from shuffle.trace import NULL_TRACER, Tracer
+from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
+
+CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
+
+
+@dataclass
+class PendingCheckpoint:
+    checkpoint_id: int
+    trigger_time: float
+    barrier: CheckpointBarrier
+    not_yet_acknowledged: set[str]
+    acks: dict[str, SubtaskCheckpointAck] = field(default_factory=dict)
+    status: str = "IN_PROGRESS"
+    failure: str | None = None
+    end_time: float | None = None
+
+    def stats(self) -> dict[str, Any]:
+        """The checkpoint as summary.json lists it (Flink's names)."""
+        acks = list(self.acks.values())
+        unaligned = self.barrier.options.is_unaligned or any(a.metrics.unaligned for a in acks)
+        end = self.end_time if self.end_time is not None else None
+        return {
+            "id": self.checkpoint_id,
+            "status": self.status,
+            "type": "UNALIGNED_CHECKPOINT" if unaligned else "CHECKPOINT",
+            "trigger_s": round(self.trigger_time, 6),
+            "duration_ms": None if end is None else round((end - self.trigger_time) * 1000, 3),
+            "start_delay_ms": max((a.metrics.start_delay_ns / 1e6 for a in acks), default=0.0),
+            "alignment_ms": max((a.metrics.alignment_duration_ns / 1e6 for a in acks), default=0.0),
+            "persisted_bytes": sum(a.persisted_bytes for a in acks),
+            "state_bytes": sum(a.state_bytes for a in acks),
+            "acknowledged": len(acks),
+            "failure": self.failure,
+        }
+
+
+class CheckpointCoordinator:
+    def __init__(self, config: Any, costs: CheckpointCosts, tasks_to_trigger: Sequence[str],
+                 tasks_to_acknowledge: Sequence[str],
+                 send_trigger: Callable[[str, CheckpointBarrier], Awaitable[None]],
+                 send_abort: Callable[[int], Awaitable[None]],
+                 job_time: Callable[[], float], rng: np.random.Generator, tracer: Tracer = NULL_TRACER) -> None:
+        self.config = config
+        self.costs = costs
+        self.tasks_to_trigger = list(tasks_to_trigger)
+        self.tasks_to_acknowledge = list(tasks_to_acknowledge)
+        self.send_trigger = send_trigger
+        self.send_abort = send_abort
+        self.job_time = job_time
+        self.rng = rng
+        self.tracer = tracer
+        self.checkpoints: list[PendingCheckpoint] = []
+        self.pending: dict[int, PendingCheckpoint] = {}
+        self._ids = itertools.count(1)
+        self._queued = False
+        self._last_end = -float("inf")
+        self._nursery: Any = None
+        self.options = CheckpointOptions.for_config(
+            "CHECKPOINT", is_exactly_once_mode=config.mode.value == "EXACTLY_ONCE",
+            is_unaligned_enabled=config.unaligned, aligned_checkpoint_timeout=config.aligned_checkpoint_timeout)
+
+    async def run(self) -> None:
+        """Trigger periodically until cancelled (the job ended)."""
+        async with kernel.open_nursery() as nursery:
+            self._nursery = nursery
+            interval, min_pause = self.config.interval, self.config.min_pause
+            await kernel.sleep(float(self.rng.uniform(min(min_pause, interval), interval)))
+            while True:
+                self._request()
+                await kernel.sleep(interval)
+
+    def _request(self) -> None:
+        if len(self.pending) >= self.config.max_concurrent:
+            self._queued = True
+            return
+        wait = self._last_end + self.config.min_pause - self.job_time()
+        if wait > 0:
+            self._queued = True
+            self._nursery.start_soon(self._trigger_after, wait)
+            return
+        self._trigger()
+
+    async def _trigger_after(self, delay: float) -> None:
+        await kernel.sleep(delay)
+        if self._queued and len(self.pending) < self.config.max_concurrent:
+            self._queued = False
+            self._trigger()
+
+    def _trigger(self) -> None:
+        now = self.job_time()
+        checkpoint_id = next(self._ids)
+        barrier = CheckpointBarrier(checkpoint_id, int(now * 1000), self.options)
+        pending = PendingCheckpoint(checkpoint_id, now, barrier, set(self.tasks_to_acknowledge))
+        self.checkpoints.append(pending)
+        self.pending[checkpoint_id] = pending
+        if self.tracer.enabled:
+            self.tracer.emit("checkpoint_triggered", checkpoint=checkpoint_id, unaligned=self.options.is_unaligned)
+        self._nursery.start_soon(self._send_triggers, barrier)
+        self._nursery.start_soon(self._expire, pending)
+
+    async def _send_triggers(self, barrier: CheckpointBarrier) -> None:
+        await kernel.sleep(self.costs.trigger_delay)
+        for execution_id in self.tasks_to_trigger:
+            await self.send_trigger(execution_id, barrier)
+
+    async def _expire(self, pending: PendingCheckpoint) -> None:
+        await kernel.sleep(self.config.timeout)
+        if pending.status == "IN_PROGRESS":
+            self._fail(pending, CHECKPOINT_EXPIRED)
+
+    # -- from the tasks ---------------------------------------------------------------------
+
+    def receive_acknowledge(self, execution_id: str, ack: SubtaskCheckpointAck) -> None:
+        pending = self.pending.get(ack.checkpoint_id)
+        if pending is None or execution_id not in pending.not_yet_acknowledged:
+            return  # late, or for a checkpoint that failed already
+        pending.not_yet_acknowledged.discard(execution_id)
+        pending.acks[execution_id] = ack
+        if not pending.not_yet_acknowledged:
+            self._end(pending, "COMPLETED")
+            if self.tracer.enabled:
+                self.tracer.emit("checkpoint_completed", checkpoint=pending.checkpoint_id,
+                                 duration_ms=(pending.end_time - pending.trigger_time) * 1000)
+
+    def receive_decline(self, execution_id: str, checkpoint_id: int, reason: str) -> None:
+        pending = self.pending.get(checkpoint_id)
+        if pending is not None:
+            self._fail(pending, f"{reason} (declined by {execution_id})")
+
+    def _fail(self, pending: PendingCheckpoint, reason: str) -> None:
+        pending.failure = reason
+        self._end(pending, "FAILED")
+        if self.tracer.enabled:
+            self.tracer.emit("checkpoint_failed", checkpoint=pending.checkpoint_id, reason=reason)
+        self._nursery.start_soon(self.send_abort, pending.checkpoint_id)
+
+    def _end(self, pending: PendingCheckpoint, status: str) -> None:
+        pending.status = status
+        pending.end_time = self.job_time()
+        del self.pending[pending.checkpoint_id]
+        self._last_end = pending.end_time
+        if self._queued:
+            self._queued = False
+            self._request()
+
+    def stats(self) -> list[dict[str, Any]]:
+        return [checkpoint.stats() for checkpoint in self.checkpoints]
+
+    @property
+    def latest_completed(self) -> PendingCheckpoint | None:
+        return next((c for c in reversed(self.checkpoints) if c.status == "COMPLETED"), None)

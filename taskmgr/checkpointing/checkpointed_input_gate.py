@@ -1,0 +1,94 @@
+"""`CheckpointedInputGate` (spec 5.2): one logical input of a task (one gate, or the gates
+of a union, read round-robin) whose events go through the task's barrier handler.
+
+The input processor decides *when* an event is handled: priority events (unaligned
+barriers, announcements) at once, other events after the records polled before them,
+as Flink's task thread meets them in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from shuffle import kernel
+from shuffle.api.events import (
+    CancelCheckpointMarker,
+    CheckpointBarrier,
+    EndOfPartitionEvent,
+    EventAnnouncement,
+)
+from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
+from shuffle.trace import NULL_TRACER, Tracer
+from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointBarrierHandler
+
+
+async def wait_any_available(waiters: Sequence[Callable[[], object]]) -> None:
+    """Return once any of the `wait_available`-style coroutine functions returns."""
+    if len(waiters) == 1:
+        await waiters[0]()
+        return
+    async with kernel.open_nursery() as nursery:
+        for wait in waiters:
+            async def first(wait: Callable = wait) -> None:
+                await wait()
+                nursery.cancel_scope.cancel()
+            nursery.start_soon(first)
+
+
+class CheckpointedInputGate:
+    def __init__(self, gates: Sequence[SingleInputGate], input_index: int,
+                 handler: CheckpointBarrierHandler | None = None, tracer: Tracer = NULL_TRACER,
+                 task_name: str = "") -> None:
+        self.gates = list(gates)
+        self.input_index = input_index
+        self.handler = handler
+        self.tracer = tracer
+        self.task_name = task_name
+        self._next = 0
+
+    def poll_next(self) -> BufferOrEvent | None:
+        """The next buffer or event of any gate (a gate with a priority event first)."""
+        gates = self.gates
+        for gate in gates:
+            if gate.has_priority_events:
+                return gate.poll_next()
+        for _ in range(len(gates)):
+            gate = gates[self._next]
+            self._next = (self._next + 1) % len(gates)
+            if not gate.is_finished:
+                result = gate.poll_next()
+                if result is not None:
+                    return result
+        return None
+
+    @property
+    def has_priority_events(self) -> bool:
+        return any(gate.has_priority_events for gate in self.gates)
+
+    async def wait_priority_event(self) -> None:
+        await wait_any_available([gate.priority_availability.wait for gate in self.gates])
+
+    def handle_event(self, result: BufferOrEvent) -> None:
+        """Hand an event to the barrier handler (spec 5.2's table)."""
+        handler, event, channel = self.handler, result.event, result.channel_info
+        if handler is None:
+            return
+        if isinstance(event, CheckpointBarrier):
+            if self.tracer.enabled:
+                self.tracer.emit("barrier_received", task=self.task_name, gate=channel.gate_index,
+                                 channel=channel.channel_index, checkpoint=event.id,
+                                 unaligned=event.options.is_unaligned or result.has_priority)
+            handler.process_barrier(event, channel)
+        elif isinstance(event, CancelCheckpointMarker):
+            handler.process_cancellation_barrier(event, channel)
+        elif isinstance(event, EndOfPartitionEvent):
+            handler.process_end_of_partition(channel)
+        elif isinstance(event, EventAnnouncement) and isinstance(event.announced_event, CheckpointBarrier):
+            handler.process_barrier_announcement(event.announced_event, event.sequence_number, channel)
+
+    @property
+    def is_finished(self) -> bool:
+        return all(gate.is_finished for gate in self.gates)
+
+    async def wait_available(self) -> None:
+        await wait_any_available([gate.wait_available for gate in self.gates if not gate.is_finished])

@@ -1,0 +1,259 @@
+"""Exactly-once barrier handling of one task over all its input gates (Flink's
+`SingleCheckpointBarrierHandler`, spec 5.3), and the interface handlers share.
+
+The handler tracks the pending checkpoint (its barrier, the channels aligned so far, the
+channels still open), measures start delay and alignment, owns the alignment timer of
+timeoutable barriers and delegates what to do with the channels to its state
+(`barrier_handler_states`). Clock and timers are injected, so the same code runs on the
+sim kernel, on trio, and in plain unit tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from shuffle.api.events import CancelCheckpointMarker, CheckpointBarrier
+from shuffle.consumer.input_channel import InputChannelInfo
+from taskmgr.checkpointing.barrier_handler_states import (
+    BarrierHandlerState,
+    ChannelState,
+    CheckpointableInput,
+    WaitingForFirstBarrier,
+    WaitingForFirstBarrierUnaligned,
+)
+
+#: Flink's CheckpointFailureReason names for what a handler aborts with.
+CHECKPOINT_DECLINED_SUBSUMED = "CHECKPOINT_DECLINED_SUBSUMED"
+CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER = "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER"
+
+Clock = Callable[[], float]
+#: `register_timer(delay_s, action)` runs `action` on the task's thread after `delay_s`;
+#: it returns a function that cancels the timer.
+TimerService = Callable[[float, Callable[[], None]], Callable[[], None]]
+
+
+@dataclass
+class CheckpointMetrics:
+    """What the handler measured for one checkpoint at this task (spec 5.8); nanoseconds as Flink."""
+
+    checkpoint_id: int
+    start_delay_ns: int = 0
+    alignment_duration_ns: int = 0
+    bytes_processed_during_alignment: int = 0
+    unaligned: bool = False
+
+
+class CheckpointableTask(Protocol):
+    """What a handler asks of its task."""
+
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """An unaligned checkpoint starts: open it in the channel state writer."""
+
+    def alignment_started(self, checkpoint_id: int, start_delay_ns: int) -> None:
+        """The first barrier of `checkpoint_id` arrived (for the trace)."""
+
+    def trigger_checkpoint_on_barrier(self, barrier: CheckpointBarrier, metrics: CheckpointMetrics) -> None: ...
+
+    def abort_checkpoint_on_barrier(self, checkpoint_id: int, reason: str) -> None: ...
+
+    def inputs_finished(self, checkpoint_id: int) -> None:
+        """Every barrier of `checkpoint_id` is in: its in-flight input data is complete."""
+
+
+class CheckpointBarrierHandler:
+    """Shared by the exactly-once handler and the at-least-once tracker: alignment metrics."""
+
+    def __init__(self, task: CheckpointableTask, clock: Clock) -> None:
+        self.task = task
+        self.clock = clock
+        self.latest_alignment_duration_ns = 0
+        self.latest_start_delay_ns = 0
+        self._alignment_start: float | None = None
+        self._metrics: CheckpointMetrics | None = None
+
+    def process_barrier(self, barrier: CheckpointBarrier, channel: InputChannelInfo) -> None:
+        raise NotImplementedError
+
+    def process_barrier_announcement(self, barrier: CheckpointBarrier, sequence_number: int,
+                                     channel: InputChannelInfo) -> None:
+        """At-least-once and aligned-only handlers never see announcements."""
+
+    def process_cancellation_barrier(self, marker: CancelCheckpointMarker, channel: InputChannelInfo) -> None:
+        raise NotImplementedError
+
+    def process_end_of_partition(self, channel: InputChannelInfo) -> None:
+        raise NotImplementedError
+
+    def add_processed_bytes(self, n: int) -> None:
+        if self._alignment_start is not None and self._metrics is not None:
+            self._metrics.bytes_processed_during_alignment += n
+
+    @property
+    def alignment_time_ns(self) -> int:
+        """`checkpointAlignmentTime`: the running alignment, else the last one."""
+        if self._alignment_start is not None:
+            return int((self.clock() - self._alignment_start) * 1e9)
+        return self.latest_alignment_duration_ns
+
+    def _mark_alignment_start(self, checkpoint_id: int, timestamp_ms: int) -> None:
+        now = self.clock()
+        self.latest_start_delay_ns = max(0, int(now * 1e9) - timestamp_ms * 1_000_000)
+        self._metrics = CheckpointMetrics(checkpoint_id, start_delay_ns=self.latest_start_delay_ns)
+        self._alignment_start = now
+        self.task.alignment_started(checkpoint_id, self.latest_start_delay_ns)
+
+    def _mark_alignment_end(self) -> None:
+        if self._alignment_start is None or self._metrics is None:
+            return
+        self.latest_alignment_duration_ns = int((self.clock() - self._alignment_start) * 1e9)
+        self._metrics.alignment_duration_ns = self.latest_alignment_duration_ns
+        self._alignment_start = None
+
+    def _reset_alignment(self) -> None:
+        self._alignment_start = None
+
+
+class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
+    """Exactly-once: aligned, unaligned or alternating, depending on the initial state."""
+
+    def __init__(self, task: CheckpointableTask, inputs: Sequence[CheckpointableInput], num_channels: int,
+                 clock: Clock, register_timer: TimerService, initial: type[BarrierHandlerState],
+                 alternating: bool = False) -> None:
+        super().__init__(task, clock)
+        self.register_timer = register_timer
+        self.num_open_channels = num_channels
+        self.target_channel_count = 0
+        self.current_checkpoint_id = -1
+        self.last_cancelled_or_completed_checkpoint_id = -1
+        self.pending_checkpoint_barrier: CheckpointBarrier | None = None
+        self.aligned_channels: set[InputChannelInfo] = set()
+        self.state: BarrierHandlerState = initial(ChannelState(inputs), alternating)
+        self._cancel_timer: Callable[[], None] | None = None
+        self._inputs = list(inputs)
+
+    @classmethod
+    def aligned(cls, task: CheckpointableTask, inputs: Sequence[CheckpointableInput], num_channels: int,
+                clock: Clock, register_timer: TimerService) -> SingleCheckpointBarrierHandler:
+        return cls(task, inputs, num_channels, clock, register_timer, WaitingForFirstBarrier)
+
+    @classmethod
+    def unaligned(cls, task: CheckpointableTask, inputs: Sequence[CheckpointableInput], num_channels: int,
+                  clock: Clock, register_timer: TimerService) -> SingleCheckpointBarrierHandler:
+        return cls(task, inputs, num_channels, clock, register_timer, WaitingForFirstBarrierUnaligned)
+
+    @classmethod
+    def alternating(cls, task: CheckpointableTask, inputs: Sequence[CheckpointableInput], num_channels: int,
+                    clock: Clock, register_timer: TimerService) -> SingleCheckpointBarrierHandler:
+        return cls(task, inputs, num_channels, clock, register_timer, WaitingForFirstBarrier, alternating=True)
+
+    # -- the Controller the states use -----------------------------------------------------
+
+    def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        metrics = self._metrics if self._metrics is not None else CheckpointMetrics(barrier.id)
+        metrics.unaligned = barrier.options.is_unaligned
+        self.task.trigger_checkpoint_on_barrier(barrier, metrics)
+
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        self.task.init_inputs_checkpoint(barrier)
+
+    def all_barriers_received(self) -> bool:
+        return len(self.aligned_channels) == self.target_channel_count
+
+    def is_timed_out(self, barrier: CheckpointBarrier) -> bool:
+        options = barrier.options
+        return (options.is_timeoutable and barrier.id <= self.current_checkpoint_id
+                and options.aligned_checkpoint_timeout * 1000 < self.clock() * 1000 - barrier.timestamp)
+
+    # -- events --------------------------------------------------------------------------------
+
+    @property
+    def is_checkpoint_pending(self) -> bool:
+        return (self.current_checkpoint_id != self.last_cancelled_or_completed_checkpoint_id
+                and self.current_checkpoint_id >= 0)
+
+    def process_barrier(self, barrier: CheckpointBarrier, channel: InputChannelInfo) -> None:
+        checkpoint_id = barrier.id
+        if (checkpoint_id < self.current_checkpoint_id
+                or (checkpoint_id == self.current_checkpoint_id and not self.is_checkpoint_pending)):
+            if not barrier.options.is_unaligned:
+                self._inputs[channel.gate_index].resume_consumption(channel)  # the producer blocked itself
+            return
+        self._check_new_checkpoint(barrier)
+        self._mark_aligned(channel, barrier, lambda state: state.barrier_received(
+            self, channel, barrier, not barrier.options.is_unaligned))
+
+    def process_barrier_announcement(self, barrier: CheckpointBarrier, sequence_number: int,
+                                     channel: InputChannelInfo) -> None:
+        self._check_new_checkpoint(barrier)
+        if barrier.id != self.current_checkpoint_id:
+            return
+        self.state = self.state.announcement_received(self, channel, sequence_number)
+
+    def process_cancellation_barrier(self, marker: CancelCheckpointMarker, channel: InputChannelInfo) -> None:
+        checkpoint_id = marker.checkpoint_id
+        if checkpoint_id > self.current_checkpoint_id or (
+                checkpoint_id == self.current_checkpoint_id and self.aligned_channels):
+            self._abort(checkpoint_id, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER)
+
+    def process_end_of_partition(self, channel: InputChannelInfo) -> None:
+        self.num_open_channels -= 1
+        if self.is_checkpoint_pending and channel not in self.aligned_channels:
+            self._mark_aligned(channel, self.pending_checkpoint_barrier,
+                               lambda state: state.end_of_partition_received(self, channel))
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _check_new_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        if barrier.id <= self.current_checkpoint_id:
+            return
+        if self.is_checkpoint_pending:
+            self._abort(self.current_checkpoint_id, CHECKPOINT_DECLINED_SUBSUMED)
+        self.current_checkpoint_id = barrier.id
+        self.pending_checkpoint_barrier = barrier
+        self.aligned_channels.clear()
+        self.target_channel_count = self.num_open_channels
+        if barrier.options.is_timeoutable:
+            delay = max(0.0, barrier.options.aligned_checkpoint_timeout - (self.clock() - barrier.timestamp / 1000))
+            self._cancel_timer = self.register_timer(delay, lambda: self._on_alignment_timeout(barrier))
+
+    def _on_alignment_timeout(self, barrier: CheckpointBarrier) -> None:
+        self._cancel_timer = None
+        if (barrier.id == self.current_checkpoint_id and self.is_checkpoint_pending
+                and not self.all_barriers_received()):
+            self.state = self.state.aligned_checkpoint_timeout(self, barrier)
+
+    def _mark_aligned(self, channel: InputChannelInfo, barrier: CheckpointBarrier,
+                      transform: Callable[[BarrierHandlerState], BarrierHandlerState]) -> None:
+        self.aligned_channels.add(channel)
+        if len(self.aligned_channels) == 1:
+            self._mark_alignment_start(barrier.id, barrier.timestamp)
+            if self.target_channel_count == 1:
+                self._mark_alignment_end()
+        elif self.all_barriers_received():
+            self._mark_alignment_end()
+        self.state = transform(self.state)
+        if self.all_barriers_received():
+            self.aligned_channels.clear()
+            self.last_cancelled_or_completed_checkpoint_id = barrier.id
+            self._cancel_alignment_timer()
+            self.task.inputs_finished(barrier.id)
+
+    def _cancel_alignment_timer(self) -> None:
+        if self._cancel_timer is not None:
+            self._cancel_timer()
+            self._cancel_timer = None
+
+    def _abort(self, checkpoint_id: int, reason: str) -> None:
+        was_current = checkpoint_id == self.current_checkpoint_id
+        self.current_checkpoint_id = max(self.current_checkpoint_id, checkpoint_id)
+        self.last_cancelled_or_completed_checkpoint_id = max(self.last_cancelled_or_completed_checkpoint_id,
+                                                             checkpoint_id)
+        self.pending_checkpoint_barrier = None
+        self.aligned_channels.clear()
+        self._cancel_alignment_timer()
+        self.state = self.state.abort(checkpoint_id)
+        if was_current:
+            self._reset_alignment()
+        self.task.abort_checkpoint_on_barrier(checkpoint_id, reason)

@@ -1,0 +1,161 @@
+"""A task's side of a checkpoint (Flink's `SubtaskCheckpointCoordinatorImpl`, spec 5.1).
+
+`checkpoint_state` runs on the task's thread when the task takes a checkpoint (a source on
+the coordinator's trigger, other tasks when their barrier handler decides): it broadcasts
+the barrier (a priority event if unaligned, which captures the overtaken output data),
+arms the output-side alignment timer of a timeoutable barrier, and takes the synchronous
+snapshot. The asynchronous part waits until the in-flight input data is complete (all
+barriers in), uploads state and in-flight data at the configured bandwidth and
+acknowledges to the JobManager. A checkpoint aborted before its barrier came is answered
+with a CancelCheckpointMarker downstream instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from shuffle import kernel
+from shuffle.api.events import CancelCheckpointMarker, CheckpointBarrier
+from shuffle.channel_state import ChannelStateSnapshot, ChannelStateWriter
+from shuffle.partition.result_partition import ResultPartition
+from shuffle.trace import Tracer
+from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointMetrics
+
+
+@dataclass
+class SubtaskCheckpointAck:
+    """What a subtask acknowledges for one checkpoint."""
+
+    checkpoint_id: int
+    metrics: CheckpointMetrics
+    state_bytes: int
+    channel_state: ChannelStateSnapshot
+    #: Operator state as the verifying accounting needs it (source positions, sink seqs).
+    operator_state: dict[str, Any] = field(default_factory=dict)
+    sync_duration_ms: float = 0.0
+    async_duration_ms: float = 0.0
+    #: Record format per consumed partition id (to read the persisted input data back).
+    formats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def persisted_bytes(self) -> int:
+        return self.channel_state.persisted_bytes
+
+
+class SubtaskCheckpointCoordinator:
+    def __init__(self, task_name: str, partitions: Sequence[ResultPartition], costs: CheckpointCosts,
+                 writer: ChannelStateWriter, snapshot_state: Callable[[], dict[str, Any]],
+                 prepare_input_snapshot: Callable[[int], None],
+                 run_in_mailbox: Callable[[Callable[[], Awaitable[None]]], None],
+                 spawn: Callable[[Callable[[], Awaitable[None]]], None],
+                 acknowledge: Callable[[SubtaskCheckpointAck], Awaitable[None]],
+                 decline: Callable[[int, str], Awaitable[None]],
+                 job_time: Callable[[], float], tracer: Tracer, formats: dict[str, Any] | None = None) -> None:
+        self.task_name = task_name
+        self.formats = formats or {}
+        self.partitions = list(partitions)
+        self.costs = costs
+        self.writer = writer
+        self.snapshot_state = snapshot_state
+        self.prepare_input_snapshot = prepare_input_snapshot
+        self.run_in_mailbox = run_in_mailbox
+        self.spawn = spawn
+        self.acknowledge = acknowledge
+        self.decline = decline
+        self.job_time = job_time
+        self.tracer = tracer
+        self.aborted: set[int] = set()
+        self.last_checkpoint_id = -1
+        self._inputs_done: dict[int, kernel.Event] = {}
+        for partition in self.partitions:
+            partition.set_channel_state_writer(writer)
+
+    # -- from the barrier handler -----------------------------------------------------------
+
+    def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """An unaligned checkpoint starts at this task: open it and persist the unread input."""
+        self.writer.start(barrier.id)
+        self.prepare_input_snapshot(barrier.id)
+
+    def inputs_finished(self, checkpoint_id: int) -> None:
+        """All barriers of `checkpoint_id` are in (or it was aborted): input data is complete."""
+        self._inputs_event(checkpoint_id).set()
+
+    def _inputs_event(self, checkpoint_id: int) -> kernel.Event:
+        event = self._inputs_done.get(checkpoint_id)
+        if event is None:
+            event = self._inputs_done[checkpoint_id] = kernel.Event()
+        return event
+
+    # -- taking the checkpoint ----------------------------------------------------------------
+
+    def checkpoint_state(self, barrier: CheckpointBarrier, metrics: CheckpointMetrics,
+                         wait_for_inputs: bool) -> None:
+        """Run steps 1-6 of spec 5.1 for this task (on the task's thread)."""
+        checkpoint_id = barrier.id
+        self.last_checkpoint_id = max(self.last_checkpoint_id, checkpoint_id)
+        if checkpoint_id in self.aborted:
+            self._broadcast(CancelCheckpointMarker(checkpoint_id))
+            return
+        options = barrier.options
+        if options.is_unaligned:
+            self.writer.start(checkpoint_id)
+        self._broadcast(barrier, is_priority=options.is_unaligned)
+        if self.tracer.enabled:
+            self.tracer.emit("barrier_sent", task=self.task_name, checkpoint=checkpoint_id,
+                             unaligned=options.is_unaligned)
+        if options.is_timeoutable:
+            delay = max(0.0, options.aligned_checkpoint_timeout - (self.job_time() - barrier.timestamp / 1000))
+            self.spawn(lambda: self._output_alignment_timer(checkpoint_id, delay))
+        operator_state = self.snapshot_state()
+        if not wait_for_inputs:
+            self.inputs_finished(checkpoint_id)
+        sync_start = self.job_time()
+
+        async def synchronous_part() -> None:
+            await kernel.sleep(self.costs.sync_snapshot)
+            sync_ms = (self.job_time() - sync_start) * 1000
+            self.spawn(lambda: self._asynchronous_part(checkpoint_id, metrics, operator_state, sync_ms))
+
+        self.run_in_mailbox(synchronous_part)
+
+    def _broadcast(self, event: object, is_priority: bool = False) -> None:
+        for partition in self.partitions:
+            if not partition.is_finished and not partition.is_released:
+                partition.broadcast_event(event, is_priority)
+
+    async def _output_alignment_timer(self, checkpoint_id: int, delay: float) -> None:
+        await kernel.sleep(delay)
+        for partition in self.partitions:
+            if not partition.is_released:
+                partition.aligned_barrier_timeout(checkpoint_id)
+
+    async def _asynchronous_part(self, checkpoint_id: int, metrics: CheckpointMetrics,
+                                 operator_state: dict[str, Any], sync_ms: float) -> None:
+        start = self.job_time()
+        await self._inputs_event(checkpoint_id).wait()
+        del self._inputs_done[checkpoint_id]
+        if checkpoint_id in self.aborted:
+            return
+        channel_state = self.writer.take(checkpoint_id)
+        state_bytes = self.costs.state_size
+        await kernel.sleep(self.costs.upload_time(state_bytes + channel_state.persisted_bytes))
+        ack = SubtaskCheckpointAck(checkpoint_id, metrics, state_bytes, channel_state, operator_state,
+                                   sync_ms, (self.job_time() - start) * 1000, self.formats)
+        await self.acknowledge(ack)
+
+    # -- aborts ---------------------------------------------------------------------------------
+
+    def abort_checkpoint_on_barrier(self, checkpoint_id: int, reason: str) -> None:
+        """The handler gave up on `checkpoint_id`: tell downstream and the JobManager."""
+        self.notify_checkpoint_aborted(checkpoint_id)
+        self._broadcast(CancelCheckpointMarker(checkpoint_id))
+        self.spawn(lambda: self.decline(checkpoint_id, reason))
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        self.aborted.add(checkpoint_id)
+        self.writer.abort(checkpoint_id)
+        self.inputs_finished(checkpoint_id)
