@@ -277,6 +277,13 @@ class NetworkSettings:
     buffer_timeout: float = field(default=0.1, metadata=_opt(FLUSH_TIMEOUT))
     flow_control: str = field(default="credit", metadata=_opt(_leaf(_choice("credit", "tcp"))))
     debloat: bool = field(default=False, metadata=_opt(BOOL))
+    #: Debloating (Flink's taskmanager.network.memory.buffer-debloat.*, min/starting segment size).
+    debloat_target: float = field(default=1.0, metadata=_opt(POSITIVE_DURATION))
+    debloat_period: float = field(default=0.2, metadata=_opt(POSITIVE_DURATION))
+    debloat_samples: int = field(default=20, metadata=_opt(_int_from(1)))
+    debloat_threshold_percentages: int = field(default=25, metadata=_opt(_int_from(0)))
+    min_segment_size: int = field(default=256, metadata=_opt(_size_from(1)))
+    starting_segment_size: int = field(default=1024, metadata=_opt(_size_from(1)))
     #: Simulated link (sim mode): 10 Gbit/s in bytes/s, 50 us.
     link_bandwidth: float = field(default=10e9 / 8, metadata=_opt(_leaf(_as_bandwidth)))
     link_latency: float = field(default=50e-6, metadata=_opt(DURATION))
@@ -582,7 +589,21 @@ def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
             f"must hold one buffer plus {FRAME_HEADROOM} bytes of headers "
             f"({scenario.network.buffer_size + FRAME_HEADROOM} bytes)"
         )
+    _check_segment_sizes(scenario.network, where.child("network"))
     return scenario
+
+
+def _check_segment_sizes(network: NetworkSettings, where: Where) -> None:
+    """Debloated sizes lie in [min_segment_size, buffer_size], and start inside it."""
+    if not network.debloat:
+        return
+    if network.min_segment_size > network.buffer_size:
+        raise where.child("min_segment_size").error(
+            f"must not exceed buffer_size ({network.buffer_size} bytes), got {network.min_segment_size}")
+    if not network.min_segment_size <= network.starting_segment_size <= network.buffer_size:
+        raise where.child("starting_segment_size").error(
+            f"must lie between min_segment_size ({network.min_segment_size}) and buffer_size "
+            f"({network.buffer_size}) bytes, got {network.starting_segment_size}")
 
 
 # --- reading files and overrides ---------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from shuffle.java_int import INT_MAX
+
 FLOW_CONTROL_MODES = ("credit", "tcp")
 #: Default frame limit, and the room above one buffer any limit must leave for frame headers.
 DEFAULT_MAX_FRAME_SIZE = 1024 * 1024
@@ -28,7 +30,16 @@ class NetworkConfig:
     buffer_timeout: float = 0.1
     flow_control: str = "credit"
     network_memory: int = 64 * 1024 * 1024
+    # Buffer debloating (FLIP-183, spec 6.1): `taskmanager.network.memory.buffer-debloat.*`;
+    # sizes between `taskmanager.memory.min-segment-size` and the buffer size, starting at
+    # `taskmanager.memory.starting-segment-size`.
+    debloat: bool = False
+    debloat_target: float = 1.0
+    debloat_period: float = 0.2
+    debloat_samples: int = 20
+    debloat_threshold_percentages: int = 25
     min_segment_size: int = 256
+    starting_segment_size: int = 1024
     exclusive_buffers_request_timeout: float = 30.0
     request_backoff_initial: float = 0.1
     request_backoff_max: float = 10.0
@@ -62,6 +73,15 @@ class NetworkConfig:
             raise ValueError("network_memory must hold at least one buffer")
         if self.link_bandwidth <= 0 or self.link_latency < 0 or self.send_window < 1:
             raise ValueError("link_bandwidth must be > 0, link_latency >= 0, send_window >= 1")
+        if self.debloat_target <= 0 or self.debloat_period <= 0 or self.debloat_samples < 1:
+            raise ValueError("debloat_target and debloat_period must be > 0, debloat_samples >= 1")
+        if self.debloat_threshold_percentages < 0:
+            raise ValueError("debloat_threshold_percentages must be >= 0")
+        if self.min_segment_size < 1:
+            raise ValueError(f"min_segment_size must be >= 1, got {self.min_segment_size}")
+        if self.debloat and not self.min_segment_size <= self.starting_segment_size <= self.buffer_size:
+            raise ValueError("debloating needs min_segment_size <= starting_segment_size <= buffer_size, got "
+                             f"{self.min_segment_size}, {self.starting_segment_size}, {self.buffer_size}")
         if self.max_frame_size is not None and self.max_frame_size < self.buffer_size + FRAME_HEADROOM:
             raise ValueError(f"max_frame_size must be at least buffer_size + {FRAME_HEADROOM} bytes of headers "
                              f"({self.buffer_size + FRAME_HEADROOM}), got {self.max_frame_size}")
@@ -72,6 +92,12 @@ class NetworkConfig:
         if self.max_frame_size is not None:
             return self.max_frame_size
         return max(DEFAULT_MAX_FRAME_SIZE, self.buffer_size + FRAME_HEADROOM)
+
+    @property
+    def starting_buffer_size(self) -> int:
+        """The size a producer's subpartitions start with: the starting segment size when
+        debloating (the debloater starts there too), else unlimited (Flink's MAX_VALUE)."""
+        return self.starting_segment_size if self.debloat else INT_MAX
 
     @property
     def num_network_buffers(self) -> int:

@@ -66,7 +66,7 @@ class NettyShuffleEnvironment:
         if not channels:
             raise ValueError(f"input gate {gate_index} of {owner_name} has no channels")
         cfg = self.config
-        gate = SingleInputGate(gate_index, owner_name, cfg, self.network_pool, blocking)
+        gate = SingleInputGate(gate_index, owner_name, cfg, self.network_pool, blocking, self.tracer)
         # Exclusive buffers per remote channel; in pre-credit mode ("tcp") the channels keep
         # the same buffer budget but announce no credit.
         exclusive = gate_buffers_spec(len(channels), cfg, blocking).exclusive_per_channel

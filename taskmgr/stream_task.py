@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from shuffle import kernel
+from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.writer.record_writer import RecordWriter
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.checkpointing.checkpointed_input_gate import wait_any_available
@@ -51,6 +52,21 @@ class StreamTask:
         """Run `action` in the mailbox loop before the next record (waking an idle task)."""
         self._mail.append(action)
         self.wake()
+
+    async def run_buffer_debloater(self, gates: Sequence[SingleInputGate], period: float) -> None:
+        """Flink's `scheduleBufferDebloater`: a timer `period` after the last recalculation
+        puts a mail in the mailbox that asks every gate to recalculate its buffer size."""
+        while True:
+            await kernel.sleep(period)
+            done = kernel.Event()
+
+            async def debloat() -> None:
+                for gate in gates:
+                    gate.trigger_debloating()
+                done.set()
+
+            self.send_mail(debloat)
+            await done.wait()
 
     def _outputs_available(self) -> bool:
         return all(writer.is_available() for writer in self.writers)

@@ -78,12 +78,24 @@ class TaskMetrics:
         io.num_buffers_out = sum(p.num_buffers_out for p in self.partitions)
         values = io.snapshot()
         values.update(self._gauges())
+        values.update(self._debloat_gauges())
         return values
+
+    def _debloat_gauges(self) -> dict[str, float]:
+        """Flink registers these per input gate; a task reports its largest (one gate: that gate's)."""
+        debloaters = [gate.buffer_debloater for gate in self.gates if gate.buffer_debloater is not None]
+        if not debloaters:
+            return {}
+        return {
+            "debloatedBufferSize": float(max(d.last_buffer_size for d in debloaters)),
+            "estimatedTimeToConsumeBuffersMs": float(max(d.last_estimated_time_to_consume_ms for d in debloaters)),
+        }
 
     def _gauges(self) -> dict[str, float]:
         if self.finished:
             return dict.fromkeys(("outPoolUsage", "outputQueueLength", "inputQueueLength", "inPoolUsage",
-                                  "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage"), 0.0)
+                                  "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage",
+                                  "outputQueueSize", "inputQueueSize"), 0.0)
         out_used = out_size = 0
         for partition in self.partitions:
             used, size = partition.out_pool_usage()
@@ -106,6 +118,8 @@ class TaskMetrics:
             "inPoolUsage": _ratio(exclusive_used + floating_used, exclusive_total + floating_total),
             "inputExclusiveBuffersUsage": _ratio(exclusive_used, exclusive_total),
             "inputFloatingBuffersUsage": _ratio(floating_used, floating_total),
+            "outputQueueSize": float(sum(p.output_queue_size for p in self.partitions)),
+            "inputQueueSize": float(sum(g.input_queue_size for g in self.gates)),
         }
 
 
@@ -297,6 +311,8 @@ class Task:
                 for index, writer in enumerate(writers):
                     phase = ctx.rng(f"output-flusher-{index}").uniform(0, max(writer.timeout, 0))
                     nursery.start_soon(writer.run_output_flusher, phase)
+                if env.config.debloat and self._gates:
+                    nursery.start_soon(self._stream_task.run_buffer_debloater, self._gates, env.config.debloat_period)
                 await self._stream_task.invoke()
                 for partition in self._partitions:
                     partition.finish()

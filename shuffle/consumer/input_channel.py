@@ -123,3 +123,12 @@ class InputChannel:
 
     def release_all_resources(self) -> None:
         raise NotImplementedError
+
+    def announce_buffer_size(self, size: int) -> None:
+        """Tell the producer's subpartition the buffer size to use from its next buffer on."""
+        raise NotImplementedError
+
+    @property
+    def buffers_in_use_count(self) -> int:
+        """Buffers this channel's data occupies (what the debloater divides the target among)."""
+        raise NotImplementedError

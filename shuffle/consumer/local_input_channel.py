@@ -91,7 +91,24 @@ class LocalInputChannel(InputChannel):
             if self.view is not None:
                 self.view.release_all_resources()
 
+    def announce_buffer_size(self, size: int) -> None:
+        """Debloating: straight to the producer's subpartition through the view."""
+        if self.view is not None:
+            self.view.notify_new_buffer_size(size)
+            if self.tracer.enabled:
+                self.tracer.emit("buffer_size_announced", channel=self.name, size=size, local=True)
+
+    @property
+    def buffers_in_use_count(self) -> int:
+        """The producer's queued buffers (Flink's `getBuffersInUseCount` of a local channel)."""
+        return self.queue_length
+
     @property
     def queue_length(self) -> int:
         """`inputQueueLength` share: the producer's queue, read through the view (FLINK-12576)."""
         return self.view.number_of_queued_buffers if self.view is not None else 0
+
+    @property
+    def queue_size(self) -> int:
+        """`inputQueueSize` share: the producer's queued bytes, as for the length."""
+        return self.view.subpartition.queued_bytes if self.view is not None else 0

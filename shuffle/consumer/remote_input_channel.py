@@ -234,11 +234,26 @@ class RemoteInputChannel(InputChannel):
         if self.client is not None:
             self.client.close_channel(self)
 
+    def announce_buffer_size(self, size: int) -> None:
+        """A NewBufferSize message to the producer (debloating)."""
+        if self.client is not None:
+            self.client.notify_new_buffer_size(self, size)
+
     # -- metrics -------------------------------------------------------------------------
+
+    @property
+    def buffers_in_use_count(self) -> int:
+        """Queued buffers plus the floating ones asked for beyond the initial credit."""
+        return len(self.received) + max(0, self.buffer_manager.num_required_buffers - self.initial_credit)
 
     @property
     def queue_length(self) -> int:
         return len(self.received)
+
+    @property
+    def queue_size(self) -> int:
+        """Bytes of the received buffers not yet polled (`inputQueueSize` share)."""
+        return sum(buffer.size for buffer, _ in self.received)
 
     def exclusive_buffers_used(self) -> int:
         """`initialCredit - available exclusive` (ExclusiveBuffersUsageGauge)."""

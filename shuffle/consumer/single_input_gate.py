@@ -30,6 +30,8 @@ from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX
 from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.serialization.event_serializer import deserialize_event
+from shuffle.throughput import BufferDebloater, ThroughputCalculator
+from shuffle.trace import NULL_TRACER, Tracer
 
 
 
@@ -47,6 +49,12 @@ def gate_buffers_spec(num_channels: int, config: NetworkConfig, blocking: bool =
     exclusive = min(b, (required - 1) // num_channels) if num_channels else 0
     return GateBuffersSpec(exclusive, required - exclusive * num_channels,
                            num_channels * b + f - exclusive * num_channels)
+
+
+def _buffer_debloater(config: NetworkConfig) -> BufferDebloater:
+    return BufferDebloater(round(config.debloat_target * 1000), config.buffer_size, config.min_segment_size,
+                           config.debloat_threshold_percentages, config.debloat_samples,
+                           config.starting_segment_size)
 
 
 class BufferOrEvent(NamedTuple):
@@ -68,7 +76,7 @@ class BufferOrEvent(NamedTuple):
 
 class SingleInputGate:
     def __init__(self, gate_index: int, owner_name: str, config: NetworkConfig,
-                 network_pool: NetworkBufferPool, blocking: bool = False) -> None:
+                 network_pool: NetworkBufferPool, blocking: bool = False, tracer: Tracer = NULL_TRACER) -> None:
         self.gate_index = gate_index
         self.owner_name = owner_name
         self.config = config
@@ -87,6 +95,9 @@ class SingleInputGate:
         self.priority_availability = AvailabilityHelper()
         self.is_closed = False
         self.num_bytes_in = 0
+        self.throughput_calculator = ThroughputCalculator()
+        self.buffer_debloater = _buffer_debloater(config) if config.debloat else None
+        self.tracer = tracer
 
     def add_channel(self, channel: InputChannel) -> None:
         if channel.channel_index != len(self.channels):
@@ -157,6 +168,7 @@ class SingleInputGate:
             if not self._with_data:
                 if not self.is_finished:
                     self.availability.set_unavailable()
+                self.throughput_calculator.pause_measurement()
                 return None
             had_priority = self._with_data.num_priority_elements > 0
             channel = self._with_data.poll()
@@ -170,6 +182,8 @@ class SingleInputGate:
                 self._queue_channel(channel, None, force_priority=result.more_priority_events)
             buffer = result.buffer
             self.num_bytes_in += buffer.size
+            self.throughput_calculator.resume_measurement()
+            self.throughput_calculator.incoming_data_size(buffer.size)
             more = bool(self._with_data)
             more_priority = self._with_data.num_priority_elements > 0
             if buffer.is_buffer:
@@ -276,6 +290,30 @@ class SingleInputGate:
     def acknowledge_all_records_processed(self, channel_info: InputChannelInfo) -> None:
         self.channels[channel_info.channel_index].acknowledge_all_records_processed()
 
+    def trigger_debloating(self) -> None:
+        """Flink's `triggerDebloating` (spec 4.6): the throughput since the last call and the
+        buffers in use give the debloater a size; a new one goes to every open channel."""
+        if self.is_finished or self.is_closed:
+            return
+        if self.buffer_debloater is None:
+            raise IllegalStateError(f"gate {self.gate_index} of {self.owner_name}: debloating is off")
+        debloater = self.buffer_debloater
+        throughput = self.throughput_calculator.calculate_throughput()
+        buffers_in_use = self.buffers_in_use_count
+        size = debloater.recalculate_buffer_size(throughput, buffers_in_use)
+        if self.tracer.enabled:  # what Flink logs at debug level
+            self.tracer.emit("buffer_size_recalculated", gate=f"{self.owner_name}/{self.gate_index}",
+                             throughput=throughput, buffers_in_use=buffers_in_use, size=debloater.ema_size,
+                             estimated_ms=debloater.last_estimated_time_to_consume_ms, announced=size is not None)
+        if size is not None:
+            for channel in self.channels:
+                if not channel.is_released:
+                    channel.announce_buffer_size(size)
+
+    @property
+    def buffers_in_use_count(self) -> int:
+        return sum(channel.buffers_in_use_count for channel in self.channels)
+
     def close(self) -> None:
         """Release every channel and the floating pool."""
         if self.is_closed:
@@ -296,6 +334,11 @@ class SingleInputGate:
     @property
     def input_queue_length(self) -> int:
         return sum(c.queue_length for c in self.channels)
+
+    @property
+    def input_queue_size(self) -> int:
+        """Queued bytes over the channels (`inputQueueSize`)."""
+        return sum(c.queue_size for c in self.channels)
 
     def exclusive_buffers_usage(self) -> tuple[int, int]:
         """(used, total) exclusive buffers over the remote channels."""

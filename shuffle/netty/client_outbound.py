@@ -98,6 +98,9 @@ class NewBufferSizeMessage(ClientOutboundMessage):
     def _build(self) -> NewBufferSize:
         return NewBufferSize(self.buffer_size, self.channel.receiver_id)
 
+    def trace(self, tracer: Tracer, msg: NewBufferSize) -> None:
+        tracer.emit("buffer_size_announced", channel=self.channel.name, size=msg.buffer_size)
+
 
 class CancelPartitionRequestMessage:
     """Release the producer's reader of `receiver_id`: sent even for a released channel."""

@@ -51,7 +51,8 @@ class BufferAndBacklog(NamedTuple):
 class PipelinedSubpartition:
     """One subpartition of a pipelined ResultPartition."""
 
-    def __init__(self, index: int, parent_name: str = "", receiver_exclusive_buffers: int = 2) -> None:
+    def __init__(self, index: int, parent_name: str = "", receiver_exclusive_buffers: int = 2,
+                 starting_buffer_size: int = INT_MAX) -> None:
         self.index = index
         self.parent_name = parent_name
         # (consumer, partial_record_length); priority elements first.
@@ -64,7 +65,7 @@ class PipelinedSubpartition:
         self.is_blocked = False
         self.sequence_number = 0
         self.receiver_exclusive_buffers = receiver_exclusive_buffers
-        self.desired_buffer_size = INT_MAX
+        self.desired_buffer_size = starting_buffer_size  # set by the consumer's debloater
         self.total_number_of_buffers = 0  # buffers and events added
         self.total_number_of_bytes = 0  # bytes handed to the reader
         #: Where the in-flight data an unaligned barrier overtakes goes (the task's writer).
@@ -247,6 +248,11 @@ class PipelinedSubpartition:
     def number_of_queued_buffers(self) -> int:
         """`outputQueueLength` contribution: queued buffers and events."""
         return len(self._buffers)
+
+    @property
+    def queued_bytes(self) -> int:
+        """`outputQueueSize` contribution: bytes written and not yet handed to the reader."""
+        return sum(consumer.unread_bytes() for consumer, _ in self._buffers)
 
     def __repr__(self) -> str:
         return (f"PipelinedSubpartition({self.parent_name}#{self.index}, queued={len(self._buffers)}, "

@@ -55,7 +55,8 @@ class ResultPartition:
         self.partition_type = partition_type
         self.config = config
         self.owner_name = owner_name
-        self.subpartitions = [PipelinedSubpartition(i, partition_id, config.exclusive_buffers_per_channel)
+        self.subpartitions = [PipelinedSubpartition(i, partition_id, config.exclusive_buffers_per_channel,
+                                                    config.starting_buffer_size)
                               for i in range(num_subpartitions)]
         self.buffer_pool: LocalBufferPool | None = None
         self._unicast: list[BufferBuilder | None] = [None] * num_subpartitions
@@ -93,11 +94,12 @@ class ResultPartition:
         record_size = record_size or n
         builder = self._unicast[target]
         if builder is None:
-            builder = await self._new_unicast_builder(target, 0)
+            builder = await self._new_unicast_builder(target, 0, record_size)
         pos = builder.append(data, 0)
         while pos < n:
             self._finish_unicast_builder(target)
-            builder = await self._new_unicast_builder(target, (record_size - pos % record_size) % record_size)
+            partial = (record_size - pos % record_size) % record_size
+            builder = await self._new_unicast_builder(target, partial, partial or record_size)
             pos += builder.append(data, pos)
         if builder.is_full():
             self._finish_unicast_builder(target)
@@ -140,20 +142,25 @@ class ResultPartition:
                     timer.mark_end()
         return builder
 
-    async def _new_unicast_builder(self, target: int, partial_record_length: int) -> BufferBuilder:
+    async def _new_unicast_builder(self, target: int, partial_record_length: int,
+                                   record_bytes: int) -> BufferBuilder:
+        """A builder for `target` that starts with `record_bytes` of one record (the rest of a
+        record in progress, `partial_record_length`, or a whole new one)."""
         builder = await self._request_builder(target)
         desired = self.subpartitions[target].add(builder.create_buffer_consumer_from(0), partial_record_length)
         if 0 < desired < builder.capacity:
-            # Flink's resizeBuffer: never below the rest of the record in progress, which the
-            # new buffer starts with (the debloater itself announces no less than 256 B).
-            builder.trim(max(partial_record_length, desired))
+            # Flink's resizeBuffer: never below the record bytes the new buffer starts with
+            # (the debloater itself announces no less than 256 B).
+            builder.trim(max(record_bytes, desired))
         self._unicast[target] = builder
         return builder
 
     async def _new_broadcast_builder(self, partial_record_length: int) -> BufferBuilder:
         builder = await self._request_builder(UNKNOWN_CHANNEL)
-        for sub in self.subpartitions:
-            sub.add(builder.create_buffer_consumer_from(0), partial_record_length)
+        desired = min(sub.add(builder.create_buffer_consumer_from(0), partial_record_length)
+                      for sub in self.subpartitions)
+        if 0 < desired < builder.capacity:
+            builder.trim(max(partial_record_length, desired))  # the smallest any consumer asked for
         self._broadcast = builder
         return builder
 
@@ -255,6 +262,11 @@ class ResultPartition:
     @property
     def output_queue_length(self) -> int:
         return sum(sub.number_of_queued_buffers for sub in self.subpartitions)
+
+    @property
+    def output_queue_size(self) -> int:
+        """`outputQueueSize`: queued bytes over the subpartitions."""
+        return sum(sub.queued_bytes for sub in self.subpartitions)
 
     def out_pool_usage(self) -> tuple[int, int]:
         """(used, size) of the pool, for `outPoolUsage`."""

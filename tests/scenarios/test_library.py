@@ -146,3 +146,16 @@ def test_a_dropped_link_fails_the_job_with_flinks_root_cause(tmp_path: Path) -> 
     assert summary["status"] == "FAILED"
     assert summary["error"].startswith("RemoteTransportError: Lost connection to task manager 'tm-0'")
     assert 5.0 <= summary["duration_s"] < 7.0 and summary["invariants"]["buffers_leaked"] == 0
+
+
+def test_debloating_shrinks_buffers_to_a_second_of_data_and_the_in_flight_bytes_with_them(tmp_path: Path) -> None:
+    on = run(tmp_path / "on", "debloat-slow-map", "duration=12s")
+    off = run(tmp_path / "off", "debloat-slow-map", "duration=12s", "network.debloat=false")
+    slow = on["SlowMap"]["metrics"]
+    # ~5.8 KB/s over ~23 buffers in use: the 256-byte minimum, reached within ~10 s.
+    assert 256 <= slow["debloatedBufferSize"] < 300
+    assert slow["estimatedTimeToConsumeBuffersMs"] == pytest.approx(1000, rel=0.15)
+    in_flight = [v["Seq"]["metrics"]["outputQueueSize"] + v["SlowMap"]["metrics"]["inputQueueSize"] for v in (on, off)]
+    assert in_flight[1] > 500_000 and in_flight[0] < 10_000
+    assert slow["numRecordsInPerSecond"] == pytest.approx(off["SlowMap"]["metrics"]["numRecordsInPerSecond"], rel=0.02)
+    assert "debloatedBufferSize" not in off["SlowMap"]["metrics"]

@@ -116,8 +116,9 @@ def test_unwritable_out_is_a_user_mistake(tmp_path: Path, capsys: pytest.Capture
 
 @pytest.mark.parametrize("overrides, message", [
     (["cluster.task_managers=1"], "slow-map.toml: cluster: the job needs 2 slots, the cluster has 1"),
-    (["network.debloat=true"], "slow-map.toml: network.debloat = true is not supported"),
-    (["checkpoints.interval=1s"], "slow-map.toml: checkpoints.interval"),
+    (["network.debloat=true", "network.starting_segment_size=100b"],
+     "slow-map.toml: network.starting_segment_size: must lie between min_segment_size (256)"),
+    (["checkpoints.interval=1s", "checkpoints.aligned_timeout=1s"], "slow-map.toml: checkpoints.aligned_timeout needs mode"),
 ])
 def test_scenarios_the_runtime_cannot_run_exit_2(overrides: list[str], message: str, tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:

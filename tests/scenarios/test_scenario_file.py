@@ -139,6 +139,14 @@ partitioner = "rebalance"
         ("[network]\nfloating_buffers_per_gate = 0", "scenario.toml: network.floating_buffers_per_gate: 0 must be >= 1"),
         ("[network]\nexclusive_buffers_per_channel = 1.5", "scenario.toml: network.exclusive_buffers_per_channel: 1.5 is not an integer"),
         ("[network]\ndebloat = 'yes'", "scenario.toml: network.debloat: 'yes' is not true or false"),
+        ("[network]\ndebloat_target = '0s'", "scenario.toml: network.debloat_target: '0s' must be > 0"),
+        ("[network]\ndebloat_samples = 0", "scenario.toml: network.debloat_samples: 0 must be >= 1"),
+        ("[network]\ndebloat_threshold_percentages = -5",
+         "scenario.toml: network.debloat_threshold_percentages: -5 must be >= 0"),
+        ("[network]\ndebloat = true\nmin_segment_size = '64kb'",
+         "scenario.toml: network.min_segment_size: must not exceed buffer_size (32768 bytes), got 65536"),
+        ("[network]\ndebloat = true\nstarting_segment_size = '100b'",
+         "scenario.toml: network.starting_segment_size: must lie between min_segment_size (256) and buffer_size"),
         ("[checkpoints]\ninterval = '0s'", "scenario.toml: checkpoints.interval: '0s' must be > 0"),
         ("[checkpoints]\nmode = 'exactly_once'", "scenario.toml: checkpoints.mode: 'exactly_once' is not one of"),
         ("[cluster]\ntask_managers = true", "scenario.toml: cluster.task_managers: true is not an integer"),
@@ -276,6 +284,15 @@ def test_network_config_by_field_name(tmp_path):
     assert (config.buffer_size, config.flow_control, config.network_memory) == (4096, "tcp", 2 * 1024 * 1024)
     assert config.link_latency == pytest.approx(0.001)
     assert config.floating_buffers_per_gate == 8
+
+
+def test_debloat_settings_reach_the_network_config_with_flinks_defaults(tmp_path):
+    config = load_scenario(write(tmp_path, MINIMAL), ["network.debloat=true"]).network_config()
+    assert (config.debloat, config.debloat_target, config.debloat_period) == (True, 1.0, pytest.approx(0.2))
+    assert (config.debloat_samples, config.debloat_threshold_percentages) == (20, 25)
+    assert (config.min_segment_size, config.starting_segment_size, config.starting_buffer_size) == (256, 1024, 1024)
+    tuned = load_scenario(write(tmp_path, MINIMAL), ["network.debloat_target=200ms", "network.min_segment_size=1kb"])
+    assert (tuned.network_config().debloat_target, tuned.network_config().min_segment_size) == (0.2, 1024)
 
 
 def test_heartbeat_settings_are_durations_and_the_interval_must_be_below_the_timeout(tmp_path):

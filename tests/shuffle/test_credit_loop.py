@@ -217,16 +217,18 @@ async def test_an_unwritable_producer_connection_keeps_readers_queued_with_their
 
 
 async def test_a_new_buffer_is_trimmed_to_the_announced_size_but_holds_the_rest_of_the_record(credit_flow):
-    """Flink's resizeBuffer: a debloated size applies to new buffers, but a buffer that
-    continues a record keeps room for the rest of it (no 256-byte floor)."""
+    """Flink's resizeBuffer: a debloated size applies to new buffers, but a buffer keeps
+    room for the record it starts with, whole or the rest of it (no 256-byte floor)."""
     h = await credit_flow(config=NetworkConfig(buffer_size=4096))
     partition, subpartition = h.targets[0]
     partition.subpartitions[subpartition].set_desired_buffer_size(100)
-    await h.emit(0, 1000)  # one record: 100 bytes fit the first buffer, 900 follow in the next
-    await h.emit(0, 50)  # a new record: a new buffer of at most 100 bytes
+    await h.emit(0, 150)  # a new buffer for a new record: room for all 150 bytes
+    await h.emit(0, 1000)  # 1000 bytes in a new buffer of 1000
+    await h.emit(0, 30)  # a new buffer of 100 bytes ...
+    await h.emit(0, 120)  # ... takes 70 of this record; the next one holds the other 50
     h.flush(0)
     await h.settle()
-    assert [event["bytes"] for event in h.buffers_sent(0)] == [100, 900, 50]
+    assert [event["bytes"] for event in h.buffers_sent(0)] == [150, 1000, 100, 50]
 
 
 async def test_channels_of_one_gate_share_its_floating_buffers(credit_flow):
