@@ -17,7 +17,7 @@ import numpy as np
 from shuffle.serialization.records import FixedWidthFormat
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
-from taskmgr.operators.sources import ORIGIN_SHIFT
+from taskmgr.results import ORIGIN_SHIFT
 
 
 def persisted_seqs(acks: Iterable[SubtaskCheckpointAck]) -> np.ndarray:
