@@ -56,6 +56,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true", help="no progress while the run goes on")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a scenario key, e.g. network.buffer_timeout=10ms (repeatable)")
+    run.add_argument("--engine", choices=("local", "spark"), default="local",
+                     help="local: everything in this process (default); spark: the JobManager here, each "
+                          "TaskManager in a Spark executor task (realtime mode)")
+    run.add_argument("--master", default="local[*]", metavar="URL",
+                     help="Spark master for --engine spark: local[*] (default), local[N], spark://HOST:PORT, yarn, "
+                          "k8s://...")
+    run.add_argument("--verbose", action="store_true",
+                     help="show Spark's own log (also: SHUFFLESIM_SPARK_VERBOSE=1)")
 
     plan = commands.add_parser("plan", help="print the compiled graphs of a program or scenario",
                                description="Print the StreamGraph, JobGraph and ExecutionGraph of a DataStream "
@@ -147,17 +155,22 @@ def _run(args: argparse.Namespace) -> int:
     from scenarios.run import OutputDirError, format_checkpoints, format_restarts, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
+    engine = _spark_engine(args, scenario) if args.engine == "spark" else None
     progress = None if args.quiet else ProgressPrinter(scenario.name, scenario.duration, sys.stderr)
     try:
         with stop_on_signals() as stop:
-            outcome = run_scenario(scenario, Path(args.out), trace=args.trace, progress=progress, should_stop=stop)
+            outcome = run_scenario(scenario, Path(args.out), trace=args.trace, progress=progress, should_stop=stop,
+                                   engine=engine)
     except OutputDirError as e:
         raise UserError(str(e)) from None
     finally:
         if progress is not None:
             progress.close()
+        if engine is not None:
+            engine.spark.stop()
     summary = outcome.summary
-    print(f"{scenario.name}: {summary['status']} after {summary['duration_s']:.3f} s ({scenario.mode} mode)")
+    where = "" if engine is None else f", {len(summary['cluster']['task_managers'])} TaskManagers on Spark {args.master}"
+    print(f"{scenario.name}: {summary['status']} after {summary['duration_s']:.3f} s ({scenario.mode} mode{where})")
     if "interrupted" in summary:
         print(f"stopped early at t = {summary['interrupted']['at_s']:.3f} s: the outputs cover the run until then")
     print(format_table(summary))
@@ -179,6 +192,22 @@ def _run(args: argparse.Namespace) -> int:
     if "interrupted" in summary:
         return EXIT_INTERRUPTED
     return EXIT_FAILED if summary["invariants"]["violations"] else 0
+
+
+def _spark_engine(args: argparse.Namespace, scenario: Any) -> Any:
+    """A SparkEngine for `run --engine spark`, once the scenario is known to run on it."""
+    from scenarios.spark_run import SparkEngine, SparkSlotsError, check_runnable_on_spark, check_slots
+
+    check_runnable_on_spark(scenario, args.trace)
+    if not args.quiet:
+        print(f"starting Spark ({args.master}) ...", file=sys.stderr, flush=True)
+    spark = _start_spark(args.master, args.verbose)
+    try:
+        check_slots(spark, args.master, scenario.cluster.task_managers)
+    except SparkSlotsError as e:
+        spark.stop()
+        raise UserError(str(e)) from None
+    return SparkEngine(spark, args.master)
 
 
 def _written(write: Callable[[], Path]) -> Path:
@@ -255,7 +284,7 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _start_spark(master: str) -> Any:
+def _start_spark(master: str, verbose: bool = False) -> Any:
     """A SparkSession on `master`; a master Spark cannot start on is the user's mistake."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
@@ -263,7 +292,7 @@ def _start_spark(master: str) -> Any:
     from scenarios.spark_session import root_cause, spark_session
 
     try:
-        return spark_session(master)
+        return spark_session(master, verbose=verbose)
     except (Py4JError, PySparkException, RuntimeError) as e:
         raise UserError(f"--master {master}: Spark did not start: {root_cause(e)}") from None
 

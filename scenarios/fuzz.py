@@ -26,6 +26,7 @@ from typing import Any
 from shuffle.buffer.data_type import DataType
 from shuffle.netty.messages import MESSAGE_TYPES, BufferResponse, CorruptedStreamError, FrameDecoder, encode
 from taskmgr.rpc import MESSAGES, RpcDecoder, RpcError, encode_message
+from taskmgr.rpc import encode as encode_rpc
 
 #: Limits small enough that mutated lengths reach them (the defaults are 1 MiB and 10 MiB).
 NETTY_LIMIT = 64 * 1024
@@ -81,19 +82,20 @@ def _descriptor_example() -> dict[str, Any]:
     graph = env.get_execution_graph()
     vertex = graph.all_execution_vertices[-1]
     addresses = {execution_id(v): "127.0.0.1:4242" for v in graph.all_execution_vertices}
-    info = JobInformation("job-0", "ref-0", 7, 0.001, 30.0, 1.0)
+    info = JobInformation("job-0", 7, 0.001, 30.0, 1.0)
     return create_descriptor(vertex, info, addresses, new_attempt_ids(graph)).to_message()
 
 
 def rpc_seeds() -> list[bytes]:
     """Frames of every RPC message type, with and without their optional fields."""
-    values = {str: "tm-0", int: 4, float: 0.5, dict: _descriptor_example()}
+    values = {str: "tm-0", int: 4, float: 0.5, dict: _descriptor_example(), bytes: b"\x80\x05N."}
     seeds = []
-    for kind, (required, optional) in MESSAGES.items():
-        fields_ = {name: values[t] for name, t in required.items()}
-        seeds.append(encode_message(kind, **fields_))
+    for kind, message in MESSAGES.items():
+        required = {name: values[t] for name, (t, needed) in message.FIELDS.items() if needed}
+        optional = {name: values[t] for name, (t, needed) in message.FIELDS.items() if not needed}
+        seeds.append(encode_message(kind, **required))
         if optional:
-            seeds.append(encode_message(kind, **fields_, **{name: values[t] for name, t in optional.items()}))
+            seeds.append(encode_message(kind, **required, **optional))
     return seeds
 
 
@@ -101,15 +103,11 @@ def _encode_netty(msg: Any) -> bytes:
     return b"".join(bytes(part) for part in encode(msg))
 
 
-def _encode_rpc(message: dict[str, Any]) -> bytes:
-    return encode_message(message["type"], **{name: v for name, v in message.items() if name != "type"})
-
-
 def targets() -> list[Target]:
     return [
         Target("netty", lambda: FrameDecoder(NETTY_LIMIT), CorruptedStreamError, netty_seeds(), NETTY_LIMIT,
                _encode_netty),
-        Target("rpc", lambda: RpcDecoder(RPC_LIMIT), RpcError, rpc_seeds(), RPC_LIMIT, _encode_rpc),
+        Target("rpc", lambda: RpcDecoder(RPC_LIMIT), RpcError, rpc_seeds(), RPC_LIMIT, encode_rpc),
     ]
 
 

@@ -51,7 +51,7 @@ class ProgressPrinter:
         self.start = time.monotonic()
         self._last_print = self.start
 
-    def __call__(self, job_time: float, records: int) -> None:
+    def __call__(self, job_time: float, records: int | None) -> None:
         now = time.monotonic()
         interval = REDRAW_INTERVAL if self.on_terminal else PLAIN_INTERVAL
         if now - self._last_print < interval and job_time < self.duration:
@@ -59,10 +59,11 @@ class ProgressPrinter:
         self._last_print = now
         self.status.show(self.line(job_time, records, now - self.start))
 
-    def line(self, job_time: float, records: int, wall: float) -> str:
+    def line(self, job_time: float, records: int | None, wall: float) -> str:
         fraction = min(job_time / self.duration, 1.0) if self.duration > 0 else 1.0
         speed = job_time / wall if wall > 0 else 0.0
-        text = (f"{self.label}: {job_time:.1f}/{self.duration:g} s  {records:,} records  "
+        counted = "" if records is None else f"{records:,} records  "  # None: counted where the sources run
+        text = (f"{self.label}: {job_time:.1f}/{self.duration:g} s  {counted}"
                 f"{speed:.2f}x real time  {wall:.0f} s elapsed")
         if not self.on_terminal:
             return text

@@ -1,4 +1,4 @@
-"""`shufflesim run`: one scenario on an in-process cluster, and the files of the run.
+"""`shufflesim run`: one scenario on an in-process cluster (or on Spark), and the files of the run.
 
 Builds the scenario's program, compiles it, runs it in the scenario's mode (sim:
 virtual time, deterministic for the seed; realtime: TCP on loopback), then writes
@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graph import ExecutionGraph, plan_json
 from scenarios.build import build_program
@@ -28,11 +28,13 @@ from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport.auth import secret_from_text
 from taskmgr.cluster import ClusterConfig, ProgressCallback, StopCheck, run_job
 from taskmgr.faults import SIM_ONLY, Fault
-from taskmgr.jobmanager import JobConfig, JobResult
 from taskmgr.failover import RestoreNotSupportedError, check_restartable
+from taskmgr.jobmanager import JobConfig, JobResult
 from taskmgr.restart_strategy import RestartStrategy
-from taskmgr.rpc import REGISTRY
 from taskmgr.scheduler import slots_needed
+
+if TYPE_CHECKING:
+    from scenarios.spark_run import SparkEngine
 
 #: Metrics of the printed table: (header, Flink metric name, format).
 TABLE_COLUMNS = (
@@ -60,7 +62,8 @@ class RunOutcome:
     result: JobResult
 
 
-def summary_of(scenario: Scenario, result: JobResult) -> dict[str, Any]:
+def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
+               master: str | None = None) -> dict[str, Any]:
     """summary.json (ARCHITECTURE.md): steady state per vertex, record counts, invariants."""
     summary: dict[str, Any] = {
         "scenario": scenario.name,
@@ -77,6 +80,8 @@ def summary_of(scenario: Scenario, result: JobResult) -> dict[str, Any]:
         "checkpoints": result.checkpoints,
         "records": {"emitted": result.records_emitted, "received": result.records_received},
         "invariants": result.invariants | {"violations": result.invariant_violations()},
+        # Where it ran: the engine, the Spark master (None for local runs) and the TaskManagers.
+        "cluster": {"engine": engine, "master": master, "task_managers": result.task_managers},
         # The scenario as it ran (defaults and --set applied), for reports and `shufflesim compare`.
         "settings": settings_of(scenario),
     }
@@ -179,21 +184,11 @@ def make_out_dir(out_dir: Path) -> None:
         raise OutputDirError(f"--out {out_dir}: the folder is not writable")
 
 
-def _reset_object_registry() -> None:
-    """Start every run with reference ids from "ref-0", as in a fresh process.
-
-    The in-process RPC registry numbers its references for the life of the process, and a
-    reference's length is part of the RPC frames that cross the simulated links: without
-    this, the fifth run of a scenario in one process (a serial sweep, a reused Spark
-    worker) differs from `shufflesim run` in the last digits of its metrics. The registry
-    holds nothing between runs. (A per-run registry in taskmgr would make this go away.)
-    """
-    REGISTRY.__init__()
-
-
 def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
-                 progress: ProgressCallback | None = None, should_stop: StopCheck | None = None) -> RunOutcome:
-    """Run `scenario` and write its outputs into `out_dir`.
+                 progress: ProgressCallback | None = None, should_stop: StopCheck | None = None,
+                 engine: SparkEngine | None = None) -> RunOutcome:
+    """Run `scenario` and write its outputs into `out_dir`: in this process, or with its
+    TaskManagers in Spark executors when `engine` is given (scenarios.spark_run).
 
     Raises `ScenarioError` for settings the runtime cannot run and `OutputDirError` for
     an --out folder it cannot write, both before running. The outputs are written into a
@@ -206,10 +201,14 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
     graph = env.get_execution_graph()
     network = scenario.network_config()
     _check_runnable(scenario, graph)
+    if engine is not None:
+        from scenarios.spark_run import check_runnable_on_spark
+
+        check_runnable_on_spark(scenario, trace)
     make_out_dir(out_dir)
     staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=out_dir))
     try:
-        outcome = _run_into(scenario, env, graph, network, staging, trace, progress, should_stop)
+        outcome = _run_into(scenario, env, graph, network, staging, trace, progress, should_stop, engine)
         for path in sorted(staging.iterdir()):
             os.replace(path, out_dir / path.name)
     finally:
@@ -218,7 +217,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
 
 
 def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any, out_dir: Path, trace: bool,
-              progress: ProgressCallback | None, should_stop: StopCheck | None) -> RunOutcome:
+              progress: ProgressCallback | None, should_stop: StopCheck | None,
+              engine: SparkEngine | None) -> RunOutcome:
     write_plan(out_dir, plan_json(env))
     cluster = ClusterConfig(scenario.mode, scenario.cluster.task_managers, scenario.cluster.slots_per_task_manager,
                             network, cluster_secret(scenario), scenario.cluster.heartbeat_interval,
@@ -230,11 +230,17 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
         tracer = NULL_TRACER
         if trace:
             tracer = Tracer(out=stack.enter_context(open(out_dir / TRACE_FILE, "w")))
-        faults = [Fault(**dataclasses.asdict(spec)) for spec in scenario.faults]
-        _reset_object_registry()
-        result = kernel.run(run_job, graph, cluster, job, tracer, progress, should_stop, faults, mode=scenario.mode)
+        faults = tuple(Fault(**dataclasses.asdict(spec)) for spec in scenario.faults)
+        if engine is None:
+            result = kernel.run(run_job, graph, cluster, job, tracer, progress, should_stop, faults,
+                                mode=scenario.mode)
+        else:
+            from scenarios.spark_run import run_on_spark
+
+            result = run_on_spark(engine.spark, engine.master, graph, cluster, job, faults, progress, should_stop)
     write_metrics(out_dir, result.metrics)
-    summary = summary_of(scenario, result)
+    summary = summary_of(scenario, result, "local" if engine is None else "spark",
+                         None if engine is None else engine.master)
     write_summary(out_dir, summary)
     write_report(out_dir)
     return RunOutcome(summary, result)

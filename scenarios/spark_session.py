@@ -1,10 +1,13 @@
-"""The SparkSession shufflesim runs on, and running one Python task per item with progress.
+"""The SparkSession shufflesim runs on, Spark jobs watched from a thread, and running one
+Python task per item with progress.
 
 Local masters (`local`, `local[N]`, `local[*]`) are set up as measured on our machines:
 the workers run this interpreter (`PYSPARK_PYTHON`), which has the project installed;
 driver and block manager bind to 127.0.0.1; the JVM compiles with its quick JIT only.
-Always: no UI, no console progress bars; Spark logs errors only; a failing task fails
-its job at once (no retries: a sim run that failed once fails again). On a cluster master (`spark://`, `yarn`, `k8s://`) the workers need
+Always: no UI, no console progress bars; Spark logs errors only (unless asked: `verbose`,
+$SHUFFLESIM_SPARK_VERBOSE); a failing task fails its job at once (no retries: a sim run
+that failed once fails again), and so does a barrier stage with more tasks than the
+cluster has slots (instead of waiting for slots). On a cluster master (`spark://`, `yarn`, `k8s://`) the workers need
 Python 3.11 with shufflesim's dependencies (README, "Running on a Spark cluster"); the
 project's own packages are zipped and shipped with `addPyFile`.
 
@@ -36,6 +39,9 @@ LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 #: need on a machine with few cores.
 LOCAL_JVM_OPTIONS = " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
+#: Set (to anything but "" or "0") to see Spark's own log.
+VERBOSE_VARIABLE = "SHUFFLESIM_SPARK_VERBOSE"
+
 #: The project's packages, shipped to cluster workers.
 PACKAGES = ("graph", "shuffle", "taskmgr", "scenarios")
 
@@ -52,11 +58,18 @@ def is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[")
 
 
-def spark_session(master: str = "local[*]", app_name: str = "shufflesim") -> SparkSession:
-    """A SparkSession on `master`, configured for shufflesim's tasks (see the module docstring)."""
+def verbose_from_environment() -> bool:
+    """Whether $SHUFFLESIM_SPARK_VERBOSE asks for Spark's own log (any value but "", "0")."""
+    return os.environ.get(VERBOSE_VARIABLE, "") not in ("", "0")
+
+
+def spark_session(master: str = "local[*]", app_name: str = "shufflesim", verbose: bool = False) -> SparkSession:
+    """A SparkSession on `master`, configured for shufflesim's tasks (see the module docstring);
+    `verbose` (or $SHUFFLESIM_SPARK_VERBOSE) keeps Spark's own log at its default level."""
     from pyspark.sql import SparkSession
 
-    java_options = f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}"
+    verbose = verbose or verbose_from_environment()
+    java_options = "" if verbose else f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}"
     if is_local(master):
         java_options += LOCAL_JVM_OPTIONS
         os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -66,11 +79,15 @@ def spark_session(master: str = "local[*]", app_name: str = "shufflesim") -> Spa
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.stage.maxConsecutiveAttempts", "1")
                .config("spark.task.maxFailures", "1")
+               # a barrier stage with more tasks than slots fails at once instead of retrying
+               .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "1")
+               .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s")
                .config("spark.driver.extraJavaOptions", java_options))
     if is_local(master):
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    if not verbose:
+        spark.sparkContext.setLogLevel("ERROR")
     if not is_local(master):
         ship_project_code(spark)
     return spark
@@ -104,6 +121,9 @@ def _tasks_done(spark: SparkSession, group: str) -> int:
     return done
 
 
+_STAGE_FAILURE = "Most recent failure reason: "
+
+
 def root_cause(error: BaseException) -> str:
     """The root cause of a failed Spark job: a task's Python exception line, else Spark's message."""
     java = getattr(error, "java_exception", None)
@@ -113,7 +133,76 @@ def root_cause(error: BaseException) -> str:
         lines = [line for line in traceback.splitlines() if line.strip() and not line.startswith(" ")]
         if lines:
             return lines[-1].strip()
-    return message.splitlines()[0] if message else type(error).__name__
+    if not message:
+        return type(error).__name__
+    lines = message.splitlines()
+    reason = lines[0].split(_STAGE_FAILURE, 1)[-1]
+    # A failed barrier stage names its task; the exception that failed it follows.
+    detail = next((line for line in lines[1:] if line.strip() and not line.startswith(("\t", " ", "Caused by"))),
+                  None)
+    if _STAGE_FAILURE in lines[0] and detail is not None:
+        reason = f"{reason.rstrip('.')}: {detail.split(': ', 1)[-1].split('. ', 1)[0]}"
+    return reason
+
+
+def task_slots(spark: SparkSession) -> int:
+    """How many tasks the cluster runs at once now (what a barrier stage may use)."""
+    sc = spark.sparkContext
+    try:  # what Spark's own barrier check counts (a JVM method, private to Spark's Scala API)
+        scala = sc._jsc.sc()
+        return int(scala.maxNumConcurrentTasks(scala.resourceProfileManager().defaultResourceProfile()))
+    except Exception:
+        return sc.defaultParallelism
+
+
+class SparkJob:
+    """`rdd.collect()` run in a thread of its own, in a job group of its own, so that the
+    caller can watch it (`running`, `tasks_done`), cancel it and take its outcome."""
+
+    def __init__(self, spark: SparkSession, rdd: Any, description: str) -> None:
+        from pyspark import InheritableThread
+
+        self.spark = spark
+        self.group = f"shufflesim-{uuid.uuid4().hex}"
+        self._outcome: dict[str, Any] = {}
+        self._thread: threading.Thread = InheritableThread(target=self._collect, args=(rdd, description),
+                                                           daemon=True)
+        self._thread.start()
+
+    def _collect(self, rdd: Any, description: str) -> None:
+        sc = self.spark.sparkContext
+        sc.setJobGroup(self.group, description, interruptOnCancel=True)
+        sc.setLocalProperty("callSite.short", description)  # what Spark's messages call the job
+        try:
+            self._outcome["results"] = rdd.collect()
+        except Exception as e:  # handed to the caller by `results`
+            self._outcome["error"] = e
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def cancel(self) -> None:
+        """Cancel the job's running tasks (Spark kills their Python workers)."""
+        self.spark.sparkContext.cancelJobGroup(self.group)
+
+    def tasks_done(self) -> int:
+        return _tasks_done(self.spark, self.group)
+
+    @property
+    def error(self) -> str | None:
+        """The root cause of the job's failure (None while it runs or if it succeeded)."""
+        error = self._outcome.get("error")
+        return None if error is None else root_cause(error)
+
+    def results(self) -> list[Any]:
+        """The collected results of the finished job; `SparkJobError` if it failed."""
+        if self.error is not None:
+            raise SparkJobError(self.error)
+        return self._outcome["results"]
 
 
 def run_tasks(spark: SparkSession, fn: Callable[[T], R], items: Sequence[T],
@@ -123,33 +212,18 @@ def run_tasks(spark: SparkSession, fn: Callable[[T], R], items: Sequence[T],
     `on_progress(done, total)` is called about every `poll_seconds` while the job runs and
     once at the end. Ctrl-C cancels the job. A failed task fails the job: `SparkJobError`.
     """
-    from pyspark import InheritableThread
-
-    sc = spark.sparkContext
-    group = f"shufflesim-{uuid.uuid4().hex}"
-    rdd = sc.parallelize(list(items), max(1, len(items))).map(fn)
-    outcome: dict[str, Any] = {}
-
-    def collect() -> None:
-        sc.setJobGroup(group, f"shufflesim: {len(items)} tasks", interruptOnCancel=True)
-        try:
-            outcome["results"] = rdd.collect()
-        except Exception as e:  # handed to the caller's thread below
-            outcome["error"] = e
-
-    thread: threading.Thread = InheritableThread(target=collect, daemon=True)
-    thread.start()
+    rdd = spark.sparkContext.parallelize(list(items), max(1, len(items))).map(fn)
+    job = SparkJob(spark, rdd, f"shufflesim: {len(items)} tasks")
     try:
-        while thread.is_alive():
-            thread.join(poll_seconds)
-            if on_progress is not None and thread.is_alive():
-                on_progress(_tasks_done(spark, group), len(items))
+        while job.running:
+            job.join(poll_seconds)
+            if on_progress is not None and job.running:
+                on_progress(job.tasks_done(), len(items))
     except KeyboardInterrupt:
-        sc.cancelJobGroup(group)
-        thread.join()
+        job.cancel()
+        job.join()
         raise
-    if "error" in outcome:
-        raise SparkJobError(root_cause(outcome["error"]))
+    results = job.results()
     if on_progress is not None:
         on_progress(len(items), len(items))
-    return outcome["results"]
+    return results

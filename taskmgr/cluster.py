@@ -27,8 +27,8 @@ LOOPBACK = "127.0.0.1:0"
 #: Progress is reported this many times over a run's duration.
 PROGRESS_STEPS = 200
 
-#: Called with (job time in seconds, records emitted by the sources so far).
-ProgressCallback = Callable[[float, int], None]
+#: Called with (job time in seconds, records emitted by the sources so far, None if unknown).
+ProgressCallback = Callable[[float, int | None], None]
 #: Asked as often as progress is reported: True ends the run now (it drains and reports).
 StopCheck = Callable[[], bool]
 
@@ -156,16 +156,18 @@ async def run_job(program: StreamExecutionEnvironment | ExecutionGraph, cluster:
         return await _run_on_new_cluster(graph, cluster, job, tracer, progress, should_stop, faults)
 
 
-async def _tick(mini: MiniCluster, job: JobConfig, progress: ProgressCallback | None,
-                should_stop: StopCheck | None) -> None:
+async def report_progress(jobmanager: JobManager, job: JobConfig, progress: ProgressCallback | None,
+                          should_stop: StopCheck | None, records_emitted: Callable[[], int | None]) -> None:
+    """Call `progress` and ask `should_stop` PROGRESS_STEPS times over the job's duration
+    (from now); stop the JobManager's jobs early when it says so."""
     start = kernel.current_time()
     step = job.duration / PROGRESS_STEPS
     for k in range(1, PROGRESS_STEPS + 1):
         await kernel.sleep_until(start + k * step)
         if progress is not None:
-            progress(k * step, mini.records_emitted())
+            progress(k * step, records_emitted())
         if should_stop is not None and should_stop():
-            mini.jobmanager.stop_jobs_early()
+            jobmanager.stop_jobs_early()
             return
 
 
@@ -176,10 +178,11 @@ async def _run_on_new_cluster(graph: ExecutionGraph, cluster: ClusterConfig, job
         mini = MiniCluster(cluster, tracer)
         await mini.start(nursery)
         if progress is not None or should_stop is not None:
-            nursery.start_soon(_tick, mini, job, progress, should_stop)
+            nursery.start_soon(report_progress, mini.jobmanager, job, progress, should_stop, mini.records_emitted)
         if faults:
             nursery.start_soon(inject_faults, mini, faults)
         result = await mini.execute(graph, job)
+        result.task_managers = list(mini.jobmanager.registrations)
         await mini.shutdown()
         nursery.cancel_scope.cancel()
     return result

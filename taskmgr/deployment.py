@@ -4,7 +4,8 @@ Flink's `TaskDeploymentDescriptor`: which partitions the task produces, and for 
 input gate where each channel's producer runs (its TaskManager's shuffle address: the
 TaskManager makes the channel local when that is its own address, remote otherwise).
 Descriptors are plain data so they travel as messages (`to_message` / `from_message`);
-the job itself (operators, user code) travels by reference (`job_ref`).
+the job itself (operators, user code) travels once per TaskManager, serialized
+(`taskmgr.rpc.DeployJob`).
 
 Partition ids in descriptors carry the producer's random attempt id, as Flink's
 `ResultPartitionID` does (`shuffle.partition.result_partition_id`): only the tasks the
@@ -48,7 +49,6 @@ class JobInformation:
     """Job-wide settings every task needs."""
 
     job_id: str
-    job_ref: str
     seed: int
     #: Seconds since the job started when the JobManager deployed (aligns task clocks).
     start_offset: float

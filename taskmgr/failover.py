@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from graph import ExecutionGraph
 from shuffle import kernel
 from taskmgr.restart_strategy import RestartStrategy
+from taskmgr.rpc import CancelAttempt
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
 
 if TYPE_CHECKING:
@@ -141,7 +142,7 @@ class Failover:
         hosts = [tm for tm in dict.fromkeys(job.placement.values()) if tm in jobmanager.task_managers]
         job.cancelled_attempt.clear()
         for task_manager in hosts:
-            await jobmanager._send(task_manager, "cancel_attempt", job_id=job.job_id, attempt=job.attempt)
+            await jobmanager._send(task_manager, CancelAttempt(job.job_id, job.attempt))
         with kernel.move_on_after(self.config.cancel_timeout):
             await job.wait_for(lambda: all(tm in job.cancelled_attempt or tm not in jobmanager.task_managers
                                            for tm in hosts))

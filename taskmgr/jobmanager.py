@@ -19,13 +19,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import asdict, dataclass, field
-import enum
 import itertools
 import zlib
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from graph import ExecutionGraph
 from shuffle import kernel
@@ -36,31 +34,18 @@ from taskmgr.checkpointing.checkpoint_coordinator import CheckpointCoordinator
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.exactly_once import verify_checkpoint
 from taskmgr.deployment import JobInformation, create_descriptor, execution_id, new_attempt_ids
+from taskmgr.execution_state import ExecutionState
 from taskmgr.failover import Failover, RestartRecord, RestoreNotSupportedError, check_restartable
-from taskmgr.metrics.latency import LatencyHistogram
-from taskmgr.metrics.summary import VertexLayout, vertex_summaries
-from taskmgr.metrics.table import MetricTable
-from taskmgr.operators.sinks import Verification
+from taskmgr.payloads import dump_object, load_object, load_table
+from taskmgr.results import JobResult, JobStatus, merge_reports
 from taskmgr.restart_strategy import RestartStrategy
-from taskmgr.rpc import FIRST_MESSAGE_TIMEOUT, REGISTRY, RpcConnection, RpcError
+from taskmgr.rpc import (FIRST_MESSAGE_TIMEOUT, AbortCheckpoint, AcknowledgeCheckpoint, AttemptCancelled, CancelTask,
+                         DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport,
+                         RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage, Shutdown, StopSources,
+                         TaskExecutionState, TriggerCheckpoint)
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
-from taskmgr.task import ExecutionState
 
 log = logging.getLogger(__name__)
-
-#: Operator kinds that emit exactly one record per input record.
-_ONE_TO_ONE = frozenset({"source", "map", "keyed_reduce", "sink"})
-
-
-class JobStatus(str, enum.Enum):
-    RUNNING = "RUNNING"
-    FINISHED = "FINISHED"
-    FAILED = "FAILED"
-    CANCELED = "CANCELED"
-
-
-class JobExecutionError(RuntimeError):
-    """The job failed; the root cause is `__cause__`."""
 
 
 @dataclass(frozen=True)
@@ -79,94 +64,26 @@ class JobConfig:
 
 
 @dataclass
-class JobResult:
-    job_id: str
-    status: JobStatus
-    duration: float
-    error: BaseException | None = None
-    collected: dict[str, list[Any]] = field(default_factory=dict)
-    verifications: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: Sink vertex name -> end-to-end latency of its records over the steady state.
-    latency: dict[str, LatencyHistogram] = field(default_factory=dict)
-    records_emitted: int = 0
-    records_received: int = 0
-    metrics: pa.Table = field(default_factory=lambda: MetricTable().to_arrow())
-    invariants: dict[str, Any] = field(default_factory=dict)
-    #: Vertex name -> the TaskManager of each subtask.
-    placement: dict[str, list[str]] = field(default_factory=dict)
-    #: The run was ended before its duration (Ctrl-C, SIGTERM): its results cover `duration` only.
-    stopped_early: bool = False
-    #: One entry per triggered checkpoint (summary.json's `checkpoints`).
-    checkpoints: list[dict[str, Any]] = field(default_factory=list)
-    #: Every restart of the job, in order (results are those of its last attempt).
-    restart_history: list[RestartRecord] = field(default_factory=list)
-    #: The failure stood because the restart strategy allowed no more restarts (Flink's
-    #: "Recovery is suppressed by ..."): the strategy, as Flink names it.
-    recovery_suppressed_by: str | None = None
-
-    def raise_for_status(self) -> JobResult:
-        """Raise JobExecutionError (root cause chained) unless the job finished."""
-        if self.status is not JobStatus.FINISHED:
-            raise JobExecutionError(f"Job {self.job_id} {self.status.value.lower()}: {self.error}") from self.error
-        return self
-
-    def vertex_summaries(self) -> list[dict[str, Any]]:
-        """Steady state of every vertex (summary.json's `vertices`), in topological order."""
-        layouts = [VertexLayout(name, task_managers) for name, task_managers in self.placement.items()]
-        return vertex_summaries(self.metrics, layouts, self.duration)
-
-    def latency_summary(self, vertex: str | None = None) -> dict[str, float] | None:
-        """summary.json's `latency_ms` over the steady state: of one sink vertex, or of all
-        sinks together (None: no record reached a sink in that time)."""
-        if vertex is not None:
-            histogram = self.latency.get(vertex)
-            return histogram.summary_ms() if histogram is not None else None
-        overall = LatencyHistogram()
-        for histogram in self.latency.values():
-            overall.merge(histogram)
-        return overall.summary_ms()
-
-    def vertex_summary(self, name: str) -> dict[str, Any]:
-        """The steady state of the vertex named `name` (or whose chained name starts with it)."""
-        summaries = self.vertex_summaries()
-        for summary in summaries:
-            if summary["name"] == name:
-                return summary
-        for summary in summaries:
-            if summary["name"].startswith(name):
-                return summary
-        raise KeyError(f"no vertex {name!r} in {[s['name'] for s in summaries]}")
-
-    def invariant_violations(self) -> list[str]:
-        """The end-of-run invariants that do not hold (empty when all hold)."""
-        broken = []
-        if self.invariants.get("records_match") is False:
-            broken.append(f"sources emitted {self.records_emitted} records, sinks received {self.records_received}")
-        if self.invariants.get("buffers_leaked"):
-            broken.append(f"{self.invariants['buffers_leaked']} network buffers not back in their pools")
-        if self.invariants.get("credit_violations"):
-            broken.append(f"{self.invariants['credit_violations']} credit violations")
-        broken += [f"verifying sink {name!r}: {report}" for name, report in self.verifications.items()
-                   if not report["ok"]]
-        return broken
-
-
-def is_lossless(graph: ExecutionGraph) -> bool:
-    """Whether every source record reaches exactly one sink (so emitted == received)."""
-    nodes = [node for vertex in graph.job_graph.vertices for node in vertex.operators]
-    edges = [edge for node in nodes for edge in node.out_edges]
-    return (all(node.kind in _ONE_TO_ONE for node in nodes)
-            and sum(node.kind == "sink" for node in nodes) == 1
-            and all(edge.partitioner.name != "BROADCAST" and edge.output_tag is None for edge in edges))
-
-
-@dataclass
 class _TaskManagerRecord:
     name: str
     shuffle_address: Any
     num_slots: int
     connection: RpcConnection
     last_heartbeat: float = 0.0
+    pid: int | None = None
+    executor_id: str | None = None
+
+
+def _failure_cause(message: TaskExecutionState) -> BaseException:
+    """The cause a failed task sent: the exception itself if it loads, else its text."""
+    if message.cause is not None:
+        try:
+            cause = load_object(message.cause, "failure cause")
+        except RpcError:
+            cause = None
+        if isinstance(cause, BaseException):
+            return cause
+    return RuntimeError(message.error or "the task failed without a cause")
 
 
 class _JobExecution:
@@ -186,6 +103,8 @@ class _JobExecution:
         self.recovery_suppressed_by: str | None = None
         #: TaskManager -> records its sources emitted in the attempt it cancelled (taskmgr.failover).
         self.cancelled_attempt: dict[str, int] = {}
+        #: TaskManagers that have the job's program (`DeployJob`).
+        self.deployed_to: set[str] = set()
 
     def _notify(self) -> None:
         self._changed.set()
@@ -216,9 +135,9 @@ class _JobExecution:
         self.failure = None
         self._notify()
 
-    def on_attempt_cancelled(self, task_manager: str, message: dict[str, Any]) -> None:
-        if message["attempt"] == self.attempt:
-            self.cancelled_attempt[task_manager] = message["records_emitted"]
+    def on_attempt_cancelled(self, task_manager: str, message: AttemptCancelled) -> None:
+        if message.attempt == self.attempt:
+            self.cancelled_attempt[task_manager] = message.records_emitted
             self._notify()
 
     def stop_early(self) -> None:
@@ -226,15 +145,20 @@ class _JobExecution:
         self.stopped_early = True
         self._notify()
 
-    def on_task_state(self, message: dict[str, Any]) -> None:
-        state = ExecutionState(message["state"])
+    def on_task_state(self, message: TaskExecutionState) -> None:
+        try:
+            state = ExecutionState(message.state)
+        except ValueError:
+            raise RpcError(f"task_state: unknown state {message.state[:40]!r}") from None
+        if message.execution_id not in self.states:
+            raise RpcError(f"task_state: unknown execution {message.execution_id[:80]!r}")
         cause = None
         if state is ExecutionState.FAILED:
-            cause = REGISTRY.pop(message["error_ref"]) if "error_ref" in message else RuntimeError(message["error"])
-        stale = message.get("attempt", self.attempt) != self.attempt
-        if stale or self.states[message["execution_id"]].is_terminal:
+            cause = _failure_cause(message)
+        stale = message.attempt is not None and message.attempt != self.attempt
+        if stale or self.states[message.execution_id].is_terminal:
             return
-        self.states[message["execution_id"]] = state
+        self.states[message.execution_id] = state
         if cause is not None:
             self.fail(cause)
         self._notify()
@@ -246,6 +170,10 @@ class _JobExecution:
     def on_task_manager_lost(self, name: str) -> None:
         if name in self.placement.values() and name not in self.reports:
             self.fail(RuntimeError(f"TaskManager {name} is lost (its connection to the JobManager closed)"))
+            for eid, task_manager in self.placement.items():  # its tasks are gone with it
+                if task_manager == name and not self.states[eid].is_terminal:
+                    self.states[eid] = ExecutionState.FAILED
+            self._notify()
 
 
 class JobManager:
@@ -269,6 +197,9 @@ class JobManager:
         self.heartbeat_timeout = heartbeat_timeout
         self.tracer = tracer
         self.task_managers: dict[str, _TaskManagerRecord] = {}
+        #: Every TaskManager that registered, lost ones too: name, shuffle address, process id,
+        #: Spark executor id (summary.json's `cluster.task_managers`).
+        self.registrations: list[dict[str, Any]] = []
         self._registered = kernel.Event()
         self._jobs: dict[str, _JobExecution] = {}
         self._job_ids = itertools.count()
@@ -293,7 +224,7 @@ class JobManager:
     async def _request_heartbeat(self, record: _TaskManagerRecord) -> None:
         with kernel.move_on_after(self.heartbeat_interval):
             try:
-                await record.connection.send("heartbeat_request")
+                await record.connection.send(HeartbeatRequest())
             except (kernel.BrokenResourceError, kernel.ClosedResourceError):
                 pass  # its connection loop notices the loss
 
@@ -322,11 +253,13 @@ class JobManager:
         message = await connection.receive(timeout=FIRST_MESSAGE_TIMEOUT)
         if message is None:
             return
-        if message["type"] != "register_task_manager":
-            raise RpcError(f"a TaskManager must register first, got {message['type']!r}")
-        record = _TaskManagerRecord(message["task_manager"], message["shuffle_address"], message["num_slots"],
-                                    connection, kernel.current_time())
+        if not isinstance(message, RegisterTaskManager):
+            raise RpcError(f"a TaskManager must register first, got {message.TYPE!r}")
+        record = _TaskManagerRecord(message.task_manager, message.shuffle_address, message.num_slots,
+                                    connection, kernel.current_time(), message.pid, message.executor_id)
         self.task_managers[record.name] = record
+        self.registrations.append({"name": record.name, "address": record.shuffle_address, "pid": record.pid,
+                                   "executor_id": record.executor_id})
         self._registered.set()
         self._registered = kernel.Event()
         try:
@@ -334,28 +267,36 @@ class JobManager:
                 message = await connection.receive()
                 if message is None:
                     break
-                if message["type"] == "heartbeat":
+                if isinstance(message, Heartbeat):
                     record.last_heartbeat = kernel.current_time()
                     continue
-                job = self._jobs.get(message.get("job_id"))
+                job = self._jobs.get(getattr(message, "job_id", None))
                 if job is None:
                     continue
                 coordinator = job.checkpoint_coordinator
-                if message["type"] == "task_state":
+                if isinstance(message, TaskExecutionState):
                     job.on_task_state(message)
-                elif message["type"] == "acknowledge_checkpoint" and coordinator is not None:
-                    coordinator.receive_acknowledge(message["execution_id"], REGISTRY.pop(message["ack_ref"]))
-                elif message["type"] == "decline_checkpoint" and coordinator is not None:
-                    coordinator.receive_decline(message["execution_id"], message["checkpoint_id"],
-                                                message["reason"])
-                elif message["type"] == "job_report":
-                    job.on_report(record.name, REGISTRY.pop(message["report_ref"]))
-                elif message["type"] == "attempt_cancelled":
+                elif isinstance(message, AcknowledgeCheckpoint) and coordinator is not None:
+                    coordinator.receive_acknowledge(message.execution_id, load_object(message.ack, "checkpoint ack"))
+                elif isinstance(message, DeclineCheckpoint) and coordinator is not None:
+                    coordinator.receive_decline(message.execution_id, message.checkpoint_id, message.reason)
+                elif isinstance(message, JobReport):
+                    report = load_object(message.report, "job report")
+                    if not isinstance(report, dict):
+                        raise RpcError("job_report: the report is not a map")
+                    job.on_report(record.name, report | {"metrics": load_table(message.metrics)})
+                elif isinstance(message, AttemptCancelled):
                     job.on_attempt_cancelled(record.name, message)
         finally:
             self.task_managers.pop(record.name, None)
             for job in self._jobs.values():
                 job.on_task_manager_lost(record.name)
+
+    def fail_jobs(self, cause: BaseException) -> bool:
+        """Fail every running job with `cause` (unless it failed already); False if none runs."""
+        for job in self._jobs.values():
+            job.fail(cause)
+        return bool(self._jobs)
 
     def stop_jobs_early(self) -> None:
         """End every running job now; each drains and reports as at the end of its duration."""
@@ -365,7 +306,7 @@ class JobManager:
     async def shutdown(self) -> None:
         """Tell every registered TaskManager to shut down."""
         for task_manager in list(self.task_managers):
-            await self._send(task_manager, "shutdown")
+            await self._send(task_manager, Shutdown())
 
     async def _wait_for_task_managers(self, n: int, timeout: float) -> None:
         with kernel.move_on_after(timeout):
@@ -394,62 +335,67 @@ class JobManager:
         finally:
             del self._jobs[job_id]
 
-    async def _send(self, task_manager: str, kind: str, **fields: Any) -> None:
+    async def _send(self, task_manager: str, message: RpcMessage) -> None:
         record = self.task_managers.get(task_manager)
         if record is None:
             return
         try:
-            await record.connection.send(kind, **fields)
+            await record.connection.send(message)
         except (kernel.BrokenResourceError, kernel.ClosedResourceError):
             pass  # lost TaskManagers fail the job through their connection loop
 
     async def _execute(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig, start: float) -> float:
-        """Deploy, run until the end of the job; returns the run's measured duration."""
-        job_ref = REGISTRY.put(graph)
-        failover = Failover(self, job, graph, config, start)
+        """Deploy, run until the end of the job (restarting it as its strategy allows);
+        returns the run's measured duration."""
         try:
-            while True:
-                await self._deploy(job, graph, config, start, job_ref, failover.restore_point())
-                async with kernel.open_nursery() as nursery:
-                    job.checkpoint_coordinator = self._checkpoint_coordinator(job, graph, config, start)
-                    if job.checkpoint_coordinator is not None:
-                        nursery.start_soon(job.checkpoint_coordinator.run)
-                    with kernel.move_on_at(start + config.duration):
-                        await job.wait_for(lambda: job.all_terminal or job.failure is not None or job.stopped_early)
-                    nursery.cancel_scope.cancel()  # no checkpoints while the job drains or restarts
-                if not await failover.recover():
-                    break
-            duration = min(config.duration, kernel.current_time() - start)
+            serialized = dump_object(graph)
+        except Exception as exc:  # user code that cannot travel to the TaskManagers
+            job.fail(exc)
+            return 0.0
+        failover = Failover(self, job, graph, config, start)
+        while True:
+            await self._deploy(job, graph, config, start, serialized, failover.restore_point())
+            async with kernel.open_nursery() as nursery:
+                job.checkpoint_coordinator = self._checkpoint_coordinator(job, graph, config, start)
+                if job.checkpoint_coordinator is not None:
+                    nursery.start_soon(job.checkpoint_coordinator.run)
+                with kernel.move_on_at(start + config.duration):
+                    await job.wait_for(lambda: job.all_terminal or job.failure is not None or job.stopped_early)
+                nursery.cancel_scope.cancel()  # no checkpoints while the job drains or restarts
+            if not await failover.recover():
+                break
+        duration = min(config.duration, kernel.current_time() - start)
+        if not job.all_terminal and job.failure is None:
+            for task_manager in dict.fromkeys(job.placement.values()):
+                await self._send(task_manager, StopSources(job.job_id))
+            with kernel.move_on_after(config.drain_timeout):
+                await job.wait_for(lambda: job.all_terminal or job.failure is not None)
             if not job.all_terminal and job.failure is None:
-                for task_manager in dict.fromkeys(job.placement.values()):
-                    await self._send(task_manager, "stop_sources", job_id=job.job_id)
-                with kernel.move_on_after(config.drain_timeout):
-                    await job.wait_for(lambda: job.all_terminal or job.failure is not None)
-                if not job.all_terminal and job.failure is None:
-                    job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s"))
-            if not job.all_terminal:
-                for eid, state in job.states.items():
-                    if not state.is_terminal:
-                        await self._send(job.placement[eid], "cancel_task", execution_id=eid)
-                with kernel.move_on_after(config.cancel_timeout):
-                    await job.wait_for(lambda: job.all_terminal)
-            return duration
-        finally:
-            REGISTRY.pop(job_ref)
+                job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s"))
+        if not job.all_terminal:
+            for eid, state in job.states.items():
+                if not state.is_terminal:
+                    await self._send(job.placement[eid], CancelTask(eid))
+            with kernel.move_on_after(config.cancel_timeout):
+                await job.wait_for(lambda: job.all_terminal)
+        return duration
 
     async def _deploy(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig, start: float,
-                      job_ref: str, restore: Mapping[str, Any] | None) -> None:
+                      serialized: bytes, restore: Mapping[str, Any] | None) -> None:
         """Deploy every subtask as the job's current attempt, from `restore` (None: the beginning)."""
         addresses = {eid: self.task_managers[tm].shuffle_address for eid, tm in job.placement.items()}
         attempts = new_attempt_ids(graph)
+        for task_manager in dict.fromkeys(job.placement.values()):
+            if task_manager not in job.deployed_to:
+                job.deployed_to.add(task_manager)
+                await self._send(task_manager, DeployJob(job.job_id, serialized))
         for vertex in graph.all_execution_vertices:
             eid = execution_id(vertex)
-            info = JobInformation(job.job_id, job_ref, config.seed, kernel.current_time() - start,
-                                  config.duration, config.sample_period, asdict(config.checkpoint_costs),
-                                  job.attempt)
+            info = JobInformation(job.job_id, config.seed, kernel.current_time() - start, config.duration,
+                                  config.sample_period, asdict(config.checkpoint_costs), job.attempt)
             descriptor = create_descriptor(vertex, info, addresses, attempts,
                                            None if restore is None else restore.get(eid))
-            await self._send(job.placement[eid], "deploy_task", descriptor=descriptor.to_message())
+            await self._send(job.placement[eid], DeployTask(descriptor.to_message()))
 
     def _checkpoint_coordinator(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
                                 start: float) -> CheckpointCoordinator | None:
@@ -460,13 +406,13 @@ class JobManager:
 
         async def send_trigger(eid: str, barrier: Any) -> None:
             options = barrier.options
-            await self._send(job.placement[eid], "trigger_checkpoint", job_id=job.job_id, execution_id=eid,
-                             checkpoint_id=barrier.id, timestamp=barrier.timestamp, alignment=int(options.alignment),
-                             aligned_timeout=options.aligned_checkpoint_timeout)
+            await self._send(job.placement[eid], TriggerCheckpoint(job.job_id, eid, barrier.id, barrier.timestamp,
+                                                                   int(options.alignment),
+                                                                   options.aligned_checkpoint_timeout))
 
         async def send_abort(checkpoint_id: int) -> None:
             for task_manager in dict.fromkeys(job.placement.values()):
-                await self._send(task_manager, "abort_checkpoint", job_id=job.job_id, checkpoint_id=checkpoint_id)
+                await self._send(task_manager, AbortCheckpoint(job.job_id, checkpoint_id))
 
         rng = np.random.default_rng([config.seed & 0xFFFF_FFFF, zlib.crc32(b"checkpoint-coordinator")])
         return CheckpointCoordinator(settings.config, config.checkpoint_costs, triggered, list(job.placement),
@@ -478,7 +424,7 @@ class JobManager:
         """Release the job everywhere, merge the TaskManagers' reports."""
         hosts = [tm for tm in dict.fromkeys(job.placement.values()) if tm in self.task_managers]
         for task_manager in hosts:
-            await self._send(task_manager, "release_job", job_id=job.job_id)
+            await self._send(task_manager, ReleaseJob(job.job_id))
         with kernel.move_on_after(config.cancel_timeout):
             await job.wait_for(lambda: all(tm in job.reports or tm not in self.task_managers for tm in hosts))
         if job.failure is not None:
@@ -487,48 +433,11 @@ class JobManager:
             status = JobStatus.FINISHED
         else:
             status = JobStatus.CANCELED
-        return _merge_reports(job, graph, status, duration)
-
-
-def _merge_reports(job: _JobExecution, graph: ExecutionGraph, status: JobStatus, duration: float) -> JobResult:
-    reports = list(job.reports.values())
-    collected: dict[str, list[Any]] = {}
-    verifications: dict[str, Verification] = {}
-    emitted_per_origin: dict[int, int] = {}
-    latency: dict[str, LatencyHistogram] = {}
-    for report in reports:
-        for vertex, message in report.get("latency", {}).items():
-            latency.setdefault(vertex, LatencyHistogram()).merge(LatencyHistogram.from_message(message))
-        for name, values in report.get("collected", {}).items():
-            collected.setdefault(name, []).extend(values)
-        for name, verification in report.get("verifications", {}).items():
-            verifications.setdefault(name, Verification()).merge(verification)
-        for origin, n in report.get("emitted_per_origin", {}).items():
-            emitted_per_origin[origin] = emitted_per_origin.get(origin, 0) + n
-    tables = [report["metrics"] for report in reports if "metrics" in report]
-    emitted = sum(report.get("records_emitted", 0) for report in reports)
-    received = sum(report.get("records_received", 0) for report in reports)
-    lossless = status is JobStatus.FINISHED and is_lossless(graph)
-    placement = {vertex.name: [job.placement[execution_id(ev)] for ev in graph.task_vertices[vertex.id]]
-                 for vertex in graph.job_graph.vertices}
-    return JobResult(
-        job.job_id, status, duration, error=job.failure, collected=collected,
-        verifications={name: v.report(emitted_per_origin) for name, v in verifications.items()},
-        latency=latency,
-        records_emitted=emitted, records_received=received,
-        metrics=pa.concat_tables(tables) if tables else MetricTable().to_arrow(),
-        invariants={
-            "records_match": (emitted == received) if lossless else None,
-            "buffers_leaked": sum(r["total_segments"] - r["available_segments"] for r in reports),
-            "credit_violations": sum(r.get("credit_violations", 0) for r in reports),
-            "task_managers_reported": len(reports),
-        },
-        placement=placement,
-        stopped_early=job.stopped_early,
-        checkpoints=_checkpoint_stats(job.checkpoint_coordinator),
-        restart_history=job.restart_history,
-        recovery_suppressed_by=job.recovery_suppressed_by,
-    )
+        result = merge_reports(job.job_id, job.placement, job.reports, graph, status, duration, job.failure,
+                               job.stopped_early, _checkpoint_stats(job.checkpoint_coordinator))
+        result.restart_history = job.restart_history
+        result.recovery_suppressed_by = job.recovery_suppressed_by
+        return result
 
 
 def _checkpoint_stats(coordinator: CheckpointCoordinator | None) -> list[dict[str, Any]]:

@@ -1,11 +1,12 @@
 """JobManager <-> TaskManager messages over a trio Stream (the same transports as the shuffle).
 
 A frame is a 4-byte big-endian length of the body, the magic number `RPC_MAGIC`, then
-the body: a msgpack map `{"type": name, ...fields}` of one of the `MESSAGES`.
-What cannot travel as msgpack (the job's user code, exceptions, metric tables) travels
-by reference: `REGISTRY.put(obj)` gives a string the peer resolves with `REGISTRY.get`.
-In-process deployments share the registry; a deployment across processes would replace
-the registry by serialization and keep the messages as they are.
+the body: a msgpack map `{"type": name, ...fields}` of one of the typed messages below
+(`MESSAGES` maps each name to its class). Fields are msgpack scalars, maps, or `bytes`
+payloads for what msgpack cannot hold: the job's program and user functions and
+exceptions (cloudpickle), metric tables (Arrow IPC); `taskmgr.payloads` makes and reads
+them. Payloads are opened by the receiver's handler, after the frame decoded, and only
+on connections whose peer proved the cluster's secret (`shuffle.transport.auth`).
 
 Decoding trusts nothing: a wrong magic, a length of 0 or above the maximum (refused from
 the length field, before the body is buffered: Flink's `pekko.framesize`, 10 MiB), a body
@@ -15,18 +16,17 @@ raise `RpcError`, and only that.
 
 from __future__ import annotations
 
-import itertools
 import math
 import struct
-from collections.abc import Iterator
-from typing import Any, NoReturn
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, NoReturn, TypeVar
 
 import msgpack
 
 from shuffle import kernel
-from shuffle.transport import ByteStream
-
 from shuffle.errors import ProtocolError
+from shuffle.transport import ByteStream
 
 RPC_MAGIC = 0x52504331  # "RPC1"
 MAX_FRAME_SIZE = 10 * 1024 * 1024
@@ -36,82 +36,221 @@ FIRST_MESSAGE_TIMEOUT = 10.0
 _HEADER = struct.Struct(">II")  # body length, magic
 _RECEIVE_SIZE = 65536
 
-#: Every message: its required and its optional fields, with their msgpack types.
-MESSAGES: dict[str, tuple[dict[str, type], dict[str, type]]] = {
-    "register_task_manager": ({"task_manager": str, "shuffle_address": str, "num_slots": int}, {}),
-    "deploy_task": ({"descriptor": dict}, {}),
-    "cancel_task": ({"execution_id": str}, {}),
-    "stop_sources": ({"job_id": str}, {}),
-    "release_job": ({"job_id": str}, {}),
-    "cancel_attempt": ({"job_id": str, "attempt": int}, {}),
-    "attempt_cancelled": ({"job_id": str, "attempt": int, "records_emitted": int}, {}),
-    "shutdown": ({}, {}),
-    "heartbeat_request": ({}, {}),
-    "heartbeat": ({}, {}),
-    "task_state": ({"job_id": str, "execution_id": str, "state": str},
-                   {"error": str, "error_ref": str, "attempt": int}),
-    "job_report": ({"job_id": str, "report_ref": str}, {}),
-    "trigger_checkpoint": ({"job_id": str, "execution_id": str, "checkpoint_id": int, "timestamp": int,
-                            "alignment": int, "aligned_timeout": float}, {}),
-    "abort_checkpoint": ({"job_id": str, "checkpoint_id": int}, {}),
-    "acknowledge_checkpoint": ({"job_id": str, "execution_id": str, "ack_ref": str}, {}),
-    "decline_checkpoint": ({"job_id": str, "execution_id": str, "checkpoint_id": int, "reason": str}, {}),
-}
-
-
 class RpcError(ProtocolError, RuntimeError):
     """A malformed frame or message, or a peer that broke the protocol."""
 
 
-class ObjectRegistry:
-    """Process-local objects passed by reference in messages."""
+class RpcMessage:
+    """Base of the typed messages; `TYPE` is the name on the wire."""
 
-    def __init__(self) -> None:
-        self._objects: dict[str, Any] = {}
-        self._ids = itertools.count()
+    TYPE: ClassVar[str]
+    #: Field name -> (its msgpack type, required).
+    FIELDS: ClassVar[dict[str, tuple[type, bool]]]
 
-    def put(self, obj: Any) -> str:
-        ref = f"ref-{next(self._ids)}"
-        self._objects[ref] = obj
-        return ref
-
-    def get(self, ref: str) -> Any:
-        try:
-            return self._objects[ref]
-        except KeyError:
-            raise RpcError(f"unknown object reference {ref!r} (not in this process)") from None
-
-    def pop(self, ref: str) -> Any:
-        obj = self.get(ref)
-        del self._objects[ref]
-        return obj
+    def to_fields(self) -> dict[str, Any]:
+        """The message's fields, without those left at None."""
+        return {name: value for name in self.FIELDS if (value := getattr(self, name)) is not None}
 
 
-REGISTRY = ObjectRegistry()
+#: Wire name -> message class.
+MESSAGES: dict[str, type[RpcMessage]] = {}
+
+_WIRE_TYPES = {"str": str, "int": int, "float": float, "bytes": bytes, "dict": dict}
 
 
-def encode_message(kind: str, **fields: Any) -> bytes:
-    """The frame of one message."""
-    body = msgpack.packb({"type": kind, **fields}, use_bin_type=True)
+def _message(name: str) -> Callable[[type[M]], type[M]]:
+    """Make the class a frozen dataclass named `name` on the wire; fields typed `X | None`
+    are optional (absent on the wire when None)."""
+    def register(cls: type[M]) -> type[M]:
+        cls = dataclass(frozen=True)(cls)
+        cls.TYPE = name
+        cls.FIELDS = {f.name: (_WIRE_TYPES[f.type.removesuffix(" | None")], not f.type.endswith(" | None"))
+                      for f in fields(cls)}
+        MESSAGES[name] = cls
+        return cls
+    return register
+
+
+M = TypeVar("M", bound=RpcMessage)
+
+
+# --- TaskManager -> JobManager ----------------------------------------------------------------
+
+@_message("register_task_manager")
+class RegisterTaskManager(RpcMessage):
+    """The first message of a TaskManager: its slots, shuffle address and where it runs."""
+
+    task_manager: str
+    shuffle_address: str
+    num_slots: int
+    pid: int | None = None
+    #: The Spark executor hosting it (None outside Spark).
+    executor_id: str | None = None
+
+
+@_message("heartbeat")
+class Heartbeat(RpcMessage):
+    """The answer to a `HeartbeatRequest`."""
+
+
+@_message("task_state")
+class TaskExecutionState(RpcMessage):
+    """A task changed state (Flink's `TaskExecutionState`); a failure carries its cause."""
+
+    job_id: str
+    execution_id: str
+    state: str
+    #: "Type: message" of the cause, readable even where the cause cannot be unpickled.
+    error: str | None = None
+    #: The cause itself (cloudpickle), when it pickles.
+    cause: bytes | None = None
+    #: The job's attempt the task belongs to (`JobInformation.attempt`).
+    attempt: int | None = None
+
+
+@_message("attempt_cancelled")
+class AttemptCancelled(RpcMessage):
+    """The answer to `CancelAttempt`: the attempt's tasks here ended and released their
+    partitions; its sources had emitted `records_emitted` records."""
+
+    job_id: str
+    attempt: int
+    records_emitted: int
+
+
+@_message("acknowledge_checkpoint")
+class AcknowledgeCheckpoint(RpcMessage):
+    """A task took its snapshot of a checkpoint (Flink's `AcknowledgeCheckpoint`)."""
+
+    job_id: str
+    execution_id: str
+    #: Its `SubtaskCheckpointAck` (cloudpickle).
+    ack: bytes
+
+
+@_message("decline_checkpoint")
+class DeclineCheckpoint(RpcMessage):
+    """A task cannot take a checkpoint (Flink's `DeclineCheckpoint`)."""
+
+    job_id: str
+    execution_id: str
+    checkpoint_id: int
+    reason: str
+
+
+@_message("job_report")
+class JobReport(RpcMessage):
+    """What the TaskManager's tasks of a released job gathered (`taskmgr.results.TaskManagerReport`)."""
+
+    job_id: str
+    #: The report without its metrics (cloudpickle).
+    report: bytes
+    #: The sampled metrics (Arrow IPC stream).
+    metrics: bytes
+
+
+# --- JobManager -> TaskManager ----------------------------------------------------------------
+
+@_message("deploy_job")
+class DeployJob(RpcMessage):
+    """The job's program before its first task on this TaskManager: the ExecutionGraph with
+    its user functions (cloudpickle; Flink's serialized JobInformation)."""
+
+    job_id: str
+    graph: bytes
+
+
+@_message("deploy_task")
+class DeployTask(RpcMessage):
+    descriptor: dict
+
+
+@_message("cancel_task")
+class CancelTask(RpcMessage):
+    execution_id: str
+
+
+@_message("trigger_checkpoint")
+class TriggerCheckpoint(RpcMessage):
+    """Start checkpoint `checkpoint_id` at a source task (Flink's `triggerCheckpoint`)."""
+
+    job_id: str
+    execution_id: str
+    checkpoint_id: int
+    timestamp: int
+    #: The `AlignmentType` value.
+    alignment: int
+    aligned_timeout: float
+
+
+@_message("abort_checkpoint")
+class AbortCheckpoint(RpcMessage):
+    """Checkpoint `checkpoint_id` is aborted: tasks drop what they hold for it."""
+
+    job_id: str
+    checkpoint_id: int
+
+
+@_message("cancel_attempt")
+class CancelAttempt(RpcMessage):
+    """The job restarts (taskmgr.failover): cancel its tasks, answer `AttemptCancelled`."""
+
+    job_id: str
+    attempt: int
+
+
+@_message("stop_sources")
+class StopSources(RpcMessage):
+    """The run's duration is over: stop sources, drain."""
+
+    job_id: str
+
+
+@_message("release_job")
+class ReleaseJob(RpcMessage):
+    """Release the job's tasks and partitions and send its `JobReport`."""
+
+    job_id: str
+
+
+@_message("shutdown")
+class Shutdown(RpcMessage):
+    pass
+
+
+@_message("heartbeat_request")
+class HeartbeatRequest(RpcMessage):
+    pass
+
+
+def encode_message(kind: str, **fields_: Any) -> bytes:
+    """The frame of a message given by its wire name and fields (not checked: fuzzers send anything)."""
+    body = msgpack.packb({"type": kind, **fields_}, use_bin_type=True)
     return _HEADER.pack(len(body), RPC_MAGIC) + body
 
 
-def check_message(message: Any) -> dict[str, Any]:
-    """`message` if it is one of `MESSAGES` with exactly its fields; `RpcError` otherwise."""
+def encode(message: RpcMessage) -> bytes:
+    """The frame of `message`."""
+    return encode_message(message.TYPE, **message.to_fields())
+
+
+def check_message(message: Any) -> RpcMessage:
+    """The typed message of a decoded body if it is one of `MESSAGES` with exactly its
+    fields; `RpcError` otherwise."""
     if type(message) is not dict or type(message.get("type")) is not str:
         raise RpcError("malformed message: not a map with a type name")
     kind = message["type"]
-    if kind not in MESSAGES:
+    cls = MESSAGES.get(kind)
+    if cls is None:
         raise RpcError(f"unknown message type {kind[:40]!r}")
-    required, optional = MESSAGES[kind]
     for name, value in message.items():
-        expected = required.get(name) or optional.get(name)
-        if name != "type" and (expected is None or type(value) is not expected):
+        expected = cls.FIELDS.get(name)
+        if name != "type" and (expected is None or type(value) is not expected[0]):
             raise RpcError(f"{kind}: unexpected field or type of {str(name)[:40]!r}")
-    missing = required.keys() - message.keys()
+    missing = [name for name, (_, required) in cls.FIELDS.items() if required and name not in message]
     if missing:
-        raise RpcError(f"{kind}: missing field {sorted(missing)[0]!r}")
-    return message
+        raise RpcError(f"{kind}: missing field {missing[0]!r}")
+    return cls(**{name: value for name, value in message.items() if name != "type"})
 
 
 class RpcDecoder:
@@ -134,10 +273,10 @@ class RpcDecoder:
         """Bytes fed but not yet decoded (an incomplete frame)."""
         return len(self._buffer)
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[RpcMessage]:
         return self
 
-    def __next__(self) -> dict[str, Any]:
+    def __next__(self) -> RpcMessage:
         if self._error is not None:
             raise self._error
         buffer = self._buffer
@@ -177,12 +316,12 @@ class RpcConnection:
         self._send_lock = kernel.Lock()
         self._decoder = RpcDecoder(max_frame_size)
 
-    async def send(self, kind: str, **fields: Any) -> None:
-        frame = encode_message(kind, **fields)
+    async def send(self, message: RpcMessage) -> None:
+        frame = encode(message)
         async with self._send_lock:
             await self.stream.send_all(frame)
 
-    async def receive(self, timeout: float = math.inf) -> dict[str, Any] | None:
+    async def receive(self, timeout: float = math.inf) -> RpcMessage | None:
         """The next message, or None once the peer closed the stream; `RpcError` if the
         peer broke the protocol or sent no message within `timeout` seconds."""
         if timeout == math.inf:
@@ -191,7 +330,7 @@ class RpcConnection:
             return await self._receive()
         raise RpcError(f"no message within {timeout:g} s")
 
-    async def _receive(self) -> dict[str, Any] | None:
+    async def _receive(self) -> RpcMessage | None:
         decoder = self._decoder
         while True:
             message = next(decoder, None)

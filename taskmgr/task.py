@@ -9,9 +9,8 @@ or cancelled task releases them.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graph import ExecutionGraph, JobVertex
 from shuffle import kernel
@@ -30,6 +29,7 @@ from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.checkpointed_input_gate import CheckpointedInputGate
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointBarrierHandler, CheckpointMetrics
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointCoordinator
+from taskmgr.execution_state import ExecutionState
 from taskmgr.input_processor import MAX_CHUNK_TIME, PRIORITY_CHUNK_TIME, StreamInputProcessor
 from taskmgr.metrics.task_io_metrics import COUNTERS, TaskIOMetricGroup
 from taskmgr.operators import OperatorChain, build_operator_chain
@@ -37,25 +37,10 @@ from taskmgr.operators.base import OperatorContext, RunControl
 from taskmgr.operators.formats import output_format
 from taskmgr.operators.sources import SourceOperator
 from taskmgr.stream_task import StreamTask
-
-if TYPE_CHECKING:
-    from taskmgr.taskmanager import TaskServices
+from taskmgr.task_services import TaskServices
 
 #: Subtasks per vertex a source origin id leaves room for (see OperatorContext.origin).
 MAX_ORIGIN_SUBTASKS = 1024
-
-
-class ExecutionState(str, enum.Enum):
-    DEPLOYING = "DEPLOYING"
-    INITIALIZING = "INITIALIZING"
-    RUNNING = "RUNNING"
-    FINISHED = "FINISHED"
-    CANCELED = "CANCELED"
-    FAILED = "FAILED"
-
-    @property
-    def is_terminal(self) -> bool:
-        return self in (ExecutionState.FINISHED, ExecutionState.CANCELED, ExecutionState.FAILED)
 
 
 def root_cause(exc: BaseException) -> BaseException:

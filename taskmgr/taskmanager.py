@@ -13,9 +13,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections import defaultdict
+import os
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from graph import ExecutionGraph
@@ -28,54 +27,21 @@ from shuffle.netty.connection_manager import Transport
 from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.deployment import TaskDeploymentDescriptor
-from taskmgr.metrics.latency import LatencyHistogram
-from taskmgr.metrics.sampler import MetricSampler, MetricSource
+from taskmgr.execution_state import ExecutionState
+from taskmgr.metrics.sampler import MetricSampler
+from taskmgr.metrics.table import MetricTable
 from taskmgr.operators.base import RunControl
-from taskmgr.operators.sinks import Verification
-from taskmgr.rpc import REGISTRY, RpcConnection, RpcError
+from taskmgr.payloads import dump_exception, dump_object, dump_table, load_object
+from taskmgr.rpc import (AbortCheckpoint, AcknowledgeCheckpoint, AttemptCancelled, CancelAttempt, CancelTask,
+                         DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport,
+                         RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage, Shutdown, StopSources,
+                         TaskExecutionState, TriggerCheckpoint)
 from taskmgr.task import Task
+from taskmgr.task_services import TaskServices
 
 log = logging.getLogger(__name__)
 #: Shortest time (in sample periods) the last sample of a run may cover.
 MIN_LAST_SAMPLE = 0.1
-
-
-class IterationChannel:
-    """The feedback queue between an iteration tail and head of one slot (Flink's broker)."""
-
-    def __init__(self) -> None:
-        self.queue: kernel.Queue[tuple[Any, int]] = kernel.Queue()
-
-    def feed(self, record: tuple[Any, int]) -> None:
-        try:
-            self.queue.put_nowait(record)
-        except kernel.ClosedResourceError:
-            pass  # the head has ended: feedback is dropped
-
-    def pending(self) -> bool:
-        return len(self.queue) > 0
-
-
-@dataclass
-class TaskServices:
-    """What the tasks of one job share within a TaskManager, besides the network."""
-
-    task_manager: str
-    sampler: MetricSampler
-    collected: defaultdict[str, list[Any]] = field(default_factory=lambda: defaultdict(list))
-    verifications: defaultdict[str, Verification] = field(default_factory=lambda: defaultdict(Verification))
-    #: Sink vertex name -> its subtasks' latency over the steady state (merged).
-    latency: defaultdict[str, LatencyHistogram] = field(default_factory=lambda: defaultdict(LatencyHistogram))
-    emitted_per_origin: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
-    iteration_channels: dict[tuple[str, int], IterationChannel] = field(default_factory=dict)
-    #: Sends the tasks' checkpoint acknowledgements and declines to the JobManager.
-    checkpoint_responder: Any = None
-
-    def register_metrics(self, vertex: str, subtask: int, source: MetricSource) -> None:
-        self.sampler.register(vertex, subtask, self.task_manager, source)
-
-    def iteration_channel(self, broker_id: str, subtask: int) -> IterationChannel:
-        return self.iteration_channels.setdefault((broker_id, subtask), IterationChannel())
 
 
 def _caused_by(exc: BaseException | None, error_type: type[BaseException]) -> bool:
@@ -102,13 +68,11 @@ class _CheckpointResponder:
 
     async def acknowledge(self, task: Task, ack: Any) -> None:
         await kernel.sleep(CheckpointCosts(**task.descriptor.job.checkpoint_costs).ack_latency)
-        self.outbox.put_nowait(("acknowledge_checkpoint", {"job_id": self.job_id, "execution_id": task.execution_id,
-                                                           "ack_ref": REGISTRY.put(ack)}))
+        self.outbox.put_nowait(AcknowledgeCheckpoint(self.job_id, task.execution_id, dump_object(ack)))
 
     async def decline(self, task: Task, checkpoint_id: int, reason: str) -> None:
         await kernel.sleep(CheckpointCosts(**task.descriptor.job.checkpoint_costs).ack_latency)
-        self.outbox.put_nowait(("decline_checkpoint", {"job_id": self.job_id, "execution_id": task.execution_id,
-                                                       "checkpoint_id": checkpoint_id, "reason": reason}))
+        self.outbox.put_nowait(DeclineCheckpoint(self.job_id, task.execution_id, checkpoint_id, reason))
 
 
 class _JobSession:
@@ -201,8 +165,11 @@ class _JobSession:
 
 class TaskManager:
     def __init__(self, name: str, jobmanager_address: Hashable, transport: Transport, config: NetworkConfig,
-                 num_slots: int = 1, tracer: Tracer = NULL_TRACER, shuffle_address: Hashable | None = None) -> None:
+                 num_slots: int = 1, tracer: Tracer = NULL_TRACER, shuffle_address: Hashable | None = None,
+                 executor_id: str | None = None) -> None:
         self.name = name
+        #: The Spark executor hosting this TaskManager (None outside Spark).
+        self.executor_id = executor_id
         self.jobmanager_address = jobmanager_address
         self.transport = transport
         self.config = config
@@ -210,13 +177,15 @@ class TaskManager:
         self.shuffle_address = name if shuffle_address is None else shuffle_address
         self.env = NettyShuffleEnvironment(config, transport, tracer.for_task_manager(name))
         self._jobs: dict[str, _JobSession] = {}
+        #: Job id -> its ExecutionGraph (or why it did not load), from `DeployJob` to `ReleaseJob`.
+        self._graphs: dict[str, ExecutionGraph | RpcError] = {}
         #: False: it stops answering the JobManager's heartbeats (a hung process, in tests).
         self.responsive = True
         self._connection: RpcConnection | None = None
         self._nursery: Any | None = None
         # Task state updates go out in the order they happen, through one sender. What the
         # JobManager's messages put in it is bounded: at most one heartbeat waits in it.
-        self._outbox: kernel.Queue[tuple[str, dict[str, Any]]] = kernel.Queue()
+        self._outbox: kernel.Queue[RpcMessage] = kernel.Queue()
         self._heartbeat_queued = False
 
     async def run(self, *, task_status: Any = kernel.TASK_STATUS_IGNORED) -> None:
@@ -226,8 +195,8 @@ class TaskManager:
                 self._nursery = nursery
                 address = await self.env.start(nursery, self.shuffle_address)
                 self._connection = RpcConnection(await self.transport.connect(self.jobmanager_address))
-                await self._connection.send("register_task_manager", task_manager=self.name,
-                                            shuffle_address=address, num_slots=self.num_slots)
+                await self._connection.send(RegisterTaskManager(self.name, address, self.num_slots, os.getpid(),
+                                                                self.executor_id))
                 nursery.start_soon(self._send_outbox)
                 task_status.started()
                 await self._follow_jobmanager()
@@ -247,6 +216,10 @@ class TaskManager:
                     return task
         return None
 
+    def job_start_time(self) -> float | None:
+        """When (kernel clock) the job whose tasks run here started; None before its first task."""
+        return next((job.run_control.t0 for job in self._jobs.values()), None)
+
     def records_emitted(self) -> int:
         """Records the sources of this TaskManager emitted so far, over its running jobs."""
         return sum(task.context.records_emitted for job in self._jobs.values() for task in job.tasks.values()
@@ -257,23 +230,38 @@ class TaskManager:
         while True:
             try:
                 message = await self._connection.receive()
-                if message is None or message["type"] == "shutdown":
+                if message is None or isinstance(message, Shutdown):
                     return
-                handler = getattr(self, f"_on_{message['type']}", None)
+                handler = self._handlers.get(type(message))
                 if handler is None:
-                    raise RpcError(f"unexpected message {message['type']!r} from the JobManager")
+                    raise RpcError(f"unexpected message {message.TYPE!r} from the JobManager")
+                await handler(self, message)
             except RpcError as exc:
                 log.error("%s: disconnecting from the JobManager, which broke the protocol: %s", self.name, exc)
                 return
-            await handler(message)
 
-    async def _on_deploy_task(self, message: dict[str, Any]) -> None:
-        descriptor = TaskDeploymentDescriptor.from_message(message["descriptor"])
+    async def _on_deploy_job(self, message: DeployJob) -> None:
+        try:
+            self._graphs[message.job_id] = load_object(message.graph, "job graph")
+        except RpcError as exc:  # e.g. user code this process cannot import: its tasks fail with it
+            self._graphs[message.job_id] = exc
+
+    async def _on_deploy_task(self, message: DeployTask) -> None:
+        try:
+            descriptor = TaskDeploymentDescriptor.from_message(message.descriptor)
+        except (TypeError, KeyError) as exc:
+            raise RpcError(f"deploy_task: malformed descriptor ({exc})") from None
         info = descriptor.job
+        graph = self._graphs.get(info.job_id)
+        if graph is None:
+            raise RpcError(f"deploy_task: job {info.job_id!r} was not deployed first")
+        if isinstance(graph, BaseException):
+            self._outbox.put_nowait(TaskExecutionState(info.job_id, descriptor.execution_id,
+                                                       ExecutionState.FAILED.value, str(graph)))
+            return
         job = self._jobs.get(info.job_id)
         if job is None:
-            job = _JobSession(self.name, REGISTRY.get(info.job_ref), info.start_offset,
-                              info.duration, info.sample_period)
+            job = _JobSession(self.name, graph, info.start_offset, info.duration, info.sample_period)
             job.services.checkpoint_responder = _CheckpointResponder(info.job_id, self._outbox)
             self._jobs[info.job_id] = job
             self._nursery.start_soon(job.run_sampler)
@@ -285,62 +273,63 @@ class TaskManager:
 
     def _report_state(self, task: Task) -> None:
         cause = task.failure_cause
-        fields: dict[str, Any] = {"job_id": task.descriptor.job.job_id, "execution_id": task.execution_id,
-                                  "state": task.state.value, "attempt": task.descriptor.job.attempt}
-        if cause is not None:
-            fields["error"] = f"{type(cause).__name__}: {cause}"
-            fields["error_ref"] = REGISTRY.put(cause)
-        self._outbox.put_nowait(("task_state", fields))
+        error = None if cause is None else f"{type(cause).__name__}: {cause}"
+        self._outbox.put_nowait(TaskExecutionState(
+            task.descriptor.job.job_id, task.execution_id, task.state.value, error,
+            None if cause is None else dump_exception(cause), task.descriptor.job.attempt))
 
     async def _send_outbox(self) -> None:
-        async for kind, fields in self._outbox:
-            if kind == "heartbeat":
+        async for message in self._outbox:
+            if isinstance(message, Heartbeat):
                 self._heartbeat_queued = False
             try:
-                await self._connection.send(kind, **fields)
+                await self._connection.send(message)
             except (kernel.BrokenResourceError, kernel.ClosedResourceError):
                 return  # the JobManager is gone; the connection loop ends on its own
 
-    async def _on_heartbeat_request(self, message: dict[str, Any]) -> None:
+    async def _on_heartbeat_request(self, message: HeartbeatRequest) -> None:
         if self.responsive and not self._heartbeat_queued:
             self._heartbeat_queued = True
-            self._outbox.put_nowait(("heartbeat", {}))
+            self._outbox.put_nowait(Heartbeat())
 
-    async def _on_cancel_task(self, message: dict[str, Any]) -> None:
+    async def _on_cancel_task(self, message: CancelTask) -> None:
         for job in self._jobs.values():
-            task = job.tasks.get(message["execution_id"])
+            task = job.tasks.get(message.execution_id)
             if task is not None:
                 task.cancel()
 
-    async def _on_cancel_attempt(self, message: dict[str, Any]) -> None:
+    async def _on_cancel_attempt(self, message: CancelAttempt) -> None:
         self._nursery.start_soon(self._cancel_attempt, message)
 
-    async def _cancel_attempt(self, message: dict[str, Any]) -> None:
-        job = self._jobs.get(message["job_id"])
+    async def _cancel_attempt(self, message: CancelAttempt) -> None:
+        job = self._jobs.get(message.job_id)
         records_emitted = 0 if job is None else await job.cancel_attempt()
-        self._outbox.put_nowait(("attempt_cancelled", {"job_id": message["job_id"], "attempt": message["attempt"],
-                                                       "records_emitted": records_emitted}))
+        self._outbox.put_nowait(AttemptCancelled(message.job_id, message.attempt, records_emitted))
 
-    async def _on_trigger_checkpoint(self, message: dict[str, Any]) -> None:
+    async def _on_trigger_checkpoint(self, message: TriggerCheckpoint) -> None:
         """The coordinator triggers a checkpoint at a source task."""
-        job = self._jobs.get(message["job_id"])
-        task = job.tasks.get(message["execution_id"]) if job is not None else None
+        job = self._jobs.get(message.job_id)
+        task = job.tasks.get(message.execution_id) if job is not None else None
         if task is None:
             return
-        options = CheckpointOptions("CHECKPOINT", AlignmentType(message["alignment"]), message["aligned_timeout"])
-        barrier = CheckpointBarrier(message["checkpoint_id"], message["timestamp"], options)
+        try:
+            alignment = AlignmentType(message.alignment)
+        except ValueError:
+            raise RpcError(f"trigger_checkpoint: unknown alignment {message.alignment}") from None
+        options = CheckpointOptions("CHECKPOINT", alignment, message.aligned_timeout)
+        barrier = CheckpointBarrier(message.checkpoint_id, message.timestamp, options)
         if not task.trigger_checkpoint(barrier):
             await job.services.checkpoint_responder.decline(task, barrier.id, "CHECKPOINT_DECLINED_TASK_NOT_READY")
 
-    async def _on_abort_checkpoint(self, message: dict[str, Any]) -> None:
-        job = self._jobs.get(message["job_id"])
+    async def _on_abort_checkpoint(self, message: AbortCheckpoint) -> None:
+        job = self._jobs.get(message.job_id)
         if job is not None:
             for task in job.tasks.values():
-                task.notify_checkpoint_aborted(message["checkpoint_id"])
+                task.notify_checkpoint_aborted(message.checkpoint_id)
 
-    async def _on_stop_sources(self, message: dict[str, Any]) -> None:
+    async def _on_stop_sources(self, message: StopSources) -> None:
         """The run's duration is over: stop sampling, stop sources, drain without costs."""
-        job = self._jobs.get(message["job_id"])
+        job = self._jobs.get(message.job_id)
         if job is None:
             return
         job.stop_sampling()
@@ -348,8 +337,9 @@ class TaskManager:
         for task in job.tasks.values():
             task.stop_source()
 
-    async def _on_release_job(self, message: dict[str, Any]) -> None:
-        job = self._jobs.pop(message["job_id"], None)
+    async def _on_release_job(self, message: ReleaseJob) -> None:
+        self._graphs.pop(message.job_id, None)
+        job = self._jobs.pop(message.job_id, None)
         report: dict[str, Any] = {}
         if job is not None:
             job.stop_sampling()
@@ -363,8 +353,9 @@ class TaskManager:
         pool = self.env.network_pool
         report.update(task_manager=self.name, available_segments=pool.num_available_segments,
                       total_segments=pool.total_segments)
-        self._outbox.put_nowait(("job_report", {"job_id": message["job_id"],
-                                                      "report_ref": REGISTRY.put(report)}))
+        metrics = report.pop("metrics", None)
+        self._outbox.put_nowait(JobReport(message.job_id, dump_object(report),
+                                          dump_table(metrics if metrics is not None else MetricTable().to_arrow())))
 
     def _job_report(self, job: _JobSession) -> dict[str, Any]:
         contexts = [task.context for task in job.tasks.values() if task.context is not None]
@@ -379,3 +370,8 @@ class TaskManager:
             "credit_violations": job.earlier_credit_violations + _credit_violations(job.tasks.values()),
             "task_states": {t.execution_id: t.state.value for t in job.tasks.values()},
         }
+
+    _handlers = {DeployJob: _on_deploy_job, DeployTask: _on_deploy_task, CancelTask: _on_cancel_task,
+                 TriggerCheckpoint: _on_trigger_checkpoint, AbortCheckpoint: _on_abort_checkpoint,
+                 StopSources: _on_stop_sources, ReleaseJob: _on_release_job, HeartbeatRequest: _on_heartbeat_request,
+                 CancelAttempt: _on_cancel_attempt}

@@ -9,7 +9,7 @@ reaches the edges with that tag.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import zlib
@@ -21,9 +21,7 @@ from shuffle.serialization.records import FixedWidthFormat, FixedWidthRecords
 from shuffle.writer.record_writer import RecordWriter
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.operators.records import Records, as_generic
-
-if TYPE_CHECKING:
-    from taskmgr.taskmanager import TaskServices
+from taskmgr.task_services import TaskServices
 
 
 @dataclass

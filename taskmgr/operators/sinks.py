@@ -9,8 +9,6 @@ other `SinkFunction` or callable is invoked per value.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -20,7 +18,7 @@ from shuffle.serialization.records import FixedWidthRecords
 from taskmgr.metrics.latency import LatencyMetrics
 from taskmgr.operators.base import OperatorContext, Output, StreamOperator, user_method
 from taskmgr.operators.records import Records, as_generic
-from taskmgr.operators.sources import ORIGIN_SHIFT
+from taskmgr.results import ORIGIN_SHIFT
 
 
 class VerifyingSink(SinkFunction):
@@ -36,38 +34,6 @@ class VerifyingSink(SinkFunction):
 
     def __repr__(self) -> str:
         return f"VerifyingSink({self.name!r})"
-
-
-@dataclass
-class Verification:
-    """What the verifying sinks of one name saw: sequence numbers per source subtask
-    (origin) and how often the order per (channel, origin) broke."""
-
-    seqs: dict[int, list[np.ndarray]] = field(default_factory=lambda: defaultdict(list))
-    out_of_order: int = 0
-
-    def merge(self, other: Verification) -> None:
-        for origin, arrays in other.seqs.items():
-            self.seqs[origin].extend(arrays)
-        self.out_of_order += other.out_of_order
-
-    def report(self, emitted_per_origin: dict[int, int]) -> dict[str, Any]:
-        """Counts of received, out-of-order, duplicated and missing records."""
-        received = duplicates = missing = 0
-        for origin in set(self.seqs) | set(emitted_per_origin):
-            arrays = self.seqs.get(origin, [])
-            seqs = np.sort(np.concatenate(arrays)) if arrays else np.zeros(0, dtype=np.int64)
-            # Distinct values of the sorted array (np.unique hashes, ~10x slower on millions).
-            distinct = seqs[np.concatenate(([True], seqs[1:] != seqs[:-1]))] if len(seqs) else seqs
-            received += len(seqs)
-            duplicates += len(seqs) - len(distinct)
-            expected = emitted_per_origin.get(origin, 0)
-            base = origin << ORIGIN_SHIFT
-            valid = int(np.count_nonzero((distinct >= base) & (distinct < base + expected)))
-            missing += expected - valid
-        ok = duplicates == 0 and missing == 0 and self.out_of_order == 0
-        return {"received": received, "out_of_order": self.out_of_order, "duplicates": duplicates,
-                "missing": missing, "ok": ok}
 
 
 class SinkOperator(StreamOperator):

@@ -19,14 +19,12 @@ from shuffle import kernel
 from shuffle.serialization.records import FixedWidthFormat
 from taskmgr.operators.base import OperatorContext, Output, StreamOperator
 from taskmgr.operators.records import Records
+from taskmgr.results import ORIGIN_SHIFT
 from taskmgr.task_input import InputStatus
 from taskmgr.workloads import GeneratorState, RateSchedule
 
 #: Modelled cost of producing one record when the program gives none (10 M records/s).
 DEFAULT_SOURCE_COST = 1e-7
-#: Sequence numbers of generator subtask i start at i << ORIGIN_SHIFT, so a sink can tell
-#: which source subtask a record comes from.
-ORIGIN_SHIFT = 40
 #: A rate-limited generator wakes up when this much time's worth of records is due
 #: (seconds; one record at least), rather than once per record; at most a hundredth of
 #: its output's buffer timeout (per record when that is 0), so that the pacing step stays

@@ -21,7 +21,7 @@ def decode_all(decoder, frames):
 
 def test_seeds_are_valid_frames_of_every_message_type():
     assert {type(m) for m in decode_all(FrameDecoder(), netty_seeds())} == set(MESSAGE_TYPES)
-    assert {m["type"] for m in decode_all(RpcDecoder(), rpc_seeds())} == set(MESSAGES)
+    assert {m.TYPE for m in decode_all(RpcDecoder(), rpc_seeds())} == set(MESSAGES)
 
 
 TARGETS = fuzz_module.targets()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -36,6 +37,8 @@ def test_run_writes_outputs_and_summary(tmp_path: Path, capsys: pytest.CaptureFi
     assert summary["invariants"]["credit_violations"] == 0
     assert summary["invariants"]["violations"] == []
     assert summary["checkpoints"] == []  # ARCHITECTURE.md: one entry per checkpoint (none are taken yet)
+    assert summary["cluster"] == {"engine": "local", "master": None, "task_managers": [
+        {"name": f"tm-{i}", "address": f"tm-{i}", "pid": os.getpid(), "executor_id": None} for i in (0, 1)]}
     metrics = read_metrics(out)
     assert set(metrics["vertex"].to_pylist()) == {"Source: Seq", "SlowMap -> Sink: Writer"}
     events = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
@@ -47,6 +50,8 @@ def test_run_writes_outputs_and_summary(tmp_path: Path, capsys: pytest.CaptureFi
     (["run", str(LIBRARY / "slow-map.toml"), "--out", "x", "--set", "network.bogus=1"], "network.bogus"),
     (["plan", "no_such_module:program"], "cannot import"),
     (["bench", "no_such_figure"], "unknown figure"),
+    (["run", str(LIBRARY / "slow-map.toml"), "--out", "x", "--engine", "spark"],
+     "mode = 'sim': --engine spark runs in realtime mode"),  # found before Spark starts
 ])
 def test_user_mistakes_exit_2_with_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
@@ -148,6 +153,6 @@ def test_runs_in_one_process_repeat_number_for_number(tmp_path: Path) -> None:
         return run_scenario(scenario, tmp_path).summary["vertices"]
 
     first = vertices("job.stages[SlowMap].cost=1ms")
-    for _ in range(3):  # a run takes 3 RPC object references: the next run's are two-digit ids
+    for _ in range(3):  # nothing a run leaves in the process may change the next one
         vertices("network.buffer_timeout=1ms")
     assert vertices("job.stages[SlowMap].cost=1ms") == first

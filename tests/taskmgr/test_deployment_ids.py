@@ -19,7 +19,7 @@ def test_consumers_are_told_the_producers_attempt_ids():
     attempts = new_attempt_ids(g)
     assert len(set(attempts.values())) == len(attempts) and all(len(a) == 32 for a in attempts.values())
     assert new_attempt_ids(g) != attempts  # random per deployment
-    info = JobInformation("job-0", "ref", 0, 0.0, 1.0, 1.0)
+    info = JobInformation("job-0", 0, 0.0, 1.0, 1.0)
     addresses = dict.fromkeys(attempts, "tm-0")
     descriptors = [create_descriptor(v, info, addresses, attempts) for v in g.all_execution_vertices]
     produced = {p.partition_id for d in descriptors for p in d.produced_partitions}

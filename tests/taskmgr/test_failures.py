@@ -9,7 +9,8 @@ import pytest
 from graph import CollectSink, DiscardingSink, StreamExecutionEnvironment
 from shuffle import kernel
 from taskmgr.cluster import ClusterConfig, MiniCluster, execute
-from taskmgr.jobmanager import JobConfig, JobExecutionError, JobResult, JobStatus
+from taskmgr.jobmanager import JobConfig
+from taskmgr.results import JobExecutionError, JobResult, JobStatus
 
 
 def explode(x: int) -> int:

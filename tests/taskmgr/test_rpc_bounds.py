@@ -9,7 +9,7 @@ from shuffle import kernel
 from shuffle.config import NetworkConfig
 from shuffle.transport.sim_link import SimNetwork
 from taskmgr.cluster import ClusterConfig, MiniCluster
-from taskmgr.rpc import FIRST_MESSAGE_TIMEOUT, RpcConnection, encode_message
+from taskmgr.rpc import FIRST_MESSAGE_TIMEOUT, RegisterTaskManager, RpcConnection, encode_message
 from taskmgr.taskmanager import TaskManager
 
 
@@ -33,7 +33,7 @@ async def test_heartbeat_requests_of_a_jobmanager_that_does_not_read_queue_one_a
 
     async def flooding_jobmanager(stream) -> None:
         connection = RpcConnection(stream)
-        assert (await connection.receive())["type"] == "register_task_manager"
+        assert isinstance(await connection.receive(), RegisterTaskManager)
         frame = encode_message("heartbeat_request")
         for _ in range(requests):  # and never reads the answers
             await stream.send_all(frame)

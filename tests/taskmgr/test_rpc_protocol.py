@@ -18,25 +18,25 @@ from hypothesis import strategies as st
 from shuffle.config import NetworkConfig
 from shuffle.transport.sim_link import SimNetwork
 from taskmgr.jobmanager import JobManager
-from taskmgr.rpc import MESSAGES, RPC_MAGIC, RpcConnection, RpcDecoder, RpcError, encode_message
+from graph import DiscardingSink, StreamExecutionEnvironment
+from taskmgr.deployment import JobInformation, create_descriptor, execution_id, new_attempt_ids
+from taskmgr.metrics.table import MetricTable
+from taskmgr.payloads import dump_object, dump_table, load_object, load_table
+from taskmgr.rpc import (MESSAGES, RPC_MAGIC, DeployJob, DeployTask, RegisterTaskManager, RpcConnection, RpcDecoder,
+                         RpcError, RpcMessage, Shutdown, TaskExecutionState, encode)
 from taskmgr.taskmanager import TaskManager
 
 LIMIT = 4096
-VALUES = {str: st.text(max_size=30), int: st.integers(-(2**63), 2**64 - 1), float: st.floats(allow_nan=False),
+VALUES = {str: st.text(max_size=30), int: st.integers(-(2**63), 2**64 - 1), bytes: st.binary(max_size=30),
+          float: st.floats(allow_nan=False),
           dict: st.dictionaries(st.text(max_size=5), st.integers(-(2**63), 2**64 - 1) | st.text(max_size=5), max_size=4)}
 
 
 @st.composite
-def messages(draw) -> dict:
-    kind = draw(st.sampled_from(sorted(MESSAGES)))
-    required, optional = MESSAGES[kind]
-    fields = {name: draw(VALUES[t]) for name, t in required.items()}
-    fields |= {name: draw(VALUES[t]) for name, t in optional.items() if draw(st.booleans())}
-    return {"type": kind, **fields}
-
-
-def encode(message: dict) -> bytes:
-    return encode_message(message["type"], **{k: v for k, v in message.items() if k != "type"})
+def messages(draw) -> RpcMessage:
+    cls = MESSAGES[draw(st.sampled_from(sorted(MESSAGES)))]
+    return cls(**{name: draw(VALUES[t]) for name, (t, required) in cls.FIELDS.items()
+                  if required or draw(st.booleans())})
 
 
 def raw_frame(body: bytes, magic: int = RPC_MAGIC, length: int | None = None) -> bytes:
@@ -121,7 +121,7 @@ class _Closed:
 
 
 async def test_connection_closed_in_the_middle_of_a_message():
-    connection = RpcConnection(_Closed(encode_message("shutdown")[:-1]))
+    connection = RpcConnection(_Closed(encode(Shutdown())[:-1]))
     with pytest.raises(RpcError, match="closed in the middle of a message"):
         await connection.receive()
 
@@ -135,14 +135,14 @@ async def test_jobmanager_disconnects_a_garbage_peer_and_goes_on(sim_kernel, cap
         await stray.send_all(random.Random(1).randbytes(200))
         await stray.aclose()
         rogue = RpcConnection(await network.connect(address))
-        await rogue.send("register_task_manager", task_manager="tm-rogue", shuffle_address="x", num_slots=1)
+        await rogue.send(RegisterTaskManager("tm-rogue", "x", 1))
         await kernel.sleep(0.01)
         assert "tm-rogue" in jobmanager.task_managers
         await rogue.stream.send_all(raw_frame(msgpack.packb({"type": "task_state", "job_id": 1})))
         assert await rogue.receive() is None  # disconnected
         assert "tm-rogue" not in jobmanager.task_managers
         honest = RpcConnection(await network.connect(address))
-        await honest.send("register_task_manager", task_manager="tm-0", shuffle_address="tm-0", num_slots=1)
+        await honest.send(RegisterTaskManager("tm-0", "tm-0", 1))
         await kernel.sleep(0.01)
         assert list(jobmanager.task_managers) == ["tm-0"]
         nursery.cancel_scope.cancel()
@@ -155,7 +155,7 @@ async def test_taskmanager_disconnects_from_a_jobmanager_that_breaks_the_protoco
 
     async def bad_jobmanager(stream):
         connection = RpcConnection(stream)
-        assert (await connection.receive())["type"] == "register_task_manager"
+        assert isinstance(await connection.receive(), RegisterTaskManager)
         await stream.send_all(raw_frame(msgpack.packb({"type": "deploy_task", "descriptor": "not a map"})))
         await kernel.sleep_forever()
 
@@ -166,3 +166,48 @@ async def test_taskmanager_disconnects_from_a_jobmanager_that_breaks_the_protoco
             await task_manager.run()  # returns: no crash, no hang
         nursery.cancel_scope.cancel()
     assert any("tm-0: disconnecting from the JobManager" in r.getMessage() for r in caplog.records)
+
+
+# -- serialized payloads: opened by the receiver, a broken one is the peer's protocol error ---
+
+
+def test_payloads_round_trip_and_garbage_is_an_rpc_error():
+    table = MetricTable()
+    table.append(1.0, "Sink", 0, "tm-0", "numRecordsIn", 5.0)
+    assert load_table(dump_table(table.to_arrow())).equals(table.to_arrow())
+    assert load_object(dump_object(lambda x: x + 1), "code")(1) == 2  # code travels by value
+    with pytest.raises(RpcError, match="cannot load the job graph payload"):
+        load_object(b"\x80\x05garbage", "job graph")
+    with pytest.raises(RpcError, match="metrics table"):
+        load_table(b"not arrow")
+
+
+def _source_descriptor() -> dict:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator().sink_to(DiscardingSink())
+    graph = env.get_execution_graph()
+    [vertex] = graph.all_execution_vertices
+    info = JobInformation("job-0", 7, 0.0, 1.0, 1.0)
+    return create_descriptor(vertex, info, {execution_id(vertex): "tm-0"}, new_attempt_ids(graph)).to_message()
+
+
+async def test_a_job_graph_that_does_not_load_fails_its_tasks_with_the_cause(sim_kernel):
+    network = SimNetwork(1e9, 1e-4, 65536)
+    states = []
+
+    async def jobmanager(stream):
+        connection = RpcConnection(stream)
+        assert isinstance(await connection.receive(), RegisterTaskManager)
+        await connection.send(DeployJob("job-0", b"\x80\x05garbage"))
+        await connection.send(DeployTask(_source_descriptor()))
+        states.append(await connection.receive())
+        await connection.send(Shutdown())
+
+    async with kernel.open_nursery() as nursery:
+        await nursery.start(network.serve, "jobmanager", jobmanager)
+        with kernel.fail_after(5):
+            await TaskManager("tm-0", "jobmanager", network, NetworkConfig()).run()
+        nursery.cancel_scope.cancel()
+    [state] = states
+    assert isinstance(state, TaskExecutionState) and state.state == "FAILED"
+    assert state.error.startswith("cannot load the job graph payload")

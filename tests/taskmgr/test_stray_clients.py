@@ -16,7 +16,8 @@ from shuffle.transport.auth import AuthenticatedTransport, AuthenticationError
 from shuffle.transport.tcp import TcpTransport
 from taskmgr.cluster import ClusterConfig, MiniCluster, execute
 from taskmgr.jobmanager import JobConfig, JobStatus
-from taskmgr.rpc import encode_message
+from taskmgr.rpc import RegisterTaskManager
+from taskmgr.rpc import encode as encode_rpc
 from taskmgr.taskmanager import TaskManager
 
 pytestmark = pytest.mark.tcp
@@ -55,8 +56,8 @@ async def run_with_strangers(mini: MiniCluster) -> dict:
     await hit_and_run.send_all(random.Random(6).randbytes(200))
     await hit_and_run.aclose()
     seen["jm garbage"] = await stray(jobmanager.address, random.Random(7).randbytes(200))
-    seen["jm register"] = await stray(jobmanager.address, encode_message(
-        "register_task_manager", task_manager="tm-0", shuffle_address="127.0.0.1:1", num_slots=64))
+    seen["jm register"] = await stray(jobmanager.address, encode_rpc(
+        RegisterTaskManager("tm-0", "127.0.0.1:1", 64)))
     partition = tm0.env.partition_manager.partitions[0]
     request = b"".join(encode(PartitionRequest(partition.partition_id, 0, "thief", 1000)))
     seen["tm request"] = await stray(tm0.env.address, request)

@@ -1,0 +1,22 @@
+"""ExecutionState: the life of one subtask attempt (Flink's `ExecutionState`).
+
+A module of its own so that the JobManager follows task states without importing the
+Task (and through it the operators).
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExecutionState(str, enum.Enum):
+    DEPLOYING = "DEPLOYING"
+    INITIALIZING = "INITIALIZING"
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    CANCELED = "CANCELED"
+    FAILED = "FAILED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (ExecutionState.FINISHED, ExecutionState.CANCELED, ExecutionState.FAILED)
