@@ -62,7 +62,10 @@ def verify_checkpoint(acks: Iterable[SubtaskCheckpointAck]) -> dict[str, Any] | 
             sink_arrays.extend(arrays)
     if not has_sink:
         return None
-    persisted = persisted_seqs(acks)
+    try:
+        persisted = persisted_seqs(acks)
+    except ValueError as exc:  # the persisted bytes do not read back as whole records
+        return {"ok": False, "error": str(exc)}
     received = np.concatenate(sink_arrays) if sink_arrays else np.zeros(0, dtype=np.int64)
     got = np.sort(np.concatenate([received, persisted]))
     distinct = got[np.concatenate(([True], got[1:] != got[:-1]))] if len(got) else got

@@ -152,10 +152,31 @@ def test_debloating_shrinks_buffers_to_a_second_of_data_and_the_in_flight_bytes_
     on = run(tmp_path / "on", "debloat-slow-map", "duration=12s")
     off = run(tmp_path / "off", "debloat-slow-map", "duration=12s", "network.debloat=false")
     slow = on["SlowMap"]["metrics"]
-    # ~5.8 KB/s over ~23 buffers in use: the 256-byte minimum, reached within ~10 s.
+    # ~5.8 KB/s over ~23-36 buffers in use: the 256-byte minimum, reached within ~10 s; held
+    # at the minimum, the buffers in use take at least the 1 s target to consume.
     assert 256 <= slow["debloatedBufferSize"] < 300
-    assert slow["estimatedTimeToConsumeBuffersMs"] == pytest.approx(1000, rel=0.15)
+    assert 850 <= slow["estimatedTimeToConsumeBuffersMs"] < 2000
     in_flight = [v["Seq"]["metrics"]["outputQueueSize"] + v["SlowMap"]["metrics"]["inputQueueSize"] for v in (on, off)]
-    assert in_flight[1] > 500_000 and in_flight[0] < 10_000
+    assert in_flight[1] > 500_000 and in_flight[0] < 20_000
     assert slow["numRecordsInPerSecond"] == pytest.approx(off["SlowMap"]["metrics"]["numRecordsInPerSecond"], rel=0.02)
     assert "debloatedBufferSize" not in off["SlowMap"]["metrics"]
+
+
+def checkpoints(tmp_path: Path, *overrides: str) -> list[dict]:
+    scenario = load_scenario(LIBRARY / "checkpoints-slow-map.toml", overrides)
+    summary = run_scenario(scenario, tmp_path / "-".join(overrides or ["default"])).summary
+    assert summary["status"] == "FINISHED"
+    return summary["checkpoints"]
+
+
+def test_checkpoints_under_backpressure_aligned_unaligned_timeout_and_debloated(tmp_path: Path) -> None:
+    unaligned = [c for c in checkpoints(tmp_path, "duration=10s") if c["status"] == "COMPLETED"]
+    assert len(unaligned) >= 3 and all(c["duration_ms"] < 30 and c["persisted_bytes"] > 400_000 for c in unaligned)
+    aligned = checkpoints(tmp_path, "duration=170s", "checkpoints.mode=aligned")
+    assert aligned[0]["status"] == "COMPLETED" and aligned[0]["duration_ms"] > 150_000
+    timed = [c for c in checkpoints(tmp_path, "duration=10s", "checkpoints.aligned_timeout=50ms")
+             if c["status"] == "COMPLETED"]
+    assert timed and all(c["type"] == "UNALIGNED_CHECKPOINT" and c["start_delay_ms"] >= 50 for c in timed)
+    debloated = checkpoints(tmp_path, "duration=30s", "checkpoints.mode=aligned", "network.debloat=true")
+    completed = [c for c in debloated if c["status"] == "COMPLETED"]
+    assert completed and max(c["duration_ms"] for c in completed) < aligned[0]["duration_ms"] / 10

@@ -1,0 +1,241 @@
+"""The barrier handlers as spec 5.3-5.6 describe them: which channels block and when, when
+the checkpoint is triggered, which inputs start and stop persisting, cancellation by a
+newer checkpoint and by CancelCheckpointMarker, alignment timeouts, end of partition."""
+
+from __future__ import annotations
+
+import math
+
+from shuffle.api.events import AlignmentType, CancelCheckpointMarker, CheckpointBarrier, CheckpointOptions
+from shuffle.consumer.input_channel import InputChannelInfo
+from taskmgr.checkpointing.checkpoint_barrier_tracker import CheckpointBarrierTracker
+from taskmgr.checkpointing.single_checkpoint_barrier_handler import (
+    CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER,
+    CHECKPOINT_DECLINED_SUBSUMED,
+    SingleCheckpointBarrierHandler,
+)
+
+ALIGNED = CheckpointOptions()
+UNALIGNED = CheckpointOptions(alignment=AlignmentType.UNALIGNED)
+TIMEOUTABLE = CheckpointOptions(aligned_checkpoint_timeout=0.5)
+
+
+def ch(i: int, gate: int = 0) -> InputChannelInfo:
+    return InputChannelInfo(gate, i)
+
+
+class FakeGate:
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def block_consumption(self, channel): self.log.append(("block", channel.channel_index))
+    def resume_consumption(self, channel): self.log.append(("resume", channel.channel_index))
+    def checkpoint_started(self, barrier): self.log.append(("started", barrier.id))
+    def checkpoint_stopped(self, checkpoint_id): self.log.append(("stopped", checkpoint_id))
+    def convert_to_priority_event(self, channel, seq): self.log.append(("prioritize", channel.channel_index, seq))
+
+
+class FakeTask:
+    def __init__(self, log: list) -> None:
+        self.log = log
+        self.metrics = {}
+
+    def init_inputs_checkpoint(self, barrier): self.log.append(("init", barrier.id))
+    def alignment_started(self, checkpoint_id, start_delay_ns): pass
+    def trigger_checkpoint_on_barrier(self, barrier, metrics):
+        self.log.append(("trigger", barrier.id, "unaligned" if barrier.options.is_unaligned else "aligned"))
+        self.metrics[barrier.id] = metrics
+    def abort_checkpoint_on_barrier(self, checkpoint_id, reason): self.log.append(("abort", checkpoint_id, reason))
+    def inputs_finished(self, checkpoint_id): self.log.append(("inputs_finished", checkpoint_id))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 10.0
+        self.timers = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def register(self, delay, action):
+        timer = [self.now + delay, action, False]
+        self.timers.append(timer)
+        return lambda: timer.__setitem__(2, True)
+
+    def advance(self, to: float) -> None:
+        self.now = to
+        for timer in list(self.timers):
+            if timer[0] <= to and not timer[2]:
+                timer[2] = True
+                timer[1]()
+
+
+def make(factory, channels=2):
+    log, clock = [], Clock()
+    task = FakeTask(log)
+    handler = factory(task, [FakeGate(log)], channels, clock, clock.register)
+    return handler, log, clock, task
+
+
+def barrier(checkpoint_id, options=ALIGNED, ts_s=10.0):
+    return CheckpointBarrier(checkpoint_id, int(ts_s * 1000), options)
+
+
+def test_aligned_blocks_each_channel_until_the_last_barrier_then_triggers_and_resumes_all():
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.aligned, channels=3)
+    clock.now = 10.25
+    handler.process_barrier(barrier(1), ch(0))
+    clock.now = 10.5
+    handler.process_barrier(barrier(1), ch(2))
+    assert log == [("block", 0), ("block", 2)]  # no trigger before all are in
+    clock.now = 11.0
+    handler.process_barrier(barrier(1), ch(1))
+    assert log[2:] == [("block", 1), ("trigger", 1, "aligned"), ("resume", 0), ("resume", 1), ("resume", 2),
+                       ("inputs_finished", 1)]
+    metrics = task.metrics[1]
+    assert metrics.start_delay_ns == 250_000_000 and metrics.alignment_duration_ns == 750_000_000
+    assert not handler.is_checkpoint_pending
+
+
+def test_one_channel_aligns_at_once_and_the_queueing_shows_as_start_delay():
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.aligned, channels=1)
+    clock.now = 161.0
+    handler.process_barrier(barrier(1), ch(0))
+    assert ("trigger", 1, "aligned") in log
+    assert task.metrics[1].alignment_duration_ns == 0
+    assert task.metrics[1].start_delay_ns == 151_000_000_000
+
+
+def test_aligned_data_bytes_during_alignment_are_counted():
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.aligned)
+    handler.add_processed_bytes(100)  # before: not counted
+    handler.process_barrier(barrier(1), ch(0))
+    for _ in range(3):
+        handler.add_processed_bytes(100)
+    handler.process_barrier(barrier(1), ch(1))
+    assert task.metrics[1].bytes_processed_during_alignment == 300
+
+
+def test_unaligned_first_barrier_starts_persisting_everywhere_and_triggers_at_once():
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.alternating)
+    handler.process_barrier(barrier(1, UNALIGNED), ch(1))
+    assert log == [("init", 1), ("started", 1), ("trigger", 1, "unaligned")]
+    handler.process_barrier(barrier(1, UNALIGNED), ch(0))
+    assert log[3:] == [("stopped", 1), ("inputs_finished", 1)]
+    assert task.metrics[1].unaligned
+
+
+def test_a_newer_barrier_subsumes_the_pending_checkpoint():
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.aligned)
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_barrier(barrier(2), ch(1))
+    assert ("abort", 1, CHECKPOINT_DECLINED_SUBSUMED) in log
+    assert log.index(("resume", 0)) < log.index(("abort", 1, CHECKPOINT_DECLINED_SUBSUMED))
+    # the late barrier of checkpoint 1 is obsolete: its producer blocked itself, resume it at once
+    log.clear()
+    handler.process_barrier(barrier(1), ch(0))
+    assert log == [("resume", 0)]
+    handler.process_barrier(barrier(2), ch(0))
+    assert ("trigger", 2, "aligned") in log
+
+
+def test_cancel_checkpoint_marker_aborts_and_later_barriers_are_stale():
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.aligned)
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_cancellation_barrier(CancelCheckpointMarker(1), ch(1))
+    assert log == [("block", 0), ("resume", 0), ("abort", 1, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER)]
+    log.clear()
+    handler.process_barrier(barrier(1), ch(1))
+    assert log == [("resume", 1)]
+    handler.process_cancellation_barrier(CancelCheckpointMarker(1), ch(0))  # stale: ignored
+    assert log == [("resume", 1)]
+
+
+def test_alignment_timeout_prioritizes_announced_barriers_and_goes_unaligned():
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.alternating, channels=3)
+    timed = barrier(1, TIMEOUTABLE, ts_s=10.0)
+    clock.now = 10.1
+    handler.process_barrier(timed, ch(0))
+    handler.process_barrier_announcement(timed, 42, ch(2))
+    assert log == [("block", 0)]
+    assert clock.timers[0][0] == 10.5  # the timeout counts from the barrier's creation
+    clock.advance(10.5)
+    assert log[1:] == [("prioritize", 2, 42), ("init", 1), ("started", 1), ("trigger", 1, "unaligned")]
+    handler.process_barrier(timed, ch(2))  # the prioritized, formerly aligned barrier
+    handler.process_barrier(barrier(1, UNALIGNED), ch(1))  # upstream timed out too
+    assert log[5:] == [("block", 2), ("stopped", 1), ("resume", 0), ("resume", 2), ("inputs_finished", 1)]
+
+
+def test_alternating_completes_aligned_before_the_timeout_and_cancels_the_timer():
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.alternating)
+    handler.process_barrier(barrier(1, TIMEOUTABLE), ch(0))
+    handler.process_barrier(barrier(1, TIMEOUTABLE), ch(1))
+    assert ("trigger", 1, "aligned") in log
+    clock.advance(20.0)
+    assert not any(entry[0] == "started" for entry in log)
+
+
+def test_an_already_late_timeoutable_barrier_switches_at_once():
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.alternating)
+    clock.now = 11.0  # 1 s after creation, the timeout is 0.5 s
+    handler.process_barrier(barrier(1, TIMEOUTABLE, ts_s=10.0), ch(0))
+    assert ("trigger", 1, "unaligned") in log
+
+
+def test_end_of_partition_during_alignment_counts_as_aligned():
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.aligned)
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_end_of_partition(ch(1))
+    assert ("trigger", 1, "aligned") in log and ("resume", 0) in log
+    log.clear()
+    handler.process_barrier(barrier(2), ch(0))  # one channel left open
+    assert ("trigger", 2, "aligned") in log
+
+
+def test_unaligned_end_of_partition_stops_persisting_when_the_rest_is_in():
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.unaligned)
+    handler.process_barrier(barrier(1, UNALIGNED), ch(0))
+    handler.process_end_of_partition(ch(1))
+    assert log[-2:] == [("stopped", 1), ("inputs_finished", 1)]
+
+
+def tracker(channels=2):
+    log, clock = [], Clock()
+    task = FakeTask(log)
+    return CheckpointBarrierTracker(task, channels, clock), log, clock, task
+
+
+def test_tracker_never_blocks_and_triggers_on_the_last_barrier():
+    handler, log, clock, task = tracker()
+    handler.process_barrier(barrier(1), ch(0))
+    assert log == []
+    clock.now = 10.3
+    handler.process_barrier(barrier(1), ch(1))
+    assert log == [("trigger", 1, "aligned"), ("inputs_finished", 1)]
+    assert task.metrics[1].alignment_duration_ns == 300_000_000
+
+
+def test_tracker_drops_older_checkpoints_a_newer_one_completes_before():
+    handler, log, clock, task = tracker()
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_barrier(barrier(2), ch(0))
+    handler.process_barrier(barrier(2), ch(1))
+    handler.process_barrier(barrier(1), ch(1))  # late: checkpoint 1 was dropped
+    assert [entry for entry in log if entry[0] == "trigger"] == [("trigger", 2, "aligned")]
+
+
+def test_tracker_cancellation_marks_aborted_once():
+    handler, log, clock, task = tracker()
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_cancellation_barrier(CancelCheckpointMarker(1), ch(1))
+    handler.process_cancellation_barrier(CancelCheckpointMarker(1), ch(0))
+    handler.process_barrier(barrier(1), ch(1))
+    assert log == [("abort", 1, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER)]
+
+
+def test_timeoutable_options_are_what_the_coordinator_derives():
+    options = CheckpointOptions.for_config("CHECKPOINT", is_exactly_once_mode=True, is_unaligned_enabled=True,
+                                           aligned_checkpoint_timeout=0.5)
+    assert options.is_timeoutable and not options.is_unaligned
+    assert CheckpointOptions.for_config("CHECKPOINT", is_exactly_once_mode=True, is_unaligned_enabled=True,
+                                        aligned_checkpoint_timeout=math.inf).is_unaligned
