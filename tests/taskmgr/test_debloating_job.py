@@ -50,11 +50,16 @@ def test_the_announced_size_converges_to_target_times_throughput_over_buffers_in
         assert slow["metrics"]["estimatedTimeToConsumeBuffersMs"] == pytest.approx(1000, rel=0.1)
     # The source's buffers are cut to the announced size from its next buffer on.
     announced = tracer.of("buffer_size_announced")
-    assert announced and announced[0]["size"] != config.starting_segment_size
-    last = announced[-1]
-    sent = [e["bytes"] for e in tracer.of("buffer_sent") if e["data_type"] == "DATA_BUFFER" and e["t"] > last["t"] + 2]
+    if announced:
+        assert announced[0]["size"] != config.starting_segment_size
+        size, since = announced[-1]["size"], announced[-1]["t"]
+    else:  # settled within the threshold of the starting size: nothing to announce
+        assert abs(predicted - config.starting_segment_size) < config.starting_segment_size * 0.25
+        size, since = config.starting_segment_size, 0.0
+    sent = [e["bytes"] for e in tracer.of("buffer_sent") if e["data_type"] == "DATA_BUFFER" and e["t"] > since + 2]
     assert len(sent) > 10
-    assert max(sent) <= last["size"] and median(sent) == last["size"]
+    # buffers filled before the announcement (up to 20 overdraft) drain first: the median is the size
+    assert median(sent) == size
     assert slow["metrics"]["numRecordsInPerSecond"] == pytest.approx(1000 if cost == "1ms" else 200, rel=0.05)
 
 
