@@ -59,7 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--engine", choices=("local", "spark"), default="local",
                      help="local: everything in this process (default); spark: the JobManager here, each "
                           "TaskManager in a Spark executor task (realtime mode)")
-    run.add_argument("--master", default="local[*]", metavar="URL",
+    run.add_argument("--master", metavar="URL",
                      help="Spark master for --engine spark: local[*] (default), local[N], spark://HOST:PORT, yarn, "
                           "k8s://...")
     run.add_argument("--verbose", action="store_true",
@@ -155,6 +155,9 @@ def _run(args: argparse.Namespace) -> int:
     from scenarios.run import OutputDirError, format_checkpoints, format_restarts, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
+    if args.engine == "local" and args.master is not None:
+        raise UserError(f"--master {args.master} needs --engine spark")
+    args.master = args.master or "local[*]"
     engine = _spark_engine(args, scenario) if args.engine == "spark" else None
     progress = None if args.quiet else ProgressPrinter(scenario.name, scenario.duration, sys.stderr)
     try:

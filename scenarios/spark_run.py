@@ -100,6 +100,7 @@ def run_on_spark(spark: SparkSession, master: str, graph: ExecutionGraph, cluste
 async def _drive(spark: SparkSession, graph: ExecutionGraph, cluster: ClusterConfig, job: JobConfig, host: str,
                  local: bool, faults: tuple[Fault, ...], progress: ProgressCallback | None,
                  should_stop: StopCheck | None) -> JobResult:
+    """The JobManager here, the TaskManagers' stage on Spark, the job, then the stage's end."""
     jobmanager = JobManager(create_transport(cluster), f"{host}:0", cluster.heartbeat_interval,
                             cluster.heartbeat_timeout)
     n = cluster.task_managers

@@ -36,6 +36,7 @@ FIRST_MESSAGE_TIMEOUT = 10.0
 _HEADER = struct.Struct(">II")  # body length, magic
 _RECEIVE_SIZE = 65536
 
+
 class RpcError(ProtocolError, RuntimeError):
     """A malformed frame or message, or a peer that broke the protocol."""
 
@@ -56,6 +57,7 @@ class RpcMessage:
 MESSAGES: dict[str, type[RpcMessage]] = {}
 
 _WIRE_TYPES = {"str": str, "int": int, "float": float, "bytes": bytes, "dict": dict}
+M = TypeVar("M", bound=RpcMessage)
 
 
 def _message(name: str) -> Callable[[type[M]], type[M]]:
@@ -69,9 +71,6 @@ def _message(name: str) -> Callable[[type[M]], type[M]]:
         MESSAGES[name] = cls
         return cls
     return register
-
-
-M = TypeVar("M", bound=RpcMessage)
 
 
 # --- TaskManager -> JobManager ----------------------------------------------------------------

@@ -52,6 +52,8 @@ def test_run_writes_outputs_and_summary(tmp_path: Path, capsys: pytest.CaptureFi
     (["bench", "no_such_figure"], "unknown figure"),
     (["run", str(LIBRARY / "slow-map.toml"), "--out", "x", "--engine", "spark"],
      "mode = 'sim': --engine spark runs in realtime mode"),  # found before Spark starts
+    (["run", str(LIBRARY / "slow-map.toml"), "--out", "x", "--master", "local[2]"],
+     "--master local[2] needs --engine spark"),
 ])
 def test_user_mistakes_exit_2_with_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
