@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from shuffle import kernel
 from shuffle.buffer.buffer import Buffer
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.consumer.input_channel import InputChannelInfo
@@ -23,7 +24,7 @@ from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
 from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import FixedWidthRecords
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
-from taskmgr.checkpointing.checkpointed_input_gate import CheckpointedInputGate, wait_any_available
+from taskmgr.checkpointing.checkpointed_input_gate import CheckpointedInputGate
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.operators.base import OperatorContext, StreamOperator
 from taskmgr.operators.formats import RecordFormat
@@ -175,7 +176,7 @@ class StreamInputProcessor:
                 buffer.recycle()
 
     async def wait_available(self) -> None:
-        await wait_any_available([c.wait_available for c in self.inputs if not c.is_finished])
+        await kernel.wait_any([c.wait_available for c in self.inputs if not c.is_finished])
 
     # -- priority events (Flink's "process priority event" mail) -----------------------------
 
@@ -184,7 +185,7 @@ class StreamInputProcessor:
         return any(checkpointed.has_priority_events for checkpointed in self.inputs)
 
     async def wait_priority_event(self) -> None:
-        await wait_any_available([c.wait_priority_event for c in self.inputs if not c.is_finished])
+        await kernel.wait_any([c.wait_priority_event for c in self.inputs if not c.is_finished])
 
     def process_priority_events(self) -> None:
         """Handle the events that overtook data now, between two chunks of records."""

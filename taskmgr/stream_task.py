@@ -17,7 +17,6 @@ from shuffle import kernel
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.writer.record_writer import RecordWriter
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
-from taskmgr.checkpointing.checkpointed_input_gate import wait_any_available
 from taskmgr.task_input import InputStatus, TaskInput
 
 
@@ -99,7 +98,7 @@ class StreamTask:
                         if priority is None:
                             await self._wait_outputs()
                         else:
-                            await wait_any_available([self._wait_outputs, priority.wait_priority_event])
+                            await kernel.wait_any([self._wait_outputs, priority.wait_priority_event])
                 finally:
                     self._wait_scope = None
                     io.soft_backpressure.mark_end()

@@ -150,6 +150,7 @@ class Task:
         self._nursery: Any = None
         self._barrier_handler: CheckpointBarrierHandler | None = None
         self.checkpointing: SubtaskCheckpointCoordinator | None = None
+        self.checkpoint_costs = CheckpointCosts(**descriptor.job.checkpoint_costs)
 
     @property
     def execution_id(self) -> str:
@@ -236,7 +237,7 @@ class Task:
         self._nursery.start_soon(timer)
         return scope.cancel
 
-    def _create_checkpointing(self, ctx: OperatorContext, chain: OperatorChain) -> None:
+    def _create_checkpointing(self, chain: OperatorChain) -> None:
         checkpointing = self.graph.job_graph.checkpointing
         if checkpointing is None or not checkpointing.enabled:
             return
@@ -250,7 +251,7 @@ class Task:
             return {k: v for op in chain.operators for k, v in op.snapshot_state().items()}
 
         self.checkpointing = SubtaskCheckpointCoordinator(
-            self.name, self._partitions, CheckpointCosts(**self.descriptor.job.checkpoint_costs), writer,
+            self.name, self._partitions, self.checkpoint_costs, writer,
             snapshot_state,
             prepare_input_snapshot=(lambda cid: processor.prepare_input_snapshot(writer, cid)) if processor else
             (lambda cid: None),
@@ -299,7 +300,7 @@ class Task:
             self._input_processor = self._create_input_processor(chain, io, ctx)
         task_input = self._source or self._input_processor
         self._stream_task = StreamTask(task_input, writers, io, priority=self._input_processor)
-        self._create_checkpointing(ctx, chain)
+        self._create_checkpointing(chain)
         metrics = TaskMetrics(io, self._partitions, self._gates, self._barrier_handler)
         self.services.register_metrics(vertex.name, descriptor.subtask_index, metrics)
         self._transition(ExecutionState.RUNNING)

@@ -25,7 +25,6 @@ from shuffle.environment import NettyShuffleEnvironment
 from shuffle.errors import CreditViolationError
 from shuffle.netty.connection_manager import Transport
 from shuffle.trace import NULL_TRACER, Tracer
-from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.deployment import TaskDeploymentDescriptor
 from taskmgr.execution_state import ExecutionState
 from taskmgr.metrics.sampler import MetricSampler
@@ -67,11 +66,11 @@ class _CheckpointResponder:
         self.outbox = outbox
 
     async def acknowledge(self, task: Task, ack: Any) -> None:
-        await kernel.sleep(CheckpointCosts(**task.descriptor.job.checkpoint_costs).ack_latency)
+        await kernel.sleep(task.checkpoint_costs.ack_latency)
         self.outbox.put_nowait(AcknowledgeCheckpoint(self.job_id, task.execution_id, dump_object(ack)))
 
     async def decline(self, task: Task, checkpoint_id: int, reason: str) -> None:
-        await kernel.sleep(CheckpointCosts(**task.descriptor.job.checkpoint_costs).ack_latency)
+        await kernel.sleep(task.checkpoint_costs.ack_latency)
         self.outbox.put_nowait(DeclineCheckpoint(self.job_id, task.execution_id, checkpoint_id, reason))
 
 

@@ -32,7 +32,7 @@ transport.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from shuffle.kernel import realtime, sim
@@ -119,6 +119,19 @@ class _TaskStatusIgnored:
 
 
 TASK_STATUS_IGNORED: Any = _TaskStatusIgnored()
+
+
+async def wait_any(waiters: Sequence[Callable[[], Awaitable[object]]]) -> None:
+    """Return once any of the waiting coroutine functions returns (the others are cancelled)."""
+    if len(waiters) == 1:
+        await waiters[0]()
+        return
+    async with open_nursery() as nursery:
+        for wait in waiters:
+            async def first(wait: Callable[[], Awaitable[object]] = wait) -> None:
+                await wait()
+                nursery.cancel_scope.cancel()
+            nursery.start_soon(first)
 
 
 async def aclose_forcefully(stream: Any) -> None:

@@ -40,7 +40,7 @@ class PendingCheckpoint:
         """The checkpoint as summary.json lists it (Flink's names)."""
         acks = list(self.acks.values())
         unaligned = self.barrier.options.is_unaligned or any(a.metrics.unaligned for a in acks)
-        end = self.end_time if self.end_time is not None else None
+        end = self.end_time
         return {
             "id": self.checkpoint_id,
             "status": self.status,
@@ -164,10 +164,3 @@ class CheckpointCoordinator:
         if self._queued:
             self._queued = False
             self._request()
-
-    def stats(self) -> list[dict[str, Any]]:
-        return [checkpoint.stats() for checkpoint in self.checkpoints]
-
-    @property
-    def latest_completed(self) -> PendingCheckpoint | None:
-        return next((c for c in reversed(self.checkpoints) if c.status == "COMPLETED"), None)

@@ -8,7 +8,7 @@ as Flink's task thread meets them in order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from shuffle import kernel
 from shuffle.api.events import (
@@ -20,19 +20,6 @@ from shuffle.api.events import (
 from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
 from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointBarrierHandler
-
-
-async def wait_any_available(waiters: Sequence[Callable[[], object]]) -> None:
-    """Return once any of the `wait_available`-style coroutine functions returns."""
-    if len(waiters) == 1:
-        await waiters[0]()
-        return
-    async with kernel.open_nursery() as nursery:
-        for wait in waiters:
-            async def first(wait: Callable = wait) -> None:
-                await wait()
-                nursery.cancel_scope.cancel()
-            nursery.start_soon(first)
 
 
 class CheckpointedInputGate:
@@ -66,7 +53,7 @@ class CheckpointedInputGate:
         return any(gate.has_priority_events for gate in self.gates)
 
     async def wait_priority_event(self) -> None:
-        await wait_any_available([gate.priority_availability.wait for gate in self.gates])
+        await kernel.wait_any([gate.priority_availability.wait for gate in self.gates])
 
     def handle_event(self, result: BufferOrEvent) -> None:
         """Hand an event to the barrier handler (spec 5.2's table)."""
@@ -91,4 +78,4 @@ class CheckpointedInputGate:
         return all(gate.is_finished for gate in self.gates)
 
     async def wait_available(self) -> None:
-        await wait_any_available([gate.wait_available for gate in self.gates if not gate.is_finished])
+        await kernel.wait_any([gate.wait_available for gate in self.gates if not gate.is_finished])
