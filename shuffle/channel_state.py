@@ -14,6 +14,7 @@ import enum
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 
+from shuffle import kernel
 from shuffle.api.events import CheckpointBarrier
 from shuffle.buffer.buffer import Buffer
 
@@ -39,24 +40,61 @@ class ChannelStateSnapshot:
 
 
 class ChannelStateWriter:
-    """Collects a task's persisted in-flight data per checkpoint until the task takes it."""
+    """Collects a task's persisted in-flight data per checkpoint until the task takes it.
+
+    The output data of a timeoutable aligned barrier is not known when the barrier is
+    queued: it is nothing if the barrier is sent in time, or the data it overtakes if it
+    times out first. As Flink's `addOutputDataFuture`, the subpartition announces such an
+    output (`expect_output`) and resolves it later (`complete_output`); the checkpoint's
+    data is complete (`wait_outputs`) once every announced output is resolved.
+    """
 
     def __init__(self) -> None:
         self._snapshots: dict[int, ChannelStateSnapshot] = {}
+        self._pending_outputs: dict[int, set[Hashable]] = {}
+        self._outputs_done: dict[int, kernel.Event] = {}
 
     def start(self, checkpoint_id: int) -> None:
         """Open checkpoint `checkpoint_id` (data for checkpoints never started is dropped)."""
         self._snapshots.setdefault(checkpoint_id, ChannelStateSnapshot())
 
     def add_input_data(self, checkpoint_id: int, channel: Hashable, data: Iterable[bytes]) -> None:
+        chunks = [chunk for chunk in data if chunk]
         snapshot = self._snapshots.get(checkpoint_id)
-        if snapshot is not None:
-            snapshot.inputs.setdefault(channel, []).extend(chunk for chunk in data if chunk)
+        if snapshot is not None and chunks:
+            snapshot.inputs.setdefault(channel, []).extend(chunks)
 
     def add_output_data(self, checkpoint_id: int, subpartition: Hashable, data: Iterable[bytes]) -> None:
+        chunks = [chunk for chunk in data if chunk]
         snapshot = self._snapshots.get(checkpoint_id)
-        if snapshot is not None:
-            snapshot.outputs.setdefault(subpartition, []).extend(chunk for chunk in data if chunk)
+        if snapshot is not None and chunks:
+            snapshot.outputs.setdefault(subpartition, []).extend(chunks)
+
+    def expect_output(self, checkpoint_id: int, subpartition: Hashable) -> None:
+        """A timeoutable barrier of a started checkpoint is queued in `subpartition`."""
+        if checkpoint_id in self._snapshots:
+            self._pending_outputs.setdefault(checkpoint_id, set()).add(subpartition)
+
+    def complete_output(self, checkpoint_id: int, subpartition: Hashable, data: Iterable[bytes]) -> None:
+        """The barrier queued in `subpartition` was sent (no data) or timed out (`data`)."""
+        pending = self._pending_outputs.get(checkpoint_id)
+        if pending is None or subpartition not in pending:
+            return
+        self.add_output_data(checkpoint_id, subpartition, data)
+        pending.discard(subpartition)
+        if not pending:
+            self._resolve_outputs(checkpoint_id)
+
+    async def wait_outputs(self, checkpoint_id: int) -> None:
+        """Until every output announced for `checkpoint_id` is resolved (or it is aborted)."""
+        if self._pending_outputs.get(checkpoint_id):
+            await self._outputs_done.setdefault(checkpoint_id, kernel.Event()).wait()
+
+    def _resolve_outputs(self, checkpoint_id: int) -> None:
+        self._pending_outputs.pop(checkpoint_id, None)
+        event = self._outputs_done.pop(checkpoint_id, None)
+        if event is not None:
+            event.set()
 
     def take(self, checkpoint_id: int) -> ChannelStateSnapshot:
         """The checkpoint's data so far; later additions for it are dropped."""
@@ -66,6 +104,8 @@ class ChannelStateWriter:
         """Drop the data of `checkpoint_id` and of every older checkpoint."""
         for stale in [cid for cid in self._snapshots if cid <= checkpoint_id]:
             del self._snapshots[stale]
+        for stale in [cid for cid in self._pending_outputs if cid <= checkpoint_id]:
+            self._resolve_outputs(stale)
 
 
 class CheckpointStatus(enum.Enum):

@@ -116,6 +116,8 @@ class PipelinedSubpartition:
                 self._persist_overtaken(barrier.id, len(self._buffers))
         else:
             self._buffers.add((consumer, partial_record_length))
+            if consumer.data_type is DataType.TIMEOUTABLE_ALIGNED_CHECKPOINT_BARRIER:
+                self._expect_output(consumer)
         self.total_number_of_buffers += 1
         if consumer.is_buffer:
             self.buffers_in_backlog += 1
@@ -178,21 +180,37 @@ class PipelinedSubpartition:
             return None
         if buffer.data_type.is_blocking_upstream:
             self.is_blocked = True
+            if buffer.data_type is DataType.TIMEOUTABLE_ALIGNED_CHECKPOINT_BARRIER:
+                self._barrier_sent(buffer)
         next_type = self.next_buffer_type() if self.is_data_available() else DataType.NONE
         seq = self.sequence_number
         self.sequence_number = next_sequence_number(seq)
         self.total_number_of_bytes += buffer.size
         return BufferAndBacklog(buffer, self.get_buffers_in_backlog(), next_type, seq)
 
-    def _persist_overtaken(self, checkpoint_id: int, end: int) -> None:
-        """Copies of the data buffers a priority barrier overtook, up to queue position `end`."""
-        writer = self.channel_state_writer
-        if writer is None:
-            return
+    def _overtaken(self, end: int) -> list[bytes]:
+        """Copies of the data buffers queued after the priority elements, up to position `end`."""
         overtaken = itertools.islice(self._buffers, self._buffers.num_priority_elements, end)
-        data = [bytes(consumer.builder.segment.memory[consumer.read_position:consumer.builder.position])
+        return [bytes(consumer.builder.segment.memory[consumer.read_position:consumer.builder.position])
                 for consumer, _ in overtaken if consumer.is_buffer]
-        writer.add_output_data(checkpoint_id, (self.parent_name, self.index), data)
+
+    def _persist_overtaken(self, checkpoint_id: int, end: int) -> None:
+        """The data buffers a priority barrier overtook are in-flight data of its checkpoint."""
+        if self.channel_state_writer is not None:
+            self.channel_state_writer.add_output_data(checkpoint_id, (self.parent_name, self.index),
+                                                      self._overtaken(end))
+
+    def _expect_output(self, consumer: BufferConsumer) -> None:
+        """A timeoutable barrier's output data is known once it is sent or times out."""
+        barrier = _parse_barrier(consumer)
+        if self.channel_state_writer is not None and barrier is not None:
+            self.channel_state_writer.expect_output(barrier.id, (self.parent_name, self.index))
+
+    def _barrier_sent(self, buffer: Buffer) -> None:
+        """The timeoutable barrier left in time: its checkpoint has no output data here."""
+        barrier = deserialize_event(bytes(buffer.memory()))
+        if self.channel_state_writer is not None and isinstance(barrier, CheckpointBarrier):
+            self.channel_state_writer.complete_output(barrier.id, (self.parent_name, self.index), [])
 
     def aligned_barrier_timeout(self, checkpoint_id: int) -> None:
         """The aligned barrier of `checkpoint_id` waited too long: if it is still queued, it
@@ -204,7 +222,9 @@ class PipelinedSubpartition:
         if position is None:
             return
         entry = self._buffers[position]
-        self._persist_overtaken(checkpoint_id, position)
+        if self.channel_state_writer is not None:
+            self.channel_state_writer.complete_output(checkpoint_id, (self.parent_name, self.index),
+                                                      self._overtaken(position))
         self._buffers.remove(entry)
         entry[0].close()
         self.total_number_of_buffers -= 1
@@ -231,6 +251,10 @@ class PipelinedSubpartition:
         self.is_released = True
         while self._buffers:
             consumer, _ = self._buffers.poll()
+            if consumer.data_type is DataType.TIMEOUTABLE_ALIGNED_CHECKPOINT_BARRIER:
+                barrier = _parse_barrier(consumer)
+                if barrier is not None and self.channel_state_writer is not None:
+                    self.channel_state_writer.complete_output(barrier.id, (self.parent_name, self.index), [])
             consumer.close()
         self.buffers_in_backlog = 0
         if self.read_view is not None:

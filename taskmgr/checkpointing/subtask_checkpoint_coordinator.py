@@ -4,8 +4,8 @@
 the coordinator's trigger, other tasks when their barrier handler decides): it broadcasts
 the barrier (a priority event if unaligned, which captures the overtaken output data),
 arms the output-side alignment timer of a timeoutable barrier, and takes the synchronous
-snapshot. The asynchronous part waits until the in-flight input data is complete (all
-barriers in), uploads state and in-flight data at the configured bandwidth and
+snapshot. The asynchronous part waits until the in-flight data is complete (all
+barriers in; every timeoutable barrier sent or timed out), uploads state and in-flight data at the configured bandwidth and
 acknowledges to the JobManager. A checkpoint aborted before its barrier came is answered
 with a CancelCheckpointMarker downstream instead.
 """
@@ -101,7 +101,7 @@ class SubtaskCheckpointCoordinator:
             self._broadcast(CancelCheckpointMarker(checkpoint_id))
             return
         options = barrier.options
-        if options.is_unaligned:
+        if options.is_unaligned or options.is_timeoutable:  # Flink's needsChannelState()
             self.writer.start(checkpoint_id)
         self._broadcast(barrier, is_priority=options.is_unaligned)
         if self.tracer.enabled:
@@ -138,6 +138,7 @@ class SubtaskCheckpointCoordinator:
         start = self.job_time()
         await self._inputs_event(checkpoint_id).wait()
         del self._inputs_done[checkpoint_id]
+        await self.writer.wait_outputs(checkpoint_id)
         if checkpoint_id in self.aborted:
             return
         channel_state = self.writer.take(checkpoint_id)
