@@ -11,13 +11,16 @@ On a task failure the job's `RestartStrategy` decides whether the job restarts. 
    job with `NoResourceAvailableError`), and every subtask is deployed as the job's next
    attempt, with new random attempt ids in its partition ids, from the restore point.
 
-The restore point is the state of the last completed checkpoint, per subtask; without one
-the new attempt starts from the beginning: sources emit their records again (all the
-failed attempt emitted is replayed) and the counting sinks count the new attempt only, so
-the final attempt sees every record once. Restoring a checkpoint (sources rewound to their
-checkpointed positions, persisted in-flight data replayed first) is not modelled yet, so
-a job that takes checkpoints cannot restart (`check_restartable`): starting it from the
-beginning would not be what Flink does.
+The restore point is the last completed checkpoint (Flink's default: restart from the
+latest checkpoint): every subtask starts from its share of it (taskmgr.checkpointing.
+task_state). Sources rewind to their checkpointed positions, stateful operators and
+verifying sinks get their state back, and the in-flight data an unaligned checkpoint
+persisted is replayed first: each producer writes its persisted output back into its
+subpartitions, each consumer processes its persisted input before anything it reads.
+Records emitted after the checkpoint are emitted again, so the verifying sinks see every
+record once across the restart. Without a completed checkpoint the new attempt starts
+from the beginning and the sinks count that attempt only. Checkpoints pending at the
+failure fail (`JOB_FAILOVER_REGION`); their ids are not reused.
 
 All tasks restart, as with Flink's `full` failover strategy. Flink 2.x defaults to
 `region` (jobmanager.execution.failover-strategy), which restarts the pipelined region of
@@ -36,7 +39,11 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from graph import ExecutionGraph
+from graph.stream_graph import IterationBroker
 from shuffle import kernel
+from taskmgr.checkpointing.checkpoint_coordinator import JOB_FAILOVER_REGION
+from taskmgr.checkpointing.task_state import TaskStateSnapshot
+from taskmgr.payloads import dump_object
 from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.rpc import CancelAttempt
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
@@ -57,8 +64,8 @@ class RestartRecord:
     cause: str
     restarted_at_s: float
     downtime_ms: float
-    #: Records the failed attempt's sources emitted after the restore point: all of them
-    #: when it restarts from the beginning. They are emitted, and processed, again.
+    #: Records the failed attempt's sources emitted after the checkpoint the job restarts
+    #: from (all of them without one). They are emitted, and processed, again.
     records_replayed: int
 
     def to_json(self) -> dict[str, Any]:
@@ -66,16 +73,21 @@ class RestartRecord:
 
 
 class RestoreNotSupportedError(ValueError):
-    """The job takes checkpoints and may restart: restoring a checkpoint is not modelled yet."""
+    """The job takes checkpoints and may restart, but has state a restore cannot bring back."""
 
 
 def check_restartable(graph: ExecutionGraph, strategy: RestartStrategy) -> None:
-    """`RestoreNotSupportedError` if the job may restart and takes checkpoints."""
+    """`RestoreNotSupportedError` if the job may restart from a checkpoint and has an
+    iteration, whose feedback edge Flink's checkpoints do not cover either."""
     checkpointing = graph.job_graph.checkpointing
-    if strategy.strategy != "none" and checkpointing is not None and checkpointing.enabled:
-        raise RestoreNotSupportedError(
-            f"restart strategy {strategy.strategy!r} with checkpointing: restarting from a checkpoint (sources "
-            "rewound, in-flight data replayed) is not modelled yet; use no restarts or no checkpoints")
+    if strategy.strategy == "none" or checkpointing is None or not checkpointing.enabled:
+        return
+    for node in graph.job_graph.stream_graph.nodes.values():
+        if isinstance(node.source, IterationBroker):
+            raise RestoreNotSupportedError(
+                f"restart strategy {strategy.strategy!r} with checkpointing: {node.operator_name!r} is an iteration; "
+                "records on its feedback edge are not in checkpoints (as in Flink), so it cannot restore "
+                "exactly once; use no restarts or no checkpoints")
 
 
 def describe_error(error: BaseException) -> str:
@@ -92,12 +104,23 @@ class Failover:
         self.graph = graph
         self.config = config
         self.start = start
+        #: Records the sources had emitted at the restore point (0: the beginning).
+        self._restored_positions = 0
+        #: What the next attempt starts from (`restore_point`), set by `recover`.
+        self.next_restore: Mapping[str, bytes] | None = None
 
-    def restore_point(self) -> Mapping[str, Any] | None:
-        """The state each subtask (by execution id) of the next attempt starts from: the last
-        completed checkpoint's. None: every subtask starts from the beginning (restartable
-        jobs take no checkpoints, see `check_restartable`)."""
-        return None
+    def restore_point(self) -> Mapping[str, bytes] | None:
+        """The state each subtask (by execution id) of the next attempt starts from, as it
+        travels in its deployment descriptor: its share of the last completed checkpoint.
+        None: every subtask starts from the beginning."""
+        coordinator = self.job.checkpoint_coordinator
+        checkpoint = coordinator.latest_completed() if coordinator is not None else None
+        self._restored_positions = 0
+        if checkpoint is None:
+            return None
+        snapshots = {eid: TaskStateSnapshot.from_ack(ack) for eid, ack in checkpoint.acks.items()}
+        self._restored_positions = sum(snapshot.records_emitted for snapshot in snapshots.values())
+        return {eid: dump_object(snapshot) for eid, snapshot in snapshots.items()}
 
     async def recover(self) -> bool:
         """After the job's tasks stopped waiting: True if the job failed and its next
@@ -113,9 +136,14 @@ class Failover:
         cause = job.failure
         log.info("job %s attempt %d failed at %.3f s (%s); restarting in %g s", job.job_id, job.attempt,
                  failed_at, describe_error(cause), strategy.delay)
-        replayed = await self._cancel_attempt()
-        if replayed is None:
+        emitted = await self._cancel_attempt()
+        if emitted is None:
             return False
+        if job.checkpoint_coordinator is not None:
+            job.checkpoint_coordinator.abort_pending(JOB_FAILOVER_REGION)
+        restore = self.restore_point()
+        # emitted after the checkpoint restored (a lost TaskManager's sources cannot answer)
+        replayed = max(0, emitted - self._restored_positions)
         await kernel.sleep(strategy.delay)
         if self._job_time() >= self.config.duration or job.stopped_early:
             return False  # the run is over before the job could restart: the failure stands
@@ -130,6 +158,7 @@ class Failover:
             job.attempt, round(failed_at, 6), describe_error(cause), round(restarted_at, 6),
             round((restarted_at - failed_at) * 1000, 3), replayed))
         job.new_attempt(placement)
+        self.next_restore = restore
         return True
 
     def _job_time(self) -> float:
@@ -137,7 +166,8 @@ class Failover:
 
     async def _cancel_attempt(self) -> int | None:
         """Cancel the job's tasks on every TaskManager and wait until each has answered that
-        they ended (or is lost); the records the attempt emitted, None if that took too long."""
+        they ended (or is lost); the records their sources had emitted since the job began
+        (a restored position included), None if that took too long."""
         job, jobmanager = self.job, self.jobmanager
         hosts = [tm for tm in dict.fromkeys(job.placement.values()) if tm in jobmanager.task_managers]
         job.cancelled_attempt.clear()

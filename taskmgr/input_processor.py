@@ -13,7 +13,7 @@ at once: the records still unread then are in-flight data of an unaligned checkp
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from shuffle import kernel
@@ -25,6 +25,7 @@ from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import FixedWidthRecords
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
 from taskmgr.checkpointing.checkpointed_input_gate import CheckpointedInputGate
+from taskmgr.checkpointing.task_state import ChannelKey, channel_key
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.operators.base import OperatorContext, StreamOperator
 from taskmgr.operators.formats import RecordFormat
@@ -173,7 +174,8 @@ class StreamInputProcessor:
             await self.head.process(chunk, first.input_index)
         finally:
             for buffer in done:
-                buffer.recycle()
+                if buffer is not None:  # None: restored records, in no buffer
+                    buffer.recycle()
 
     async def wait_available(self) -> None:
         await kernel.wait_any([c.wait_available for c in self.inputs if not c.is_finished])
@@ -210,6 +212,24 @@ class StreamInputProcessor:
                     partial = self._deserializers[info.gate_index, info.channel_index].unconsumed_bytes()
                     data = unread.get(info, []) + [partial]
                     writer.add_input_data(checkpoint_id, channel.persister.channel, data)
+
+    def restore_input_state(self, state: Mapping[ChannelKey, Sequence[bytes]]) -> None:
+        """Queue the restored checkpoint's in-flight input data of each channel ahead of
+        anything the channel delivers (Flink's recovered input channels). A record cut at
+        the end of a channel's data is completed by what its producer recovers first."""
+        for checkpointed in self.inputs:
+            for gate in checkpointed.gates:
+                for channel in gate.channels:
+                    chunks = state.get(channel_key(channel.partition_id, channel.subpartition_index), ())
+                    if not chunks:
+                        continue
+                    info = channel.channel_info
+                    deserializer = self._deserializers[info.gate_index, info.channel_index]
+                    deserializer.add_buffer(memoryview(b"".join(chunks)))
+                    records = deserializer.read()
+                    if len(records):
+                        self._pending.append(_Pending(records, checkpointed.input_index, info, None))
+                        self._num_pending += len(records)
 
     def _wire_bytes(self, records: Records, channel: InputChannelInfo) -> bytes:
         if isinstance(records, FixedWidthRecords):

@@ -353,10 +353,10 @@ class JobManager:
             job.fail(exc)
             return 0.0
         failover = Failover(self, job, graph, config, start)
+        job.checkpoint_coordinator = self._checkpoint_coordinator(job, graph, config, start)
         while True:
-            await self._deploy(job, graph, config, start, serialized, failover.restore_point())
+            await self._deploy(job, graph, config, start, serialized, failover.next_restore)
             async with kernel.open_nursery() as nursery:
-                job.checkpoint_coordinator = self._checkpoint_coordinator(job, graph, config, start)
                 if job.checkpoint_coordinator is not None:
                     nursery.start_soon(job.checkpoint_coordinator.run)
                 with kernel.move_on_at(start + config.duration):

@@ -29,6 +29,7 @@ from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.checkpointed_input_gate import CheckpointedInputGate
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointBarrierHandler, CheckpointMetrics
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointCoordinator
+from taskmgr.checkpointing.task_state import TaskStateSnapshot, channel_key
 from taskmgr.execution_state import ExecutionState
 from taskmgr.input_processor import MAX_CHUNK_TIME, PRIORITY_CHUNK_TIME, StreamInputProcessor
 from taskmgr.metrics.task_io_metrics import COUNTERS, TaskIOMetricGroup
@@ -36,6 +37,7 @@ from taskmgr.operators import OperatorChain, build_operator_chain
 from taskmgr.operators.base import OperatorContext, RunControl
 from taskmgr.operators.formats import output_format
 from taskmgr.operators.sources import SourceOperator
+from taskmgr.payloads import load_object
 from taskmgr.stream_task import StreamTask
 from taskmgr.task_services import TaskServices
 
@@ -301,6 +303,12 @@ class Task:
         task_input = self._source or self._input_processor
         self._stream_task = StreamTask(task_input, writers, io, priority=self._input_processor)
         self._create_checkpointing(chain)
+        restore = self._task_restore()
+        if restore is not None:
+            for operator in chain.operators:
+                operator.restore_state(restore.operator_state)
+            if self._input_processor is not None:
+                self._input_processor.restore_input_state(restore.input_state)
         metrics = TaskMetrics(io, self._partitions, self._gates, self._barrier_handler)
         self.services.register_metrics(vertex.name, descriptor.subtask_index, metrics)
         self._transition(ExecutionState.RUNNING)
@@ -312,6 +320,8 @@ class Task:
                 for index, writer in enumerate(writers):
                     phase = ctx.rng(f"output-flusher-{index}").uniform(0, max(writer.timeout, 0))
                     nursery.start_soon(writer.run_output_flusher, phase)
+                if restore is not None:
+                    await self._restore_output_state(restore)
                 if env.config.debloat and self._gates:
                     nursery.start_soon(self._stream_task.run_buffer_debloater, self._gates, env.config.debloat_period)
                 await self._stream_task.invoke()
@@ -320,6 +330,19 @@ class Task:
                 nursery.cancel_scope.cancel()
         finally:
             metrics.on_finished()
+
+    def _task_restore(self) -> TaskStateSnapshot | None:
+        """The checkpoint state this subtask starts from (None: it starts from the beginning)."""
+        data = self.descriptor.task_restore
+        return None if data is None else load_object(data, "task restore")
+
+    async def _restore_output_state(self, restore: TaskStateSnapshot) -> None:
+        """The in-flight output data of the restored checkpoint goes out before any record."""
+        for partition in self._partitions:
+            for index in range(partition.num_subpartitions):
+                chunks = restore.output_state.get(channel_key(partition.partition_id, index))
+                if chunks:
+                    await partition.add_recovered_state(index, chunks)
 
     def _record_writer(self, partition: ResultPartition, data_set_index: int, ctx: OperatorContext) -> RecordWriter:
         data_set = self.vertex.produced_data_sets[data_set_index]

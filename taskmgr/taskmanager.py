@@ -109,7 +109,7 @@ class _JobSession:
     async def cancel_attempt(self) -> int:
         """End the current attempt (taskmgr.failover): cancel its tasks, wait until they have
         ended, release what they produced, drop what the attempt counted. Returns the records
-        its sources emitted."""
+        its sources had emitted (since the job began: a restored position included)."""
         for task in self.tasks.values():
             task.cancel()
         while self._running:

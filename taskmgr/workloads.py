@@ -57,6 +57,10 @@ class KeySampler:
         return rng.integers(0, num_keys, n, dtype=np.int64)
 
 
+#: Records drawn at once when a restored source skips what it emitted before its checkpoint.
+SKIP_CHUNK = 1 << 20
+
+
 @dataclass
 class GeneratorState:
     """What one generator source subtask has emitted; hands out the next batches."""
@@ -77,6 +81,13 @@ class GeneratorState:
     @property
     def exhausted(self) -> bool:
         return self.remaining == 0
+
+    def skip(self, n: int) -> None:
+        """Advance past the next `n` records as if they had been emitted (a restore)."""
+        while n > 0:
+            step = min(n, SKIP_CHUNK)
+            self.next_batch(step, 0)
+            n -= step
 
     def next_batch(self, n: int, timestamp_ns: int) -> FixedWidthRecords:
         """The next `n` records, all stamped `timestamp_ns` (fewer at the end of a bounded source)."""

@@ -9,6 +9,7 @@ that time is hard back-pressure.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from shuffle import kernel
@@ -18,6 +19,7 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.java_int import INT_MAX
 from shuffle.config import NetworkConfig
+from shuffle.errors import check
 from shuffle.partition.pipelined_subpartition import PipelinedSubpartition
 from shuffle.partition.result_partition_type import ResultPartitionType
 from shuffle.serialization.event_serializer import data_type_for_event, serialize_event
@@ -121,6 +123,18 @@ class ResultPartition:
             pos += builder.append(data, pos)
         if builder.is_full():
             self._finish_broadcast_builder()
+
+    async def add_recovered_state(self, target: int, chunks: Sequence[bytes]) -> None:
+        """Write a restored checkpoint's in-flight data of subpartition `target` back, one
+        buffer per persisted buffer, ahead of any record (Flink's recovered output state)."""
+        for chunk in chunks:
+            builder = await self._new_unicast_builder(target, 0, len(chunk))
+            written = builder.append(memoryview(chunk), 0)
+            check(written == len(chunk), f"{self.partition_id}: recovered buffer of {len(chunk)} B "
+                                         f"does not fit a {builder.capacity} B segment")
+            self._finish_unicast_builder(target)
+        if chunks:
+            self.flush(target)
 
     def _check_not_finished(self) -> None:
         if self.is_finished:

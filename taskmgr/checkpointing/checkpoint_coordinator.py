@@ -23,6 +23,8 @@ from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
 CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
+#: Flink's reason for the checkpoints pending when the job fails over.
+JOB_FAILOVER_REGION = "JOB_FAILOVER_REGION: FailoverRegion is restarting."
 
 
 @dataclass
@@ -81,8 +83,23 @@ class CheckpointCoordinator:
             "CHECKPOINT", is_exactly_once_mode=config.mode.value == "EXACTLY_ONCE",
             is_unaligned_enabled=config.unaligned, aligned_checkpoint_timeout=config.aligned_checkpoint_timeout)
 
+    def latest_completed(self) -> PendingCheckpoint | None:
+        """The completed checkpoint with the highest id (what a restart restores)."""
+        return max((c for c in self.checkpoints if c.status == "COMPLETED"),
+                   key=lambda c: c.checkpoint_id, default=None)
+
+    def abort_pending(self, reason: str) -> None:
+        """Fail every pending checkpoint (the job fails over: its tasks are being cancelled,
+        so no abort is sent to them). Checkpoint ids go on in the next attempt, as Flink's."""
+        self._queued = False
+        for pending in list(self.pending.values()):
+            pending.failure = reason
+            self._end(pending, "FAILED")
+            if self.tracer.enabled:
+                self.tracer.emit("checkpoint_failed", checkpoint=pending.checkpoint_id, reason=reason)
+
     async def run(self) -> None:
-        """Trigger periodically until cancelled (the job ended)."""
+        """Trigger periodically until cancelled (the attempt ended); again for each attempt."""
         async with kernel.open_nursery() as nursery:
             self._nursery = nursery
             interval, min_pause = self.config.interval, self.config.min_pause

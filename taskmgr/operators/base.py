@@ -147,8 +147,17 @@ class StreamOperator:
         raise NotImplementedError
 
     def snapshot_state(self) -> dict[str, Any]:
-        """What a checkpoint keeps of this operator for exactly-once accounting (most keep nothing)."""
+        """What a checkpoint keeps of this operator: its state, under keys of its own in the
+        task's snapshot (most operators keep nothing)."""
         return {}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Start from the task's snapshot of the checkpoint the job restarts from."""
+
+    @property
+    def state_key(self) -> str:
+        """This operator's key in its task's snapshot."""
+        return f"operator/{self.node.id}"
 
     def cost_per_record(self) -> float:
         """The modelled cost of one record now (0 without a cost or while draining)."""

@@ -148,6 +148,12 @@ class KeyedReduceOperator(StreamOperator):
             records = out
         await self.output.emit(records)
 
+    def snapshot_state(self) -> dict[str, Any]:
+        return {self.state_key: dict(self.state)} if self.fn is not None else {}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.state = dict(state.get(self.state_key, {}))
+
 
 class CountWindowReduceOperator(StreamOperator):
     """`count_window(n).reduce(f)`: per key, emits the reduce of every n records."""
@@ -175,3 +181,9 @@ class CountWindowReduceOperator(StreamOperator):
             else:
                 windows[key] = (acc, count)
         await self.output.emit(out)
+
+    def snapshot_state(self) -> dict[str, Any]:
+        return {self.state_key: dict(self.windows)}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        self.windows = dict(state.get(self.state_key, {}))

@@ -52,12 +52,15 @@ class SinkOperator(StreamOperator):
             self._checkpointed: list[np.ndarray] = []
         elif not isinstance(sink, DiscardingSink):
             self.invoke = print if isinstance(sink, PrintSink) else user_method(sink, "invoke")
+        #: Records this sink received, since the beginning of the job (a restore included).
+        self.received = 0
         self.latency = LatencyMetrics(ctx.services.latency[ctx.vertex_name])
         ctx.services.register_metrics(ctx.vertex_name, ctx.subtask_index, self.latency)
 
     async def process(self, records: Records, input_index: int) -> None:
         await self.ctx.charge(self.node.cost, len(records))
         self.ctx.records_received += len(records)
+        self.received += len(records)
         self._record_latency(records)
         sink = self.sink
         if isinstance(sink, DiscardingSink):
@@ -100,13 +103,26 @@ class SinkOperator(StreamOperator):
         self._since_checkpoint.append(seqs)
 
     def snapshot_state(self) -> dict[str, Any]:
-        """A verifying sink's state: the sequence numbers it received before the barrier."""
+        """How many records came before the barrier; a verifying sink's also which."""
+        state: dict[str, Any] = {self.state_key: self.received}
         if not isinstance(self.sink, VerifyingSink):
-            return {}
+            return state
         if self._since_checkpoint:
             self._checkpointed.append(np.concatenate(self._since_checkpoint))
             self._since_checkpoint = []
-        return {"sink_seqs": {self.sink.name: list(self._checkpointed)}}
+        return state | {"sink_seqs": {self.sink.name: list(self._checkpointed)}}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """The sink counts (and a verifying sink keeps) what came before the barrier."""
+        self.received = state.get(self.state_key, 0)
+        self.ctx.records_received += self.received
+        if not isinstance(self.sink, VerifyingSink):
+            return
+        self._checkpointed = list(state.get("sink_seqs", {}).get(self.sink.name, []))
+        for seqs in self._checkpointed:
+            origins = seqs >> ORIGIN_SHIFT
+            for origin in np.unique(origins).tolist():
+                self.verification.seqs[origin].append(seqs[origins == origin])
 
 
 class IterationTailOperator(StreamOperator):

@@ -30,6 +30,8 @@ DEFAULT_SOURCE_COST = 1e-7
 #: its output's buffer timeout (per record when that is 0), so that the pacing step stays
 #: small against the flush latency it would otherwise blur.
 RATE_QUANTUM = 0.010
+#: Key prefix of a source's position in its task's snapshot.
+SOURCE_STATE_PREFIX = "source/"
 #: Records per emission of sources of generic records.
 GENERIC_BATCH = 512
 #: A throttled generator that fell behind its rate (it was backpressured) makes up at most
@@ -49,6 +51,24 @@ class SourceOperator(StreamOperator):
 
     def stop(self) -> None:
         self.stopped = True
+
+    @property
+    def state_key(self) -> str:
+        return f"{SOURCE_STATE_PREFIX}{self.node.id}"
+
+    def snapshot_state(self) -> dict[str, Any]:
+        """The source's position: how many records it handed out before the barrier."""
+        return {self.state_key: self.ctx.records_emitted}
+
+    def restore_state(self, state: dict[str, Any]) -> None:
+        """Rewind to the checkpointed position: the records after it are emitted again."""
+        position = state.get(self.state_key, 0)
+        self.rewind(position)
+        self.ctx.records_emitted += position
+
+    def rewind(self, position: int) -> None:
+        """Continue after the first `position` records."""
+        raise NotImplementedError(f"{type(self).__name__} cannot restore a position")
 
     def due(self) -> int:
         """How many records may go out now (rate limits override this)."""
@@ -91,7 +111,10 @@ class GeneratorSourceOperator(SourceOperator):
         self.state = GeneratorState.for_subtask(source, ctx.seed, ctx.vertex_name, ctx.subtask_index)
         self.state.next_seq = ctx.origin << ORIGIN_SHIFT
         self.schedule = RateSchedule(source.rate, ctx.run.attempt_start) if source.rate > 0 else None
+        #: Records emitted in this attempt (what the rate schedule paces), and the position
+        #: the attempt started from (a restored checkpoint's).
         self.emitted = 0
+        self.restored = 0
         #: Records of the schedule given up because the source fell too far behind.
         self.forgone = 0
         self.max_burst = max(1, int(source.rate * MAX_BURST_SECONDS))
@@ -117,8 +140,14 @@ class GeneratorSourceOperator(SourceOperator):
         return batch
 
     def snapshot_state(self) -> dict[str, Any]:
-        """The source's position: how many records of its origin went out before the barrier."""
-        return {"source_positions": {self.ctx.origin: self.emitted}}
+        """Also the position per origin, which the exactly-once accounting reads."""
+        position = self.restored + self.emitted
+        return {self.state_key: position, "source_positions": {self.ctx.origin: position}}
+
+    def rewind(self, position: int) -> None:
+        self.state.skip(position)
+        self.restored = position
+        self.ctx.services.emitted_per_origin[self.ctx.origin] += position
 
     async def wait_available(self) -> None:
         """Until the records of one pacing step are due (at least one record)."""
@@ -143,6 +172,9 @@ class ListSourceOperator(SourceOperator):
         else:
             raise TypeError(f"unsupported source {source!r} of {node.operator_name}")
         self.position = 0
+
+    def rewind(self, position: int) -> None:
+        self.position = position
 
     def next_records(self, n: int) -> Records | None:
         if self.position >= len(self.values):
