@@ -41,6 +41,12 @@ class Verification:
     seqs: dict[int, list[np.ndarray]] = field(default_factory=lambda: defaultdict(list))
     out_of_order: int = 0
 
+    def compacted(self) -> Verification:
+        """The same, one array per origin (what a TaskManager reports: pickling thousands of
+        small arrays costs ~100 B each on top of their data)."""
+        seqs = defaultdict(list, {origin: [np.concatenate(arrays)] for origin, arrays in self.seqs.items() if arrays})
+        return Verification(seqs, self.out_of_order)
+
     def merge(self, other: Verification) -> None:
         for origin, arrays in other.seqs.items():
             self.seqs[origin].extend(arrays)

@@ -361,7 +361,7 @@ class TaskManager:
         return {
             "metrics": job.services.sampler.table.to_arrow(),
             "collected": dict(job.services.collected),
-            "verifications": dict(job.services.verifications),
+            "verifications": {name: v.compacted() for name, v in job.services.verifications.items()},
             "latency": {vertex: histogram.to_message() for vertex, histogram in job.services.latency.items()},
             "emitted_per_origin": dict(job.services.emitted_per_origin),
             "records_emitted": sum(c.records_emitted for c in contexts),
