@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from shuffle.partitioner.key_groups import assign_key_to_parallel_operator, assign_keys_to_operators
+from shuffle.partitioner.key_groups import KeyToOperatorTable, assign_key_to_parallel_operator
 from shuffle.serialization.records import FixedWidthRecords
 
 KeySelector = Callable[[Any], Any]
@@ -157,13 +157,17 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
             raise ValueError("Number of key-groups must be > 0!")
         self.key_selector = key_selector
         self.max_parallelism = max_parallelism
+        self._table: KeyToOperatorTable | None = None
 
     def select_channel(self, record: Any) -> int:
         key = _extract_key(self.key_selector, record)
         return assign_key_to_parallel_operator(key, self.max_parallelism, self.num_channels)
 
     def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
-        return assign_keys_to_operators(batch.keys, self.max_parallelism, self.num_channels)
+        table = self._table
+        if table is None or table.parallelism != self.num_channels:
+            table = self._table = KeyToOperatorTable(self.max_parallelism, self.num_channels)
+        return table.lookup(batch.keys)
 
 
 class CustomPartitionerWrapper(StreamPartitioner):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Any
 
 import msgpack
@@ -125,6 +125,13 @@ class FixedWidthFormat:
         return struct.pack(">qq", key, seq) + bytes(self.record_size - KEYED_FIXED_WIDTH_SIZE)
 
 
+@lru_cache(maxsize=None)
+def _batch_format(record_size: int) -> FixedWidthFormat:
+    """One format per record size for `FixedWidthRecords.make`, so a batch does not build its
+    row dtype anew (sources make a batch per wakeup)."""
+    return FixedWidthFormat(record_size)
+
+
 class FixedWidthRecords:
     """A batch of fixed-width records held as their wire rows (immutable by convention)."""
 
@@ -145,7 +152,7 @@ class FixedWidthRecords:
         record_size: int,
     ) -> FixedWidthRecords:
         """A batch from key, sequence and timestamp columns (a scalar timestamp is broadcast)."""
-        record_format = FixedWidthFormat(record_size)
+        record_format = _batch_format(record_size)
         keys = np.asarray(keys, dtype=np.int64)
         rows = np.zeros(len(keys), dtype=record_format.dtype)
         rows["len"] = record_size + ELEMENT_HEADER_SIZE

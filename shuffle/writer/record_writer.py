@@ -20,6 +20,29 @@ from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import FixedWidthRecords
 
 
+#: Batches up to this many records are grouped by target in plain Python (numpy's per-call
+#: overhead dominates them: a paced source emits a few records per wakeup).
+SMALL_BATCH = 32
+
+
+def _small_runs(targets: np.ndarray, batch: FixedWidthRecords, wire: memoryview) -> list[tuple[int, memoryview]]:
+    """`RecordWriter._runs` for a small batch: the same runs, without numpy passes over the channels."""
+    order_of = targets.tolist()
+    first = order_of[0]
+    if order_of.count(first) == len(order_of):
+        return [(first, wire)]
+    order = sorted(range(len(order_of)), key=order_of.__getitem__)  # stable
+    row = batch.format.wire_size
+    grouped = memoryview(np.take(batch.rows, order).view(np.uint8))
+    runs = []
+    start = 0
+    for end in range(1, len(order) + 1):
+        if end == len(order) or order_of[order[end]] != order_of[order[start]]:
+            runs.append((order_of[order[start]], grouped[start * row:end * row]))
+            start = end
+    return runs
+
+
 class RecordWriter:
     def __init__(self, partition: ResultPartition, selector: StreamPartitioner,
                  serializer: RecordSerializer, timeout: float) -> None:
@@ -61,25 +84,30 @@ class RecordWriter:
             if self.flush_always:
                 self.partition.flush(0)
             return
-        counts = np.bincount(targets, minlength=self.num_subpartitions)
-        first = int(targets[0])
-        if counts[first] == len(batch):
-            runs = [(first, wire)]
-        else:
-            # A stable sort of small integers is a radix sort; np.take copies whole rows.
-            order = np.argsort(targets.astype(np.uint16) if self.num_subpartitions <= 65536 else targets,
-                               kind="stable")
-            grouped = memoryview(np.take(batch.rows, order).view(np.uint8))
-            runs = []
-            offset = 0
-            for target in np.flatnonzero(counts).tolist():
-                size = int(counts[target]) * row
-                runs.append((target, grouped[offset:offset + size]))
-                offset += size
+        runs = self._runs(targets, batch, wire) if len(batch) > SMALL_BATCH else _small_runs(targets, batch, wire)
         for target, data in runs:
             await self.partition.emit_record(data, target, row)
             if self.flush_always:
                 self.partition.flush(target)
+
+    def _runs(self, targets: np.ndarray, batch: FixedWidthRecords, wire: memoryview) -> list[tuple[int, memoryview]]:
+        """The batch's wire bytes grouped by target channel (ascending), order kept per channel."""
+        row = batch.format.wire_size
+        counts = np.bincount(targets, minlength=self.num_subpartitions)
+        first = int(targets[0])
+        if counts[first] == len(batch):
+            return [(first, wire)]
+        # A stable sort of small integers is a radix sort; np.take copies whole rows.
+        order = np.argsort(targets.astype(np.uint16) if self.num_subpartitions <= 65536 else targets,
+                           kind="stable")
+        grouped = memoryview(np.take(batch.rows, order).view(np.uint8))
+        runs = []
+        offset = 0
+        for target in np.flatnonzero(counts).tolist():
+            size = int(counts[target]) * row
+            runs.append((target, grouped[offset:offset + size]))
+            offset += size
+        return runs
 
     def broadcast_event(self, event: object, is_priority: bool = False) -> None:
         self.partition.broadcast_event(event, is_priority)

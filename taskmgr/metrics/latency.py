@@ -37,6 +37,19 @@ def bucket_indices(values: np.ndarray) -> np.ndarray:
     return np.where(small, v, shift * _SUB + (v >> shift))
 
 
+def _bucket_index(v: int) -> int:
+    """`bucket_indices` of one value >= 0 (below 2^53 ns, where float64 holds it exactly)."""
+    if v < _SUB:
+        return v
+    shift = v.bit_length() - 1 - SUB_BITS
+    return shift * _SUB + (v >> shift)
+
+
+#: Batches up to this many values are bucketed in plain Python (numpy's per-call overhead
+#: dominates them: a sink of a paced job sees a few records per buffer).
+_SMALL = 16
+
+
 def bucket_upper_bounds() -> np.ndarray:
     """The largest value (ns) of each bucket, for percentiles (HdrHistogram's highest equivalent value)."""
     index = np.arange(NUM_BUCKETS, dtype=np.int64)
@@ -60,9 +73,20 @@ class LatencyHistogram:
         self.max = 0
 
     def record(self, values_ns: np.ndarray) -> None:
-        if not len(values_ns):
+        if len(values_ns):
+            self.record_clipped(np.maximum(np.asarray(values_ns, dtype=np.int64), 0))
+
+    def record_clipped(self, values: np.ndarray) -> None:
+        """`record` of a non-empty int64 array whose values are all >= 0."""
+        if len(values) <= _SMALL:
+            counts = self.counts
+            plain = values.tolist()
+            for value in plain:
+                counts[_bucket_index(value)] += 1
+            self.count += len(plain)
+            self.total += float(sum(plain))
+            self.max = max(self.max, max(plain))
             return
-        values = np.maximum(np.asarray(values_ns, dtype=np.int64), 0)
         self.counts += np.bincount(bucket_indices(values), minlength=NUM_BUCKETS)
         self.count += len(values)
         self.total += float(values.sum())
@@ -121,9 +145,12 @@ class LatencyMetrics:
         self.steady = steady  # shared by the vertex's subtasks in this TaskManager
 
     def record(self, values_ns: np.ndarray, in_steady_state: bool) -> None:
-        self.period.record(values_ns)
+        if not len(values_ns):
+            return
+        values = np.maximum(np.asarray(values_ns, dtype=np.int64), 0)
+        self.period.record_clipped(values)
         if in_steady_state:
-            self.steady.record(values_ns)
+            self.steady.record_clipped(values)
 
     def snapshot(self) -> dict[str, float]:
         """The period's percentiles (nothing if no record arrived), then a fresh period."""
