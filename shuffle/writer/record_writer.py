@@ -26,20 +26,20 @@ SMALL_BATCH = 32
 
 
 def _small_runs(targets: np.ndarray, batch: FixedWidthRecords, wire: memoryview) -> list[tuple[int, memoryview]]:
-    """`RecordWriter._runs` for a small batch: the same runs, without numpy passes over the channels."""
-    order_of = targets.tolist()
-    first = order_of[0]
-    if order_of.count(first) == len(order_of):
-        return [(first, wire)]
-    order = sorted(range(len(order_of)), key=order_of.__getitem__)  # stable
+    """`RecordWriter._runs` for a small batch: the same runs, from slices of the wire bytes."""
+    rows_of: dict[int, list[int]] = {}
+    for index, target in enumerate(targets.tolist()):
+        rows_of.setdefault(target, []).append(index)
+    if len(rows_of) == 1:
+        return [(next(iter(rows_of)), wire)]
     row = batch.format.wire_size
-    grouped = memoryview(np.take(batch.rows, order).view(np.uint8))
     runs = []
-    start = 0
-    for end in range(1, len(order) + 1):
-        if end == len(order) or order_of[order[end]] != order_of[order[start]]:
-            runs.append((order_of[order[start]], grouped[start * row:end * row]))
-            start = end
+    for target in sorted(rows_of):
+        rows = rows_of[target]
+        if len(rows) == 1:
+            runs.append((target, wire[rows[0] * row:(rows[0] + 1) * row]))
+        else:
+            runs.append((target, memoryview(b"".join([wire[i * row:(i + 1) * row] for i in rows]))))
     return runs
 
 
@@ -84,14 +84,15 @@ class RecordWriter:
             if self.flush_always:
                 self.partition.flush(0)
             return
-        runs = self._runs(targets, batch, wire) if len(batch) > SMALL_BATCH else _small_runs(targets, batch, wire)
-        for target, data in runs:
+        for target, data in self._runs(targets, batch, wire):
             await self.partition.emit_record(data, target, row)
             if self.flush_always:
                 self.partition.flush(target)
 
     def _runs(self, targets: np.ndarray, batch: FixedWidthRecords, wire: memoryview) -> list[tuple[int, memoryview]]:
         """The batch's wire bytes grouped by target channel (ascending), order kept per channel."""
+        if len(batch) <= SMALL_BATCH:
+            return _small_runs(targets, batch, wire)
         row = batch.format.wire_size
         counts = np.bincount(targets, minlength=self.num_subpartitions)
         first = int(targets[0])
