@@ -30,11 +30,11 @@ _NS_PER_MS = 1e6
 def bucket_indices(values: np.ndarray) -> np.ndarray:
     """The bucket of each value (int64 ns, negatives count as 0)."""
     v = np.maximum(values.astype(np.int64, copy=False), 0)
-    _, exponent = np.frexp(v.astype(np.float64))  # v = m * 2^e, 0.5 <= m < 1: e = bit length
-    shift = np.maximum(exponent.astype(np.int64) - 1 - SUB_BITS, 0)
-    small = v < _SUB
-    # above _SUB: bucket = _SUB + (exponent - 1 - SUB_BITS) * _SUB + (v >> shift) - _SUB
-    return np.where(small, v, shift * _SUB + (v >> shift))
+    # The exponent field of v as a float64 is floor(log2(v)) = bit length - 1 (v > 0). The
+    # bucket is v itself below 2 * _SUB (shift 0), else _SUB + (bit length - 1 - SUB_BITS) * _SUB
+    # + (v >> shift) - _SUB, with shift = bit length - 1 - SUB_BITS.
+    shift = np.maximum((v.astype(np.float64).view(np.int64) >> 52) - (1023 + SUB_BITS), 0)
+    return (shift << SUB_BITS) + (v >> shift)
 
 
 def _bucket_index(v: int) -> int:
