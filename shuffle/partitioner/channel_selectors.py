@@ -50,6 +50,10 @@ class StreamPartitioner(ABC):
     def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
         """The channel of every record of a fixed-width batch (int64 array)."""
 
+    def select_channel_list(self, batch: FixedWidthRecords) -> list[int]:
+        """`select_channels` as a list, for a small batch (selectors may skip numpy for it)."""
+        return self.select_channels(batch).tolist()
+
     def __repr__(self) -> str:
         return self.name
 
@@ -164,10 +168,16 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         return assign_key_to_parallel_operator(key, self.max_parallelism, self.num_channels)
 
     def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
+        return self._key_table().lookup(batch.keys)
+
+    def select_channel_list(self, batch: FixedWidthRecords) -> list[int]:
+        return self._key_table().lookup_list(batch.keys.tolist())
+
+    def _key_table(self) -> KeyToOperatorTable:
         table = self._table
         if table is None or table.parallelism != self.num_channels:
             table = self._table = KeyToOperatorTable(self.max_parallelism, self.num_channels)
-        return table.lookup(batch.keys)
+        return table
 
 
 class CustomPartitionerWrapper(StreamPartitioner):

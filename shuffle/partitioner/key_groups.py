@@ -194,13 +194,14 @@ class KeyToOperatorTable:
     int64 keys in [0, MAX_TABULATED_KEYS): one `np.take` per batch instead of ~20 numpy
     passes of the hash, which dominate small batches. Other keys are hashed as usual."""
 
-    __slots__ = ("max_parallelism", "parallelism", "_table")
+    __slots__ = ("max_parallelism", "parallelism", "_table", "_table_list")
 
     def __init__(self, max_parallelism: int, parallelism: int) -> None:
         _check_max_parallelism(max_parallelism, parallelism)
         self.max_parallelism = max_parallelism
         self.parallelism = parallelism
         self._table = np.empty(0, dtype=np.int64)
+        self._table_list: list[int] = []
 
     def lookup(self, keys: np.ndarray) -> np.ndarray:
         """Operator index of every int64 key, as an int64 array (as `assign_keys_to_operators`)."""
@@ -210,7 +211,23 @@ class KeyToOperatorTable:
         if top >= len(self._table):
             if top >= MAX_TABULATED_KEYS:
                 return assign_keys_to_operators(keys, self.max_parallelism, self.parallelism)
-            size = 1 << top.bit_length()
-            self._table = assign_keys_to_operators(np.arange(size, dtype=np.int64), self.max_parallelism,
-                                                   self.parallelism)
+            self._tabulate(top)
         return self._table.take(keys)
+
+    def lookup_list(self, keys: list[int]) -> list[int]:
+        """`lookup` of a few keys given as a list, without numpy."""
+        table = self._table_list
+        if keys and (min(keys) < 0 or max(keys) >= len(table)):
+            if min(keys) < 0 or max(keys) >= MAX_TABULATED_KEYS:
+                return assign_keys_to_operators(np.asarray(keys, dtype=np.int64), self.max_parallelism,
+                                                self.parallelism).tolist()
+            self._tabulate(max(keys))
+            table = self._table_list
+        return [table[key] for key in keys]
+
+    def _tabulate(self, top: int) -> None:
+        """Tabulate the keys [0, 2^k) with 2^k > `top`."""
+        size = 1 << top.bit_length()
+        self._table = assign_keys_to_operators(np.arange(size, dtype=np.int64), self.max_parallelism,
+                                               self.parallelism)
+        self._table_list = self._table.tolist()

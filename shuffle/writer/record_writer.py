@@ -25,14 +25,13 @@ from shuffle.serialization.records import FixedWidthRecords
 SMALL_BATCH = 32
 
 
-def _small_runs(targets: np.ndarray, batch: FixedWidthRecords, wire: memoryview) -> list[tuple[int, memoryview]]:
+def _small_runs(targets: list[int], wire: memoryview, row: int) -> list[tuple[int, memoryview]]:
     """`RecordWriter._runs` for a small batch: the same runs, from slices of the wire bytes."""
     rows_of: dict[int, list[int]] = {}
-    for index, target in enumerate(targets.tolist()):
+    for index, target in enumerate(targets):
         rows_of.setdefault(target, []).append(index)
     if len(rows_of) == 1:
-        return [(next(iter(rows_of)), wire)]
-    row = batch.format.wire_size
+        return [(targets[0], wire)]
     runs = []
     for target in sorted(rows_of):
         rows = rows_of[target]
@@ -78,21 +77,20 @@ class RecordWriter:
             if self.flush_always:
                 self.partition.flush_all()
             return
-        targets = self.selector.select_channels(batch)
+        small = len(batch) <= SMALL_BATCH
+        targets = self.selector.select_channel_list(batch) if small else self.selector.select_channels(batch)
         if self.num_subpartitions == 1:
             await self.partition.emit_record(wire, 0, row)
             if self.flush_always:
                 self.partition.flush(0)
             return
-        for target, data in self._runs(targets, batch, wire):
+        for target, data in _small_runs(targets, wire, row) if small else self._runs(targets, batch, wire):
             await self.partition.emit_record(data, target, row)
             if self.flush_always:
                 self.partition.flush(target)
 
     def _runs(self, targets: np.ndarray, batch: FixedWidthRecords, wire: memoryview) -> list[tuple[int, memoryview]]:
         """The batch's wire bytes grouped by target channel (ascending), order kept per channel."""
-        if len(batch) <= SMALL_BATCH:
-            return _small_runs(targets, batch, wire)
         row = batch.format.wire_size
         counts = np.bincount(targets, minlength=self.num_subpartitions)
         first = int(targets[0])

@@ -130,4 +130,7 @@ def test_the_key_table_gives_what_the_hash_gives():
     rng = np.random.default_rng(1)
     for keys in (np.array([3, 5, 1023]), np.array([-1, 5]), np.array([MAX_TABULATED_KEYS, 2]),
                  rng.integers(0, 5000, 300), rng.integers(-(1 << 62), 1 << 62, 300), np.zeros(0, dtype=np.int64)):
-        assert table.lookup(keys).tolist() == assign_keys_to_operators(keys, 128, 7).tolist()
+        expected = assign_keys_to_operators(keys, 128, 7).tolist()
+        assert table.lookup(keys).tolist() == expected
+        assert KeyToOperatorTable(128, 7).lookup_list(keys.tolist()) == expected
+        assert table.lookup_list(keys.tolist()) == expected

@@ -21,5 +21,5 @@ def test_small_batches_group_as_the_numpy_path(seed):
     n = int(rng.integers(1, SMALL_BATCH + 1))
     batch = FixedWidthRecords.make(rng.integers(0, 100, n), np.arange(n), 7, 32)
     targets = rng.integers(0, int(rng.integers(1, 6)), n)
-    runs = [(target, bytes(data)) for target, data in _small_runs(targets, batch, batch.to_wire())]
+    runs = [(target, bytes(data)) for target, data in _small_runs(targets.tolist(), batch.to_wire(), batch.format.wire_size)]
     assert runs == numpy_runs(targets, batch)
