@@ -216,13 +216,15 @@ class KeyToOperatorTable:
 
     def lookup_list(self, keys: list[int]) -> list[int]:
         """`lookup` of a few keys given as a list, without numpy."""
+        if not keys:
+            return []
+        low, top = min(keys), max(keys)
+        if low < 0 or top >= MAX_TABULATED_KEYS:
+            return assign_keys_to_operators(np.asarray(keys, dtype=np.int64), self.max_parallelism,
+                                            self.parallelism).tolist()
+        if top >= len(self._table_list):
+            self._tabulate(top)
         table = self._table_list
-        if keys and (min(keys) < 0 or max(keys) >= len(table)):
-            if min(keys) < 0 or max(keys) >= MAX_TABULATED_KEYS:
-                return assign_keys_to_operators(np.asarray(keys, dtype=np.int64), self.max_parallelism,
-                                                self.parallelism).tolist()
-            self._tabulate(max(keys))
-            table = self._table_list
         return [table[key] for key in keys]
 
     def _tabulate(self, top: int) -> None:

@@ -30,9 +30,8 @@ _NS_PER_MS = 1e6
 def bucket_indices(values: np.ndarray) -> np.ndarray:
     """The bucket of each value (int64 ns, negatives count as 0)."""
     v = np.maximum(values.astype(np.int64, copy=False), 0)
-    # The exponent field of v as a float64 is floor(log2(v)) = bit length - 1 (v > 0). The
-    # bucket is v itself below 2 * _SUB (shift 0), else _SUB + (bit length - 1 - SUB_BITS) * _SUB
-    # + (v >> shift) - _SUB, with shift = bit length - 1 - SUB_BITS.
+    # bucket = shift * _SUB + (v >> shift), shift = max(bit length - 1 - SUB_BITS, 0); the
+    # exponent field of v as a float64 is bit length - 1 (as frexp's exponent; v < _SUB: shift 0)
     shift = np.maximum((v.astype(np.float64).view(np.int64) >> 52) - (1023 + SUB_BITS), 0)
     return (shift << SUB_BITS) + (v >> shift)
 
@@ -43,6 +42,11 @@ def _bucket_index(v: int) -> int:
         return v
     shift = v.bit_length() - 1 - SUB_BITS
     return shift * _SUB + (v >> shift)
+
+
+def _non_negative(values_ns: np.ndarray) -> np.ndarray:
+    """Values as int64, negatives as 0."""
+    return np.maximum(np.asarray(values_ns, dtype=np.int64), 0)
 
 
 #: Batches up to this many values are bucketed in plain Python (numpy's per-call overhead
@@ -74,7 +78,7 @@ class LatencyHistogram:
 
     def record(self, values_ns: np.ndarray) -> None:
         if len(values_ns):
-            self.record_clipped(np.maximum(np.asarray(values_ns, dtype=np.int64), 0))
+            self.record_clipped(_non_negative(values_ns))
 
     def record_clipped(self, values: np.ndarray) -> None:
         """`record` of a non-empty int64 array whose values are all >= 0."""
@@ -147,7 +151,7 @@ class LatencyMetrics:
     def record(self, values_ns: np.ndarray, in_steady_state: bool) -> None:
         if not len(values_ns):
             return
-        values = np.maximum(np.asarray(values_ns, dtype=np.int64), 0)
+        values = _non_negative(values_ns)
         self.period.record_clipped(values)
         if in_steady_state:
             self.steady.record_clipped(values)
