@@ -10,6 +10,9 @@ peer's protocol error (`RpcError`).
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pyarrow as pa
@@ -17,11 +20,28 @@ import pyarrow as pa
 from taskmgr.rpc import RpcError
 
 
+#: Pickle recurses through the object graph: an all-to-all ExecutionGraph of 256 x 256
+#: subtasks needs ~6,000 levels (partition -> consumer -> gate -> partition ...).
+RECURSION_LIMIT = 20_000
+
+
+@contextmanager
+def _deep_recursion() -> Iterator[None]:
+    """Python's recursion limit raised to RECURSION_LIMIT meanwhile (the pickle is the same)."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, RECURSION_LIMIT))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
 def dump_object(obj: Any) -> bytes:
     """`obj` (code included) as bytes; raises what pickling raises for what cannot travel."""
     from pyspark import cloudpickle
 
-    return cloudpickle.dumps(obj)
+    with _deep_recursion():
+        return cloudpickle.dumps(obj)
 
 
 def load_object(data: bytes, what: str) -> Any:
@@ -29,7 +49,8 @@ def load_object(data: bytes, what: str) -> Any:
     from pyspark import cloudpickle
 
     try:
-        return cloudpickle.loads(data)
+        with _deep_recursion():
+            return cloudpickle.loads(data)
     except Exception as exc:
         raise RpcError(f"cannot load the {what} payload: {type(exc).__name__}: {exc}") from None
 

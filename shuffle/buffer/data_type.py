@@ -21,30 +21,18 @@ class DataType(IntEnum):
     RECOVERY_COMPLETION = 6
     END_OF_SEGMENT = 7
 
-    @property
-    def is_buffer(self) -> bool:
-        """True for record data (the only type that costs credit)."""
-        return self is DataType.DATA_BUFFER
-
-    @property
-    def is_event(self) -> bool:
-        """True for every serialized event (all types but NONE and DATA_BUFFER)."""
-        return self > DataType.DATA_BUFFER
-
-    @property
-    def has_priority(self) -> bool:
-        """True for events that overtake queued buffers (unaligned barriers, announcements)."""
-        return self is DataType.PRIORITIZED_EVENT_BUFFER
-
-    @property
-    def is_blocking_upstream(self) -> bool:
-        """True when the producer's subpartition blocks after sending it until resumed."""
-        return self in _BLOCKING_UPSTREAM
-
-    @property
-    def requires_announcement(self) -> bool:
-        """True when its arrival is announced ahead of the data (timeoutable barriers)."""
-        return self is DataType.TIMEOUTABLE_ALIGNED_CHECKPOINT_BARRIER
+    # Properties as Flink defines them per constant, set on each member below (plain
+    # attributes: the hot path reads them several times per buffer).
+    #: Record data (the only type that costs credit).
+    is_buffer: bool
+    #: Every serialized event (all types but NONE and DATA_BUFFER).
+    is_event: bool
+    #: Events that overtake queued buffers (unaligned barriers, announcements).
+    has_priority: bool
+    #: The producer's subpartition blocks after sending it until resumed.
+    is_blocking_upstream: bool
+    #: Its arrival is announced ahead of the data (timeoutable barriers).
+    requires_announcement: bool
 
 
 _BLOCKING_UPSTREAM = frozenset(
@@ -54,3 +42,11 @@ _BLOCKING_UPSTREAM = frozenset(
         DataType.RECOVERY_COMPLETION,
     }
 )
+
+for _member in DataType:
+    _member.is_buffer = _member is DataType.DATA_BUFFER
+    _member.is_event = _member > DataType.DATA_BUFFER
+    _member.has_priority = _member is DataType.PRIORITIZED_EVENT_BUFFER
+    _member.is_blocking_upstream = _member in _BLOCKING_UPSTREAM
+    _member.requires_announcement = _member is DataType.TIMEOUTABLE_ALIGNED_CHECKPOINT_BARRIER
+del _member

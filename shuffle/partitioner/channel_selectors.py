@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
-from shuffle.partitioner.key_groups import assign_key_to_parallel_operator, assign_keys_to_operators
+from shuffle.partitioner.key_groups import KeyToOperatorTable, assign_key_to_parallel_operator
 from shuffle.serialization.records import FixedWidthRecords
 
 KeySelector = Callable[[Any], Any]
@@ -49,6 +49,10 @@ class StreamPartitioner(ABC):
     @abstractmethod
     def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
         """The channel of every record of a fixed-width batch (int64 array)."""
+
+    def select_channel_list(self, batch: FixedWidthRecords) -> list[int]:
+        """`select_channels` as a list, for a small batch (selectors may skip numpy for it)."""
+        return self.select_channels(batch).tolist()
 
     def __repr__(self) -> str:
         return self.name
@@ -157,13 +161,23 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
             raise ValueError("Number of key-groups must be > 0!")
         self.key_selector = key_selector
         self.max_parallelism = max_parallelism
+        self._table: KeyToOperatorTable | None = None
 
     def select_channel(self, record: Any) -> int:
         key = _extract_key(self.key_selector, record)
         return assign_key_to_parallel_operator(key, self.max_parallelism, self.num_channels)
 
     def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
-        return assign_keys_to_operators(batch.keys, self.max_parallelism, self.num_channels)
+        return self._key_table().lookup(batch.keys)
+
+    def select_channel_list(self, batch: FixedWidthRecords) -> list[int]:
+        return self._key_table().lookup_list(batch.keys.tolist())
+
+    def _key_table(self) -> KeyToOperatorTable:
+        table = self._table
+        if table is None or table.parallelism != self.num_channels:
+            table = self._table = KeyToOperatorTable(self.max_parallelism, self.num_channels)
+        return table
 
 
 class CustomPartitionerWrapper(StreamPartitioner):

@@ -70,17 +70,15 @@ class SpanningRecordDeserializer:
             pending += view[:start]
             if len(pending) < row_size:
                 return
-        count = (len(view) - start) // row_size
-        end = start + count * row_size
-        first = 1 if pending else 0
-        rows = np.empty(first + count, dtype=record_format.dtype)
-        flat = rows.view(np.uint8)
-        if first:
-            flat[:row_size] = np.frombuffer(pending, dtype=np.uint8)
+        end = start + (len(view) - start) // row_size * row_size
+        if pending:
+            data = pending + view[start:end]  # a new bytearray: the rows' own memory
             pending.clear()
-        flat[first * row_size :] = np.frombuffer(view[start:end], dtype=np.uint8)
+        else:
+            data = bytearray(view[start:end])
         pending += view[end:]
-        if len(rows):
+        if data:
+            rows = np.frombuffer(data, dtype=record_format.dtype)
             check_rows(rows, record_format)
             self._parsed.append(FixedWidthRecords(rows, record_format))
 

@@ -20,6 +20,28 @@ from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import FixedWidthRecords
 
 
+#: Batches up to this many records are grouped by target in plain Python (numpy's per-call
+#: overhead dominates them: a paced source emits a few records per wakeup).
+SMALL_BATCH = 32
+
+
+def _small_runs(targets: list[int], wire: memoryview, row: int) -> list[tuple[int, memoryview]]:
+    """`RecordWriter._runs` for a small batch: the same runs, from slices of the wire bytes."""
+    rows_of: dict[int, list[int]] = {}
+    for index, target in enumerate(targets):
+        rows_of.setdefault(target, []).append(index)
+    if len(rows_of) == 1:
+        return [(targets[0], wire)]
+    runs = []
+    for target in sorted(rows_of):
+        rows = rows_of[target]
+        if len(rows) == 1:
+            runs.append((target, wire[rows[0] * row:(rows[0] + 1) * row]))
+        else:
+            runs.append((target, memoryview(b"".join([wire[i * row:(i + 1) * row] for i in rows]))))
+    return runs
+
+
 class RecordWriter:
     def __init__(self, partition: ResultPartition, selector: StreamPartitioner,
                  serializer: RecordSerializer, timeout: float) -> None:
@@ -55,31 +77,36 @@ class RecordWriter:
             if self.flush_always:
                 self.partition.flush_all()
             return
-        targets = self.selector.select_channels(batch)
+        small = len(batch) <= SMALL_BATCH
+        targets = self.selector.select_channel_list(batch) if small else self.selector.select_channels(batch)
         if self.num_subpartitions == 1:
             await self.partition.emit_record(wire, 0, row)
             if self.flush_always:
                 self.partition.flush(0)
             return
-        counts = np.bincount(targets, minlength=self.num_subpartitions)
-        first = int(targets[0])
-        if counts[first] == len(batch):
-            runs = [(first, wire)]
-        else:
-            # A stable sort of small integers is a radix sort; np.take copies whole rows.
-            order = np.argsort(targets.astype(np.uint16) if self.num_subpartitions <= 65536 else targets,
-                               kind="stable")
-            grouped = memoryview(np.take(batch.rows, order).view(np.uint8))
-            runs = []
-            offset = 0
-            for target in np.flatnonzero(counts).tolist():
-                size = int(counts[target]) * row
-                runs.append((target, grouped[offset:offset + size]))
-                offset += size
-        for target, data in runs:
+        for target, data in _small_runs(targets, wire, row) if small else self._runs(targets, batch, wire):
             await self.partition.emit_record(data, target, row)
             if self.flush_always:
                 self.partition.flush(target)
+
+    def _runs(self, targets: np.ndarray, batch: FixedWidthRecords, wire: memoryview) -> list[tuple[int, memoryview]]:
+        """The batch's wire bytes grouped by target channel (ascending), order kept per channel."""
+        row = batch.format.wire_size
+        counts = np.bincount(targets, minlength=self.num_subpartitions)
+        first = int(targets[0])
+        if counts[first] == len(batch):
+            return [(first, wire)]
+        # A stable sort of small integers is a radix sort; np.take copies whole rows.
+        order = np.argsort(targets.astype(np.uint16) if self.num_subpartitions <= 65536 else targets,
+                           kind="stable")
+        grouped = memoryview(np.take(batch.rows, order).view(np.uint8))
+        runs = []
+        offset = 0
+        for target in np.flatnonzero(counts).tolist():
+            size = int(counts[target]) * row
+            runs.append((target, grouped[offset:offset + size]))
+            offset += size
+        return runs
 
     def broadcast_event(self, event: object, is_priority: bool = False) -> None:
         self.partition.broadcast_event(event, is_priority)

@@ -30,11 +30,28 @@ _NS_PER_MS = 1e6
 def bucket_indices(values: np.ndarray) -> np.ndarray:
     """The bucket of each value (int64 ns, negatives count as 0)."""
     v = np.maximum(values.astype(np.int64, copy=False), 0)
-    _, exponent = np.frexp(v.astype(np.float64))  # v = m * 2^e, 0.5 <= m < 1: e = bit length
-    shift = np.maximum(exponent.astype(np.int64) - 1 - SUB_BITS, 0)
-    small = v < _SUB
-    # above _SUB: bucket = _SUB + (exponent - 1 - SUB_BITS) * _SUB + (v >> shift) - _SUB
-    return np.where(small, v, shift * _SUB + (v >> shift))
+    # bucket = shift * _SUB + (v >> shift), shift = max(bit length - 1 - SUB_BITS, 0); the
+    # exponent field of v as a float64 is bit length - 1 (as frexp's exponent; v < _SUB: shift 0)
+    shift = np.maximum((v.astype(np.float64).view(np.int64) >> 52) - (1023 + SUB_BITS), 0)
+    return (shift << SUB_BITS) + (v >> shift)
+
+
+def _bucket_index(v: int) -> int:
+    """`bucket_indices` of one value >= 0 (below 2^53 ns, where float64 holds it exactly)."""
+    if v < _SUB:
+        return v
+    shift = v.bit_length() - 1 - SUB_BITS
+    return shift * _SUB + (v >> shift)
+
+
+def _non_negative(values_ns: np.ndarray) -> np.ndarray:
+    """Values as int64, negatives as 0."""
+    return np.maximum(np.asarray(values_ns, dtype=np.int64), 0)
+
+
+#: Batches up to this many values are bucketed in plain Python (numpy's per-call overhead
+#: dominates them: a sink of a paced job sees a few records per buffer).
+_SMALL = 16
 
 
 def bucket_upper_bounds() -> np.ndarray:
@@ -60,9 +77,20 @@ class LatencyHistogram:
         self.max = 0
 
     def record(self, values_ns: np.ndarray) -> None:
-        if not len(values_ns):
+        if len(values_ns):
+            self.record_clipped(_non_negative(values_ns))
+
+    def record_clipped(self, values: np.ndarray) -> None:
+        """`record` of a non-empty int64 array whose values are all >= 0."""
+        if len(values) <= _SMALL:
+            counts = self.counts
+            plain = values.tolist()
+            for value in plain:
+                counts[_bucket_index(value)] += 1
+            self.count += len(plain)
+            self.total += float(sum(plain))
+            self.max = max(self.max, max(plain))
             return
-        values = np.maximum(np.asarray(values_ns, dtype=np.int64), 0)
         self.counts += np.bincount(bucket_indices(values), minlength=NUM_BUCKETS)
         self.count += len(values)
         self.total += float(values.sum())
@@ -121,9 +149,12 @@ class LatencyMetrics:
         self.steady = steady  # shared by the vertex's subtasks in this TaskManager
 
     def record(self, values_ns: np.ndarray, in_steady_state: bool) -> None:
-        self.period.record(values_ns)
+        if not len(values_ns):
+            return
+        values = _non_negative(values_ns)
+        self.period.record_clipped(values)
         if in_steady_state:
-            self.steady.record(values_ns)
+            self.steady.record_clipped(values)
 
     def snapshot(self) -> dict[str, float]:
         """The period's percentiles (nothing if no record arrived), then a fresh period."""

@@ -140,6 +140,10 @@ def test_hash_batch_equals_scalar(keys, n):
     expected = [assign_key_to_parallel_operator(k, 256, n) for k in keys]
     assert [selector.select_channel(k) for k in keys] == expected
     assert selector.select_channels(batch_of(keys)).tolist() == expected
+    assert selector.select_channel_list(batch_of(keys)) == expected
+    small_keys = [k % 3000 for k in keys]  # the tabulated range, then a key beyond it
+    assert selector.select_channel_list(batch_of(small_keys)) == [
+        assign_key_to_parallel_operator(k, 256, n) for k in small_keys]
 
 
 class ModPartitioner:

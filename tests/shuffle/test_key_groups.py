@@ -121,3 +121,16 @@ def test_vectorized_assignment_equals_scalar(keys, parallelism, data):
     assert long_hash_codes(keys).tolist() == [java_hash_code(int(k)) for k in keys]
     expected = [assign_key_to_parallel_operator(int(k), max_parallelism, parallelism) for k in keys]
     assert assign_keys_to_operators(keys, max_parallelism, parallelism).tolist() == expected
+
+
+def test_the_key_table_gives_what_the_hash_gives():
+    from shuffle.partitioner.key_groups import MAX_TABULATED_KEYS, KeyToOperatorTable
+
+    table = KeyToOperatorTable(128, 7)
+    rng = np.random.default_rng(1)
+    for keys in (np.array([3, 5, 1023]), np.array([-1, 5]), np.array([MAX_TABULATED_KEYS, 2]),
+                 rng.integers(0, 5000, 300), rng.integers(-(1 << 62), 1 << 62, 300), np.zeros(0, dtype=np.int64)):
+        expected = assign_keys_to_operators(keys, 128, 7).tolist()
+        assert table.lookup(keys).tolist() == expected
+        assert KeyToOperatorTable(128, 7).lookup_list(keys.tolist()) == expected
+        assert table.lookup_list(keys.tolist()) == expected

@@ -162,3 +162,13 @@ def test_fixed_width_buffers_of_one_size(record_size, n, buffer_size):
         deserializer.add_buffer(stream[start : start + buffer_size])
         parts.append(deserializer.read())
     assert FixedWidthRecords.concat(parts) == batch
+
+
+@pytest.mark.parametrize("rows, bad_row", [(3, 0), (3, 2), (40, 0), (40, 33)])
+def test_a_corrupt_length_field_is_found_in_few_and_in_many_rows(rows, bad_row):
+    batch = FixedWidthRecords.make(range(rows), range(rows), 0, 16)
+    wire = bytearray(batch.to_wire())
+    wire[29 * bad_row + 3] += 1  # the length field's low byte
+    with pytest.raises(ValueError, match=f"row {bad_row}: length 26"):
+        SpanningRecordDeserializer(FixedWidthFormat(16)).add_buffer(wire)
+    assert SpanningRecordDeserializer(FixedWidthFormat(16)).add_buffer(batch.to_wire()) is None

@@ -91,3 +91,13 @@ def test_latency_is_in_the_run_outputs(tmp_path):
     assert sinks and sinks[0]["latency_ms"]["max"] <= written["latency_ms"]["max"]
     metric_names = set(pq.read_table(tmp_path / "metrics.parquet")["metric"].to_pylist())
     assert {"latencyP50Ms", "latencyP99Ms"} <= metric_names
+
+
+def test_small_batches_count_as_large_ones():
+    values = np.random.default_rng(5).integers(-10, 1 << 40, 5000)
+    small, large = LatencyHistogram(), LatencyHistogram()
+    for start in range(0, len(values), 3):
+        small.record(values[start:start + 3])
+    large.record(values)
+    assert (small.counts == large.counts).all()
+    assert (small.count, small.total, small.max) == (large.count, large.total, large.max)

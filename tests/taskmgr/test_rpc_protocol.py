@@ -211,3 +211,18 @@ async def test_a_job_graph_that_does_not_load_fails_its_tasks_with_the_cause(sim
     [state] = states
     assert isinstance(state, TaskExecutionState) and state.state == "FAILED"
     assert state.error.startswith("cannot load the job graph payload")
+
+
+def test_an_all_to_all_graph_of_many_subtasks_travels():
+    """Pickling recurses through partitions and gates: 200 x 200 subtasks go beyond Python's
+    default recursion limit, and the recursion limit is back to what it was afterwards."""
+    import sys
+
+    from graph import build_execution_graph
+
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(200)
+    env.from_generator(record_size=32).key_by(lambda record: record.key).map().sink_to(DiscardingSink())
+    limit = sys.getrecursionlimit()
+    graph = load_object(dump_object(build_execution_graph(env.get_job_graph())), "job graph")
+    assert sys.getrecursionlimit() == limit
+    assert len(graph.all_execution_vertices) == 400

@@ -90,3 +90,16 @@ def test_rate_schedule_never_drifts_or_spins(rate):
 def test_rate_schedule_needs_a_positive_rate():
     with pytest.raises(ValueError, match="rate"):
         RateSchedule(rate=0, start=0.0)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "zipf", "hot_key"])
+def test_batches_draw_the_keys_one_draw_of_all_of_them_gives(kind):
+    source = GeneratorSource(rate=2000, record_size=32, keys=KeyDistribution(kind, num_keys=5000))
+    state = GeneratorState.for_subtask(source, 3, "Gen", 1)
+    keys = np.concatenate([state.next_batch(n, 0).keys for n in (1, 2, 3, 1500, 7, 1, 2000)])
+    if kind == "hot_key":  # two streams per draw: batches are drawn one by one
+        rng = subtask_rng(3, "Gen", 1)
+        expected = np.concatenate([KeySampler(source.keys).sample(rng, n) for n in (1, 2, 3, 1500, 7, 1, 2000)])
+    else:
+        expected = KeySampler(source.keys).sample(subtask_rng(3, "Gen", 1), len(keys))
+    assert keys.tolist() == expected.tolist()
