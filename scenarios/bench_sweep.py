@@ -76,8 +76,9 @@ def sweep_speedup_local2(duration: str = "150s") -> list[dict[str, Any]]:
     either side is timed). The session's start-up is a
     figure of its own, `spark_startup_local2_s`; `speedup_with_startup` counts it too.
     `serial_cpu_s` / `spark_cpu_s` are the CPU seconds each side used (on Spark: driver,
-    JVM and Python workers), which other work on the machine does not change as it does the
-    wall times; `load_average` (1 min, taken before the runs) shows that other work.
+    JVM and Python workers): their difference is Spark's overhead in CPU, which other work
+    on the machine blurs less than the wall times (the cores are shared; `load_average`,
+    1 min, taken before the runs, shows that other work).
     """
     from scenarios.spark_session import spark_session
 

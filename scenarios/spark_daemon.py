@@ -7,8 +7,9 @@ runtime: ~1 s of CPU) before its first task; imported here once, the forked work
 it, and `gc.freeze()` keeps those objects out of the collections every worker makes
 (pyspark's worker loop runs `gc.collect()` after each task: ~0.1 s with them, ~0.02 s
 without). Only local masters use it: on a cluster the project's code arrives with the tasks
-(`addPyFile`), after the daemon started. Importing these modules starts no Python thread
-(numpy's and pyarrow's native pools handle a fork).
+(`addPyFile`), after the daemon started. Importing these modules starts no Python thread;
+the native ones numpy and pyarrow start (OpenBLAS's pool, jemalloc's background thread)
+reset themselves in a forked child.
 """
 
 from __future__ import annotations
