@@ -2,8 +2,8 @@
 Python task per item with progress.
 
 Local masters (`local`, `local[N]`, `local[*]`) are set up as measured on our machines:
-the workers run this interpreter (`PYSPARK_PYTHON`), which has the project installed;
-driver and block manager bind to 127.0.0.1; the JVM compiles with its quick JIT only.
+the workers run this interpreter (`PYSPARK_PYTHON`), which has the project installed,
+and are forked from a daemon that imported it once (scenarios/spark_daemon.py); driver and block manager bind to 127.0.0.1; the JVM compiles with its quick JIT only.
 Always: no UI, no console progress bars; Spark logs errors only (unless asked: `verbose`,
 $SHUFFLESIM_SPARK_VERBOSE); a failing task fails its job at once (no retries: a sim run
 that failed once fails again), and so does a barrier stage with more tasks than the
@@ -38,6 +38,11 @@ LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 #: (measured: ~19 s -> ~10 s of CPU for a session and one job), which the sim runs
 #: need on a machine with few cores.
 LOCAL_JVM_OPTIONS = " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+#: Forks the Python workers of a local master with the project already imported
+#: (scenarios/spark_daemon.py); other masters keep pyspark's daemon.
+LOCAL_DAEMON_MODULE = "scenarios.spark_daemon"
+DAEMON_MODULE = "pyspark.daemon"
 
 #: Set (to anything but "" or "0") to see Spark's own log.
 VERBOSE_VARIABLE = "SHUFFLESIM_SPARK_VERBOSE"
@@ -82,7 +87,9 @@ def spark_session(master: str = "local[*]", app_name: str = "shufflesim", verbos
                # a barrier stage with more tasks than slots fails at once instead of retrying
                .config("spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures", "1")
                .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s")
-               .config("spark.driver.extraJavaOptions", java_options))
+               .config("spark.driver.extraJavaOptions", java_options)
+               # always set: a session inherits the settings of an earlier one in this process
+               .config("spark.python.daemon.module", LOCAL_DAEMON_MODULE if is_local(master) else DAEMON_MODULE))
     if is_local(master):
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
     spark = builder.getOrCreate()

@@ -1,7 +1,10 @@
-"""The sweep figure of `shufflesim bench` runs and reports consistent raw numbers (not timed).
+"""The sweep figures of `shufflesim bench` run and report consistent raw numbers (not timed).
 
 It starts its own Spark session (about 5 s) and runs the sweep twice: slow.
 """
+
+import os
+import time
 
 import pytest
 
@@ -11,7 +14,23 @@ from scenarios import bench, bench_sweep
 @pytest.mark.slow
 def test_sweep_speedup_figure_reports_consistent_numbers() -> None:
     assert bench.FIGURES["sweep_speedup_local2"] is bench_sweep.sweep_speedup_local2
-    (figure,) = bench_sweep.sweep_speedup_local2(duration="2s")
+    figure, startup = bench_sweep.sweep_speedup_local2(duration="2s")
     assert figure["figure"] == "sweep_speedup_local2" and figure["points"] == 8
     assert figure["value"] == pytest.approx(figure["serial_s"] / figure["spark_s"], rel=0.05)
-    assert figure["spark_startup_s"] > 0 and figure["identical_results"] is True
+    assert figure["identical_results"] is True
+    # the Spark side's CPU counts the JVM and the Python workers, not only this process
+    assert figure["serial_cpu_s"] > 0 and figure["spark_cpu_s"] > figure["serial_cpu_s"] / 2
+    assert startup["figure"] == "spark_startup_local2_s" and startup["value"] > 0
+    assert figure["speedup_with_startup"] == pytest.approx(
+        figure["serial_s"] / (startup["value"] + figure["spark_s"]), rel=0.05)
+
+
+def test_cpu_of_the_process_tree_counts_children() -> None:
+    before = bench_sweep.cpu_seconds_of_process_tree()
+    pid = os.fork()
+    if pid == 0:  # a child that uses 0.3 s of CPU (however busy the machine)
+        while time.process_time() < 0.3:
+            pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert bench_sweep.cpu_seconds_of_process_tree() - before >= 0.25

@@ -89,6 +89,16 @@ def test_run_tasks_keeps_order_and_a_failing_task_gives_its_root_cause(
     assert "Traceback" not in capfd.readouterr().err  # Spark's log stays quiet
 
 
+def test_local_workers_are_forked_with_the_project_imported(spark: Any) -> None:
+    def preloaded(_: int) -> tuple[bool, bool]:  # defined here: shipped by value, imports nothing of ours
+        import gc
+        import sys
+
+        return "scenarios.sweep" in sys.modules and "scenarios.spark_run" in sys.modules, gc.get_freeze_count() > 0
+
+    assert run_tasks(spark, preloaded, [0, 1]) == [(True, True)] * 2
+
+
 def test_project_code_zip_holds_the_packages(tmp_path: Path) -> None:
     names = zipfile.ZipFile(project_code_zip(tmp_path / "code.zip")).namelist()
     for module in ("graph/__init__.py", "shuffle/config.py", "taskmgr/cluster.py", "scenarios/sweep.py",
