@@ -104,23 +104,21 @@ class Failover:
         self.graph = graph
         self.config = config
         self.start = start
-        #: Records the sources had emitted at the restore point (0: the beginning).
-        self._restored_positions = 0
         #: What the next attempt starts from (`restore_point`), set by `recover`.
         self.next_restore: Mapping[str, bytes] | None = None
 
-    def restore_point(self) -> Mapping[str, bytes] | None:
+    def restore_point(self) -> tuple[Mapping[str, bytes] | None, int]:
         """The state each subtask (by execution id) of the next attempt starts from, as it
-        travels in its deployment descriptor: its share of the last completed checkpoint.
-        None: every subtask starts from the beginning."""
+        travels in its deployment descriptor: its share of the last completed checkpoint
+        (None: every subtask starts from the beginning); and the records the sources had
+        emitted at that point."""
         coordinator = self.job.checkpoint_coordinator
         checkpoint = coordinator.latest_completed() if coordinator is not None else None
-        self._restored_positions = 0
         if checkpoint is None:
-            return None
+            return None, 0
         snapshots = {eid: TaskStateSnapshot.from_ack(ack) for eid, ack in checkpoint.acks.items()}
-        self._restored_positions = sum(snapshot.records_emitted for snapshot in snapshots.values())
-        return {eid: dump_object(snapshot) for eid, snapshot in snapshots.items()}
+        return ({eid: dump_object(snapshot) for eid, snapshot in snapshots.items()},
+                sum(snapshot.records_emitted for snapshot in snapshots.values()))
 
     async def recover(self) -> bool:
         """After the job's tasks stopped waiting: True if the job failed and its next
@@ -141,9 +139,9 @@ class Failover:
             return False
         if job.checkpoint_coordinator is not None:
             job.checkpoint_coordinator.abort_pending(JOB_FAILOVER_REGION)
-        restore = self.restore_point()
+        restore, restored_position = self.restore_point()
         # emitted after the checkpoint restored (a lost TaskManager's sources cannot answer)
-        replayed = max(0, emitted - self._restored_positions)
+        replayed = max(0, emitted - restored_position)
         await kernel.sleep(strategy.delay)
         if self._job_time() >= self.config.duration or job.stopped_early:
             return False  # the run is over before the job could restart: the failure stands

@@ -13,13 +13,13 @@ at once: the records still unread then are in-flight data of an unaligned checkp
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from shuffle import kernel
 from shuffle.buffer.buffer import Buffer
 from shuffle.channel_state import ChannelStateWriter
-from shuffle.consumer.input_channel import InputChannelInfo
+from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
 from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
 from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import FixedWidthRecords
@@ -72,8 +72,8 @@ class StreamInputProcessor:
         self.ctx = ctx
         self.per_channel = per_channel
         self._deserializers = {
-            (gate.gate_index, channel.channel_index): SpanningRecordDeserializer(formats[gate.gate_index])
-            for checkpointed in inputs for gate in checkpointed.gates for channel in gate.channels
+            (info.gate_index, info.channel_index): SpanningRecordDeserializer(formats[info.gate_index])
+            for info in (channel.channel_info for _, channel in self._channels())
         }
         self._pending: deque[_Pending] = deque()
         self._num_pending = 0
@@ -205,31 +205,33 @@ class StreamInputProcessor:
         for entry in self._pending:
             if entry.records is not None:
                 unread.setdefault(entry.channel, []).append(self._wire_bytes(entry.records, entry.channel))
-        for checkpointed in self.inputs:
-            for gate in checkpointed.gates:
-                for channel in gate.channels:
-                    info = channel.channel_info
-                    partial = self._deserializers[info.gate_index, info.channel_index].unconsumed_bytes()
-                    data = unread.get(info, []) + [partial]
-                    writer.add_input_data(checkpoint_id, channel.persister.channel, data)
+        for _, channel in self._channels():
+            info = channel.channel_info
+            partial = self._deserializers[info.gate_index, info.channel_index].unconsumed_bytes()
+            writer.add_input_data(checkpoint_id, channel.persister.channel, unread.get(info, []) + [partial])
 
     def restore_input_state(self, state: Mapping[ChannelKey, Sequence[bytes]]) -> None:
         """Queue the restored checkpoint's in-flight input data of each channel ahead of
         anything the channel delivers (Flink's recovered input channels). A record cut at
         the end of a channel's data is completed by what its producer recovers first."""
+        for checkpointed, channel in self._channels():
+            chunks = state.get(channel_key(channel.partition_id, channel.subpartition_index), ())
+            if not chunks:
+                continue
+            info = channel.channel_info
+            deserializer = self._deserializers[info.gate_index, info.channel_index]
+            deserializer.add_buffer(memoryview(b"".join(chunks)))
+            records = deserializer.read()
+            if len(records):
+                self._pending.append(_Pending(records, checkpointed.input_index, info, None))
+                self._num_pending += len(records)
+
+    def _channels(self) -> Iterator[tuple[CheckpointedInputGate, InputChannel]]:
+        """Every input channel of the task, with the input it belongs to."""
         for checkpointed in self.inputs:
             for gate in checkpointed.gates:
                 for channel in gate.channels:
-                    chunks = state.get(channel_key(channel.partition_id, channel.subpartition_index), ())
-                    if not chunks:
-                        continue
-                    info = channel.channel_info
-                    deserializer = self._deserializers[info.gate_index, info.channel_index]
-                    deserializer.add_buffer(memoryview(b"".join(chunks)))
-                    records = deserializer.read()
-                    if len(records):
-                        self._pending.append(_Pending(records, checkpointed.input_index, info, None))
-                        self._num_pending += len(records)
+                    yield checkpointed, channel
 
     def _wire_bytes(self, records: Records, channel: InputChannelInfo) -> bytes:
         if isinstance(records, FixedWidthRecords):

@@ -111,10 +111,9 @@ class GeneratorSourceOperator(SourceOperator):
         self.state = GeneratorState.for_subtask(source, ctx.seed, ctx.vertex_name, ctx.subtask_index)
         self.state.next_seq = ctx.origin << ORIGIN_SHIFT
         self.schedule = RateSchedule(source.rate, ctx.run.attempt_start) if source.rate > 0 else None
-        #: Records emitted in this attempt (what the rate schedule paces), and the position
-        #: the attempt started from (a restored checkpoint's).
+        #: Records emitted in this attempt (what the rate schedule paces; the position,
+        #: a restored one included, is `ctx.records_emitted`).
         self.emitted = 0
-        self.restored = 0
         #: Records of the schedule given up because the source fell too far behind.
         self.forgone = 0
         self.max_burst = max(1, int(source.rate * MAX_BURST_SECONDS))
@@ -141,12 +140,10 @@ class GeneratorSourceOperator(SourceOperator):
 
     def snapshot_state(self) -> dict[str, Any]:
         """Also the position per origin, which the exactly-once accounting reads."""
-        position = self.restored + self.emitted
-        return {self.state_key: position, "source_positions": {self.ctx.origin: position}}
+        return super().snapshot_state() | {"source_positions": {self.ctx.origin: self.ctx.records_emitted}}
 
     def rewind(self, position: int) -> None:
         self.state.skip(position)
-        self.restored = position
         self.ctx.services.emitted_per_origin[self.ctx.origin] += position
 
     async def wait_available(self) -> None:

@@ -9,6 +9,7 @@ import random
 import pytest
 from shuffle import kernel
 
+from shuffle.harness.streams import read_until_closed
 from shuffle.transport.auth import (
     HELLO,
     MAC_SIZE,
@@ -35,17 +36,6 @@ class Echo:
         while data := await stream.receive_some():
             await stream.send_all(data)
         await stream.aclose()
-
-
-async def read_until_closed(stream) -> bytes:
-    """What arrives until the peer closes (a TCP peer that closes with our bytes unread resets)."""
-    data = bytearray()
-    try:
-        while chunk := await stream.receive_some():
-            data += chunk
-    except kernel.BrokenResourceError:
-        pass
-    return bytes(data)
 
 
 async def serve(nursery, transport, address):

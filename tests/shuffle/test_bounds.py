@@ -12,6 +12,7 @@ from shuffle.buffer.data_type import DataType
 from shuffle.config import NetworkConfig
 from shuffle.environment import InputChannelDescriptor
 from shuffle.errors import LocalTransportError
+from shuffle.harness.streams import read_until_closed
 from shuffle.netty.messages import (
     BacklogAnnouncement,
     BufferResponse,
@@ -27,16 +28,6 @@ from shuffle.transport.auth import AuthenticatedTransport
 from shuffle.transport.sim_link import SimNetwork
 
 SECRET = b"s" * 32
-
-
-async def read_until_closed(stream) -> bytes:
-    data = bytearray()
-    try:
-        while chunk := await stream.receive_some():
-            data += chunk
-    except kernel.BrokenResourceError:
-        pass
-    return bytes(data)
 
 
 def decode(data: bytes) -> list:

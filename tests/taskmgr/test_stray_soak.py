@@ -13,6 +13,7 @@ import trio
 
 from graph import StreamExecutionEnvironment
 from shuffle.config import NetworkConfig
+from shuffle.harness.streams import read_until_closed
 from shuffle.netty.messages import PartitionRequest, encode
 from shuffle.transport.auth import DEFAULT_HANDSHAKE_TIMEOUT, HELLO, MAC_SIZE, NONCE_SIZE
 from shuffle.transport.tcp import TcpTransport
@@ -36,16 +37,6 @@ def program(seconds: float) -> StreamExecutionEnvironment:
     return env
 
 
-async def _read_until_closed(stream: trio.SocketStream) -> bytes:
-    data = bytearray()
-    try:
-        while chunk := await stream.receive_some():
-            data += chunk
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
-        pass
-    return bytes(data)
-
-
 async def _garbage(stream: trio.SocketStream, rng: random.Random) -> None:
     await stream.send_all(rng.randbytes(rng.randint(1, 400)))
 
@@ -64,7 +55,7 @@ async def _wrong_proof(stream: trio.SocketStream, rng: random.Random) -> None:
             return
         challenge += chunk
     await stream.send_all(rng.randbytes(MAC_SIZE) + rng.randbytes(rng.randint(0, 100)))
-    await _read_until_closed(stream)
+    await read_until_closed(stream)
 
 
 async def _unauthenticated_rpc(stream: trio.SocketStream, rng: random.Random) -> None:
@@ -83,7 +74,7 @@ async def _hang_up(stream: trio.SocketStream, rng: random.Random) -> None:
 async def _silence(stream: trio.SocketStream, rng: random.Random) -> str:
     """Until the server closes it: at its handshake timeout, or when the cluster shuts down."""
     start = trio.current_time()
-    await _read_until_closed(stream)
+    await read_until_closed(stream)
     return "silence timed out" if trio.current_time() - start >= DEFAULT_HANDSHAKE_TIMEOUT - 0.5 else "silence"
 
 
