@@ -92,7 +92,7 @@ class StreamInputProcessor:
                 return InputStatus.MORE_AVAILABLE
             if cost <= 0:
                 wanted = len(self._pending[0].records)
-            await self._process_chunk(wanted)
+            await self._process_chunk(self.head.output.headroom(wanted))
             return InputStatus.MORE_AVAILABLE
         if all(checkpointed.is_finished for checkpointed in self.inputs):
             return InputStatus.END_OF_INPUT

@@ -200,6 +200,12 @@ class LocalBufferPool:
     def num_available(self) -> int:
         return len(self._available)
 
+    def num_obtainable(self) -> int:
+        """Segments requests can still take before the pool runs dry (no overdraft): the
+        free ones, and those below the pool size that the global pool has."""
+        below = max(0, self.current_pool_size - self.num_requested)
+        return len(self._available) + min(below, self.network_pool.num_available_segments)
+
     def best_effort_get_num_of_used_buffers(self) -> int:
         return max(0, self.num_requested - len(self._available))
 

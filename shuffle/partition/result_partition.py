@@ -136,6 +136,38 @@ class ResultPartition:
         if chunks:
             self.flush(target)
 
+    def records_before_unavailable(self, record_size: int, broadcast: bool, limit: int) -> int:
+        """How many of the next `limit` records (`record_size` wire bytes each) Flink's
+        per-record loop writes before its availability check stops it: up to and including
+        the record that takes the pool's last obtainable segment, or the one that brings a
+        lone subpartition to its buffer quota; at least one.
+
+        A batch of records is one write here; capping it so keeps a back-pressured writer
+        out of overdraft buffers that Flink's writer, checking after every record, would not
+        touch (with debloated buffers a batch spans many). Exact for one subpartition and
+        for broadcast; over several subpartitions the records are taken as spread over them,
+        filling the open builders before new segments.
+        """
+        pool = self.buffer_pool
+        if pool is None or not pool.is_available():
+            return min(limit, 1)
+        requests = pool.num_obtainable()
+        single = broadcast or self.num_subpartitions == 1
+        if single and not broadcast:
+            requests = min(requests, pool.max_buffers_per_channel - pool.subpartition_buffer_count(0))
+        if requests <= 0:
+            return min(limit, 1)
+        size = pool.network_pool.segment_size
+        if self.config.debloat:  # new builders are cut to what the consumers announced
+            desired = [sub.desired_buffer_size for sub in (self.subpartitions[:1] if single else self.subpartitions)]
+            size = sum(min(size, max(d, record_size)) if d > 0 else size for d in desired) // len(desired)
+        fit = (requests - 1) * size // record_size + 1
+        if fit >= limit:
+            return limit
+        builders = [self._broadcast] if broadcast else self._unicast
+        left = sum(builder.writable_bytes for builder in builders if builder is not None)
+        return min(limit, ((requests - 1) * size + left) // record_size + 1)
+
     def _check_not_finished(self) -> None:
         if self.is_finished:
             raise RuntimeError(f"Partition {self.partition_id} already finished.")

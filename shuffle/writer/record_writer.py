@@ -119,6 +119,11 @@ class RecordWriter:
     def is_available(self) -> bool:
         return self.partition.is_available()
 
+    def records_before_unavailable(self, record_size: int, limit: int) -> int:
+        """Of the next `limit` records, how many go out before the writer turns unavailable
+        (ResultPartition.records_before_unavailable)."""
+        return self.partition.records_before_unavailable(record_size, self.selector.is_broadcast, limit)
+
     async def wait_available(self) -> None:
         await self.partition.wait_available()
 

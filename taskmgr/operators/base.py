@@ -101,6 +101,13 @@ class RecordWriterOutput:
         self.io = io
         self.fixed_width = isinstance(writer.serializer.format, FixedWidthFormat)
 
+    def headroom(self, limit: int) -> int:
+        """Of the next `limit` records, how many this output takes before it turns
+        unavailable; generic records (their sizes unknown ahead) are not capped."""
+        if not self.fixed_width:
+            return limit
+        return self.writer.records_before_unavailable(self.writer.serializer.format.wire_size, limit)
+
     async def write(self, records: Records) -> None:
         n = len(records)
         if n == 0:
@@ -122,6 +129,15 @@ class Output:
     def __init__(self) -> None:
         self.chained: list[tuple[OutputTag | None, StreamOperator]] = []
         self.writers: list[tuple[OutputTag | None, RecordWriterOutput]] = []
+
+    def headroom(self, limit: int) -> int:
+        """Of the next `limit` records, how many can go out before an output downstream in
+        the chain turns unavailable (taken as one record out per record in)."""
+        for _, operator in self.chained:
+            limit = operator.output.headroom(limit)
+        for _, writer in self.writers:
+            limit = writer.headroom(limit)
+        return limit
 
     async def emit(self, records: Records, tag: OutputTag | None = None) -> None:
         if not len(records):

@@ -83,6 +83,7 @@ class SourceOperator(StreamOperator):
         n = min(self.due(), self.batch_size)
         if n <= 0:
             return InputStatus.NOTHING_AVAILABLE
+        n = self.output.headroom(n)
         records = self.next_records(n)
         if records is None:
             self.finished = True
