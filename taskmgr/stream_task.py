@@ -91,6 +91,7 @@ class StreamTask:
                 await mail.popleft()()
             if priority is not None and priority.has_priority_events:
                 priority.process_priority_events()
+                continue  # as in Flink's priority mail: the snapshot it starts runs before the next record
             if not self._outputs_available():
                 io.soft_backpressure.mark_start()
                 try:
