@@ -78,6 +78,7 @@ class StreamInputProcessor:
         self._pending: deque[_Pending] = deque()
         self._num_pending = 0
         self._next = 0
+        self._end_of_data = False
 
     async def process_input(self) -> InputStatus:
         cost = self.chain_cost()
@@ -94,9 +95,20 @@ class StreamInputProcessor:
                 wanted = len(self._pending[0].records)
             await self._process_chunk(wanted)
             return InputStatus.MORE_AVAILABLE
-        if all(checkpointed.is_finished for checkpointed in self.inputs):
+        if not self._end_of_data and all(checkpointed.has_received_end_of_data for checkpointed in self.inputs):
+            self._end_of_data = True  # every EndOfData handled: every record processed
+            return InputStatus.END_OF_DATA
+        if self.is_finished:
             return InputStatus.END_OF_INPUT
         return InputStatus.NOTHING_AVAILABLE
+
+    @property
+    def is_finished(self) -> bool:
+        """Every input gate delivered EndOfPartition on every channel."""
+        return all(checkpointed.is_finished for checkpointed in self.inputs)
+
+    def unfinished_channels(self) -> list[InputChannelInfo]:
+        return [channel for checkpointed in self.inputs for channel in checkpointed.unfinished_channels()]
 
     def _poll(self) -> bool:
         """Take the next buffer or event of any input (round-robin); False if none has one."""

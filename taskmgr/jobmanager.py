@@ -32,6 +32,7 @@ from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport import ByteStream
 from taskmgr.checkpointing.checkpoint_coordinator import CheckpointCoordinator
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.checkpointing.checkpoint_plan import DefaultCheckpointPlanCalculator
 from taskmgr.checkpointing.exactly_once import verify_checkpoint
 from taskmgr.deployment import JobInformation, create_descriptor, execution_id, new_attempt_ids
 from taskmgr.execution_state import ExecutionState
@@ -41,7 +42,7 @@ from taskmgr.results import JobResult, JobStatus, merge_reports
 from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.rpc import (FIRST_MESSAGE_TIMEOUT, AbortCheckpoint, AcknowledgeCheckpoint, AttemptCancelled, CancelTask,
                          DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport,
-                         RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage, Shutdown, StopSources,
+                         NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage, Shutdown, StopSources,
                          TaskExecutionState, TriggerCheckpoint)
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
 
@@ -121,6 +122,10 @@ class _JobExecution:
     @property
     def all_finished(self) -> bool:
         return all(state is ExecutionState.FINISHED for state in self.states.values())
+
+    def finished_tasks(self) -> set[str]:
+        """Execution ids of the current attempt's finished tasks (the checkpoint plan's input)."""
+        return {eid for eid, state in self.states.items() if state is ExecutionState.FINISHED}
 
     def fail(self, cause: BaseException) -> None:
         if self.failure is None:
@@ -402,7 +407,7 @@ class JobManager:
         settings = graph.job_graph.checkpointing
         if settings is None or not settings.enabled:
             return None
-        triggered = [execution_id(ev) for vertex in settings.tasks_to_trigger for ev in graph.task_vertices[vertex.id]]
+        plan_calculator = DefaultCheckpointPlanCalculator(graph, settings.config.checkpoints_after_tasks_finish)
 
         async def send_trigger(eid: str, barrier: Any) -> None:
             options = barrier.options
@@ -414,10 +419,14 @@ class JobManager:
             for task_manager in dict.fromkeys(job.placement.values()):
                 await self._send(task_manager, AbortCheckpoint(job.job_id, checkpoint_id))
 
+        async def send_complete(checkpoint_id: int) -> None:
+            for task_manager in dict.fromkeys(job.placement.values()):
+                await self._send(task_manager, NotifyCheckpointComplete(job.job_id, checkpoint_id))
+
         rng = np.random.default_rng([config.seed & 0xFFFF_FFFF, zlib.crc32(b"checkpoint-coordinator")])
-        return CheckpointCoordinator(settings.config, config.checkpoint_costs, triggered, list(job.placement),
-                                     send_trigger, send_abort, lambda: kernel.current_time() - start, rng,
-                                     self.tracer)
+        return CheckpointCoordinator(settings.config, config.checkpoint_costs, plan_calculator, job.finished_tasks,
+                                     send_trigger, send_abort, send_complete, lambda: kernel.current_time() - start,
+                                     rng, self.tracer)
 
     async def _finish(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
                       duration: float) -> JobResult:
@@ -448,7 +457,7 @@ def _checkpoint_stats(coordinator: CheckpointCoordinator | None) -> list[dict[st
     for checkpoint in coordinator.checkpoints:
         entry = checkpoint.stats()
         if checkpoint.status == "COMPLETED":
-            verified = verify_checkpoint(checkpoint.acks.values())
+            verified = verify_checkpoint(checkpoint.task_states().values())
             if verified is not None:
                 entry["exactly_once"] = verified
         entries.append(entry)
