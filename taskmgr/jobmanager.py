@@ -94,6 +94,8 @@ class _JobExecution:
         self.job_id = job_id
         self.placement = placement  # execution id -> TaskManager
         self.states = dict.fromkeys(placement, ExecutionState.DEPLOYING)
+        #: When each task of the current attempt finished (kernel time).
+        self.finished_at: dict[str, float] = {}
         self.failure: BaseException | None = None
         self.reports: dict[str, dict[str, Any]] = {}
         self._changed = kernel.Event()
@@ -137,6 +139,7 @@ class _JobExecution:
         self.attempt += 1
         self.placement = placement
         self.states = dict.fromkeys(placement, ExecutionState.DEPLOYING)
+        self.finished_at.clear()
         self.failure = None
         self._notify()
 
@@ -164,6 +167,8 @@ class _JobExecution:
         if stale or self.states[message.execution_id].is_terminal:
             return
         self.states[message.execution_id] = state
+        if state is ExecutionState.FINISHED:
+            self.finished_at[message.execution_id] = kernel.current_time()
         if cause is not None:
             self.fail(cause)
         self._notify()
@@ -335,8 +340,11 @@ class JobManager:
         job = _JobExecution(job_id, placement)
         self._jobs[job_id] = job
         try:
-            duration = await self._execute(job, graph, config, kernel.current_time())
-            return await self._finish(job, graph, config, duration)
+            start = kernel.current_time()
+            duration = await self._execute(job, graph, config, start)
+            result = await self._finish(job, graph, config, duration)
+            result.vertex_end_times = _vertex_end_times(job, graph, start)
+            return result
         finally:
             del self._jobs[job_id]
 
@@ -447,6 +455,16 @@ class JobManager:
         result.restart_history = job.restart_history
         result.recovery_suppressed_by = job.recovery_suppressed_by
         return result
+
+
+def _vertex_end_times(job: _JobExecution, graph: ExecutionGraph, start: float) -> dict[str, float | None]:
+    """Per job vertex, when its last subtask finished (job time, s; None if one did not):
+    Flink's vertex end-time."""
+    ends: dict[str, float | None] = {}
+    for vertex in graph.job_graph.vertices:
+        times = [job.finished_at.get(execution_id(ev)) for ev in graph.task_vertices[vertex.id]]
+        ends[vertex.name] = None if None in times else round(max(times) - start, 6)
+    return ends
 
 
 def _checkpoint_stats(coordinator: CheckpointCoordinator | None) -> list[dict[str, Any]]:
