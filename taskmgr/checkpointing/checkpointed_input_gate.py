@@ -15,7 +15,6 @@ from shuffle.api.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,
     EndOfData,
-    EndOfDataStatus,
     EndOfPartitionEvent,
     EventAnnouncement,
 )
@@ -84,11 +83,6 @@ class CheckpointedInputGate:
     @property
     def is_finished(self) -> bool:
         return all(gate.is_finished for gate in self.gates)
-
-    @property
-    def has_received_end_of_data(self) -> bool:
-        """Every channel of every gate sent EndOfData (with drain)."""
-        return all(gate.has_received_end_of_data() is EndOfDataStatus.DRAINED for gate in self.gates)
 
     def unfinished_channels(self) -> list[InputChannelInfo]:
         return [channel for gate in self.gates for channel in gate.unfinished_channels()]
