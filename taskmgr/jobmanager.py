@@ -42,8 +42,8 @@ from taskmgr.results import JobResult, JobStatus, merge_reports
 from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.rpc import (FIRST_MESSAGE_TIMEOUT, AbortCheckpoint, AcknowledgeCheckpoint, AttemptCancelled, CancelTask,
                          DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport,
-                         NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage, Shutdown, StopSources,
-                         TaskExecutionState, TriggerCheckpoint)
+                         NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage,
+                         Shutdown, StopSources, TaskExecutionState, TriggerCheckpoint)
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
 
 log = logging.getLogger(__name__)

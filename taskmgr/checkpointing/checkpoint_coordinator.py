@@ -32,7 +32,7 @@ from shuffle.api.events import CheckpointBarrier, CheckpointOptions
 from shuffle.channel_state import ChannelStateSnapshot
 from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
-from taskmgr.checkpointing.checkpoint_plan import CheckpointPlan, CheckpointPlanError, DefaultCheckpointPlanCalculator
+from taskmgr.checkpointing.checkpoint_plan import CheckpointPlanError, DefaultCheckpointPlanCalculator
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
 CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
@@ -164,30 +164,36 @@ class CheckpointCoordinator:
 
     def _trigger(self) -> None:
         now = self.job_time()
-        plan: CheckpointPlan | None = None
         try:
             plan = self.plan_calculator.calculate_checkpoint_plan(self.finished_tasks())
-        except CheckpointPlanError as exc:
-            failure = str(exc)
-        if plan is not None and not plan.tasks_to_wait_for:
-            return  # every task has finished: the job is ending
-        checkpoint_id = next(self._ids)
-        barrier = CheckpointBarrier(checkpoint_id, int(now * 1000), self.options)
-        pending = PendingCheckpoint(checkpoint_id, now, barrier, set(plan.tasks_to_wait_for if plan else ()))
-        self.checkpoints.append(pending)
-        self.pending[checkpoint_id] = pending
-        if plan is None:  # Flink fails the trigger (a failed checkpoint in its counts)
-            pending.failure = failure
-            self._end(pending, "FAILED")
-            if self.tracer.enabled:
-                self.tracer.emit("checkpoint_failed", checkpoint=checkpoint_id, reason=failure)
+        except CheckpointPlanError as exc:  # Flink fails the trigger (counted as a failed checkpoint)
+            self._fail_trigger(now, str(exc))
             return
+        if not plan.tasks_to_wait_for:
+            return  # every task has finished: the job is ending
+        pending = self._new_checkpoint(now, plan.tasks_to_wait_for)
         pending.finished = {eid: self._final_states.get(eid) for eid in plan.finished_tasks}
         if self.tracer.enabled:
-            self.tracer.emit("checkpoint_triggered", checkpoint=checkpoint_id, unaligned=self.options.is_unaligned,
-                             tasks=list(plan.tasks_to_trigger), finished_tasks=len(plan.finished_tasks))
-        self._spawn(self._send_triggers, barrier, plan.tasks_to_trigger)
+            self.tracer.emit("checkpoint_triggered", checkpoint=pending.checkpoint_id,
+                             unaligned=self.options.is_unaligned, tasks=list(plan.tasks_to_trigger),
+                             finished_tasks=len(plan.finished_tasks))
+        self._spawn(self._send_triggers, pending.barrier, plan.tasks_to_trigger)
         self._spawn(self._expire, pending)
+
+    def _new_checkpoint(self, now: float, tasks_to_wait_for: Collection[str]) -> PendingCheckpoint:
+        checkpoint_id = next(self._ids)
+        barrier = CheckpointBarrier(checkpoint_id, int(now * 1000), self.options)
+        pending = PendingCheckpoint(checkpoint_id, now, barrier, set(tasks_to_wait_for))
+        self.checkpoints.append(pending)
+        self.pending[checkpoint_id] = pending
+        return pending
+
+    def _fail_trigger(self, now: float, reason: str) -> None:
+        pending = self._new_checkpoint(now, ())
+        pending.failure = reason
+        self._end(pending, "FAILED")
+        if self.tracer.enabled:
+            self.tracer.emit("checkpoint_failed", checkpoint=pending.checkpoint_id, reason=reason)
 
     async def _send_triggers(self, barrier: CheckpointBarrier, tasks: Sequence[str]) -> None:
         await kernel.sleep(self.costs.trigger_delay)
