@@ -73,6 +73,7 @@ def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
         "duration_s": result.duration,
         "vertices": [vertex | ({"latency_ms": result.latency_summary(vertex["name"])}
                                if vertex["name"] in result.latency else {})
+                     | {"end_time_s": result.vertex_end_times.get(vertex["name"])}
                      for vertex in result.vertex_summaries()],
         # End to end, source to sink, over the second half of the run (all sinks together).
         "latency_ms": result.latency_summary(),

@@ -331,6 +331,8 @@ class CheckpointSettings:
     timeout: float = field(default=600.0, metadata=_opt(POSITIVE_DURATION))
     max_concurrent: int = field(default=1, metadata=_opt(_int_from(1)))
     min_pause: float = field(default=0.0, metadata=_opt(DURATION))
+    #: Flink's execution.checkpointing.checkpoints-after-tasks-finish (default true).
+    checkpoints_after_tasks_finish: bool = field(default=True, metadata=_opt(BOOL))
     trigger_delay: float = field(default=CheckpointCosts.trigger_delay, metadata=_opt(DURATION))
     ack_latency: float = field(default=CheckpointCosts.ack_latency, metadata=_opt(DURATION))
     sync_snapshot: float = field(default=CheckpointCosts.sync_snapshot, metadata=_opt(DURATION))

@@ -116,7 +116,7 @@ class Failover:
         checkpoint = coordinator.latest_completed() if coordinator is not None else None
         if checkpoint is None:
             return None, 0
-        snapshots = {eid: TaskStateSnapshot.from_ack(ack) for eid, ack in checkpoint.acks.items()}
+        snapshots = {eid: TaskStateSnapshot.from_ack(ack) for eid, ack in checkpoint.task_states().items()}
         return ({eid: dump_object(snapshot) for eid, snapshot in snapshots.items()},
                 sum(snapshot.records_emitted for snapshot in snapshots.values()))
 

@@ -8,6 +8,8 @@ Flink does between records; a buffer is recycled (which gives credit back) once 
 records are processed. An event is handled once the records polled before it are
 processed, except a priority event (unaligned barrier, announcement), which is handled
 at once: the records still unread then are in-flight data of an unaligned checkpoint.
+The turn that handles the last channel's EndOfData says END_OF_DATA, before any event
+queued behind it (as Flink's input returns it when it meets that event).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from shuffle import kernel
+from shuffle.api.events import EndOfData
 from shuffle.buffer.buffer import Buffer
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
@@ -78,6 +81,9 @@ class StreamInputProcessor:
         self._pending: deque[_Pending] = deque()
         self._num_pending = 0
         self._next = 0
+        #: Channels whose EndOfData has been handled (all of them: end of data).
+        self._end_of_data_channels = 0
+        self._num_channels = sum(1 for _ in self._channels())
 
     async def process_input(self) -> InputStatus:
         cost = self.chain_cost()
@@ -89,14 +95,26 @@ class StreamInputProcessor:
             if head.records is None:
                 self._pending.popleft()
                 head.source.handle_event(head.event)
+                if isinstance(head.event.event, EndOfData):
+                    self._end_of_data_channels += 1
+                    if self._end_of_data_channels == self._num_channels:
+                        return InputStatus.END_OF_DATA  # before any event behind it (a barrier)
                 return InputStatus.MORE_AVAILABLE
             if cost <= 0:
                 wanted = len(self._pending[0].records)
             await self._process_chunk(self.head.output.headroom(wanted))
             return InputStatus.MORE_AVAILABLE
-        if all(checkpointed.is_finished for checkpointed in self.inputs):
+        if self.is_finished:
             return InputStatus.END_OF_INPUT
         return InputStatus.NOTHING_AVAILABLE
+
+    @property
+    def is_finished(self) -> bool:
+        """Every input gate delivered EndOfPartition on every channel."""
+        return all(checkpointed.is_finished for checkpointed in self.inputs)
+
+    def unfinished_channels(self) -> list[InputChannelInfo]:
+        return [channel for checkpointed in self.inputs for channel in checkpointed.unfinished_channels()]
 
     def _poll(self) -> bool:
         """Take the next buffer or event of any input (round-robin); False if none has one."""
@@ -116,7 +134,7 @@ class StreamInputProcessor:
         buffer = result.buffer
         channel = result.channel_info
         if buffer is None:
-            if result.has_priority or not self._pending:
+            if (result.has_priority or not self._pending) and not isinstance(result.event, EndOfData):
                 checkpointed.handle_event(result)
             else:
                 self._pending.append(_Pending(None, input_index, channel, None, result, checkpointed))

@@ -32,6 +32,7 @@ from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport import ByteStream
 from taskmgr.checkpointing.checkpoint_coordinator import CheckpointCoordinator
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.checkpointing.checkpoint_plan import DefaultCheckpointPlanCalculator
 from taskmgr.checkpointing.exactly_once import verify_checkpoint
 from taskmgr.deployment import JobInformation, create_descriptor, execution_id, new_attempt_ids
 from taskmgr.execution_state import ExecutionState
@@ -41,8 +42,8 @@ from taskmgr.results import JobResult, JobStatus, merge_reports
 from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.rpc import (FIRST_MESSAGE_TIMEOUT, AbortCheckpoint, AcknowledgeCheckpoint, AttemptCancelled, CancelTask,
                          DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport,
-                         RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage, Shutdown, StopSources,
-                         TaskExecutionState, TriggerCheckpoint)
+                         NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage,
+                         Shutdown, StopSources, TaskExecutionState, TriggerCheckpoint)
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
 
 log = logging.getLogger(__name__)
@@ -93,6 +94,8 @@ class _JobExecution:
         self.job_id = job_id
         self.placement = placement  # execution id -> TaskManager
         self.states = dict.fromkeys(placement, ExecutionState.DEPLOYING)
+        #: When each task of the current attempt finished (kernel time).
+        self.finished_at: dict[str, float] = {}
         self.failure: BaseException | None = None
         self.reports: dict[str, dict[str, Any]] = {}
         self._changed = kernel.Event()
@@ -122,6 +125,10 @@ class _JobExecution:
     def all_finished(self) -> bool:
         return all(state is ExecutionState.FINISHED for state in self.states.values())
 
+    def finished_tasks(self) -> set[str]:
+        """Execution ids of the current attempt's finished tasks (the checkpoint plan's input)."""
+        return {eid for eid, state in self.states.items() if state is ExecutionState.FINISHED}
+
     def fail(self, cause: BaseException) -> None:
         if self.failure is None:
             self.failure = cause
@@ -132,6 +139,7 @@ class _JobExecution:
         self.attempt += 1
         self.placement = placement
         self.states = dict.fromkeys(placement, ExecutionState.DEPLOYING)
+        self.finished_at.clear()
         self.failure = None
         self._notify()
 
@@ -159,6 +167,8 @@ class _JobExecution:
         if stale or self.states[message.execution_id].is_terminal:
             return
         self.states[message.execution_id] = state
+        if state is ExecutionState.FINISHED:
+            self.finished_at[message.execution_id] = kernel.current_time()
         if cause is not None:
             self.fail(cause)
         self._notify()
@@ -330,8 +340,11 @@ class JobManager:
         job = _JobExecution(job_id, placement)
         self._jobs[job_id] = job
         try:
-            duration = await self._execute(job, graph, config, kernel.current_time())
-            return await self._finish(job, graph, config, duration)
+            start = kernel.current_time()
+            duration = await self._execute(job, graph, config, start)
+            result = await self._finish(job, graph, config, duration)
+            result.vertex_end_times = _vertex_end_times(job, graph, start)
+            return result
         finally:
             del self._jobs[job_id]
 
@@ -402,7 +415,7 @@ class JobManager:
         settings = graph.job_graph.checkpointing
         if settings is None or not settings.enabled:
             return None
-        triggered = [execution_id(ev) for vertex in settings.tasks_to_trigger for ev in graph.task_vertices[vertex.id]]
+        plan_calculator = DefaultCheckpointPlanCalculator(graph, settings.config.checkpoints_after_tasks_finish)
 
         async def send_trigger(eid: str, barrier: Any) -> None:
             options = barrier.options
@@ -414,10 +427,14 @@ class JobManager:
             for task_manager in dict.fromkeys(job.placement.values()):
                 await self._send(task_manager, AbortCheckpoint(job.job_id, checkpoint_id))
 
+        async def send_complete(checkpoint_id: int) -> None:
+            for task_manager in dict.fromkeys(job.placement.values()):
+                await self._send(task_manager, NotifyCheckpointComplete(job.job_id, checkpoint_id))
+
         rng = np.random.default_rng([config.seed & 0xFFFF_FFFF, zlib.crc32(b"checkpoint-coordinator")])
-        return CheckpointCoordinator(settings.config, config.checkpoint_costs, triggered, list(job.placement),
-                                     send_trigger, send_abort, lambda: kernel.current_time() - start, rng,
-                                     self.tracer)
+        return CheckpointCoordinator(settings.config, config.checkpoint_costs, plan_calculator, job.finished_tasks,
+                                     send_trigger, send_abort, send_complete, lambda: kernel.current_time() - start,
+                                     rng, self.tracer)
 
     async def _finish(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
                       duration: float) -> JobResult:
@@ -440,6 +457,16 @@ class JobManager:
         return result
 
 
+def _vertex_end_times(job: _JobExecution, graph: ExecutionGraph, start: float) -> dict[str, float | None]:
+    """Per job vertex, when its last subtask finished (job time, s; None if one did not):
+    Flink's vertex end-time."""
+    ends: dict[str, float | None] = {}
+    for vertex in graph.job_graph.vertices:
+        times = [job.finished_at.get(execution_id(ev)) for ev in graph.task_vertices[vertex.id]]
+        ends[vertex.name] = None if None in times else round(max(times) - start, 6)
+    return ends
+
+
 def _checkpoint_stats(coordinator: CheckpointCoordinator | None) -> list[dict[str, Any]]:
     """Each checkpoint's figures; a completed one also with its exactly-once accounting."""
     if coordinator is None:
@@ -448,7 +475,7 @@ def _checkpoint_stats(coordinator: CheckpointCoordinator | None) -> list[dict[st
     for checkpoint in coordinator.checkpoints:
         entry = checkpoint.stats()
         if checkpoint.status == "COMPLETED":
-            verified = verify_checkpoint(checkpoint.acks.values())
+            verified = verify_checkpoint(checkpoint.task_states().values())
             if verified is not None:
                 entry["exactly_once"] = verified
         entries.append(entry)

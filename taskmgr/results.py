@@ -102,6 +102,8 @@ class JobResult:
     stopped_early: bool = False
     #: One entry per triggered checkpoint (summary.json's `checkpoints`).
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    #: Vertex name -> when its last subtask finished (job time, s; None: not all did).
+    vertex_end_times: dict[str, float | None] = field(default_factory=dict)
     #: The TaskManagers of the run (`JobManager.registrations`).
     task_managers: list[dict[str, Any]] = field(default_factory=list)
     #: Every restart of the job, in order (results are those of its last attempt).

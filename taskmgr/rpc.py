@@ -190,6 +190,15 @@ class AbortCheckpoint(RpcMessage):
     checkpoint_id: int
 
 
+@_message("notify_checkpoint_complete")
+class NotifyCheckpointComplete(RpcMessage):
+    """Checkpoint `checkpoint_id` completed (Flink's `notifyCheckpointComplete`): a task
+    waiting for its final checkpoint may finish."""
+
+    job_id: str
+    checkpoint_id: int
+
+
 @_message("cancel_attempt")
 class CancelAttempt(RpcMessage):
     """The job restarts (taskmgr.failover): cancel its tasks, answer `AttemptCancelled`."""

@@ -5,6 +5,14 @@ for it (soft back-pressure), and only then takes the next input. When the input 
 nothing, the task waits for it (idle). A writer blocked on a buffer inside a record is
 hard back-pressure (timed by the partition). Everything else is busy time.
 Sources run the same loop with the source operator as input.
+
+The end, as Flink 2.x's (FLIP-147): at the end of data (`endData`) the task sends
+EndOfData downstream; after the end of input, with checkpoints after tasks finish on
+(`execution.checkpointing.checkpoints-after-tasks-finish`, default true), it keeps
+taking mails (checkpoints, notifications) until its consumers have processed all its
+records and a checkpoint it took after its end of data has completed (its final
+checkpoint, `afterInvoke`); then it refuses new mails, runs those queued, and waits for
+the acknowledgements of the checkpoints it started. The Task then sends EndOfPartition.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from shuffle import kernel
+from shuffle.api.events import EndOfData, StopMode
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.writer.record_writer import RecordWriter
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
@@ -46,11 +55,80 @@ class StreamTask:
         self._wait_scope: kernel.CancelScope | None = None  # an idle or back-pressured wait
         #: Actions for the task's own thread (Flink's mailbox mails), run between records.
         self._mail: deque[Callable[[], Awaitable[None]]] = deque()
+        self._closed = False  # the mailbox refuses new mails (Flink's prepareClose)
+        #: Flink's areCheckpointsWithFinishedTasksEnabled (checkpointing on, option on).
+        self.checkpoints_after_tasks_finish = False
+        #: Waits until the checkpoints the task started have been acknowledged.
+        self.wait_for_pending_checkpoints: Callable[[], Awaitable[None]] | None = None
+        self.end_of_data_received = False
+        #: The first checkpoint taken after the end of data: one of its id or above must
+        #: complete before the task finishes.
+        self.final_checkpoint_min_id: int | None = None
+        self.final_checkpoint_completed = kernel.Event()
 
-    def send_mail(self, action: Callable[[], Awaitable[None]]) -> None:
-        """Run `action` in the mailbox loop before the next record (waking an idle task)."""
+    def send_mail(self, action: Callable[[], Awaitable[None]]) -> bool:
+        """Run `action` in the mailbox loop before the next record (waking an idle task);
+        False once the mailbox is closed (the task is finishing)."""
+        if self._closed:
+            return False
+        self.run_later(action)
+        return True
+
+    def run_later(self, action: Callable[[], Awaitable[None]]) -> None:
+        """Queue a follow-up of the task's own thread (a checkpoint's synchronous part):
+        taken even while a closed mailbox drains."""
         self._mail.append(action)
         self.wake()
+
+    # -- checkpoints after the end of data (Flink's StreamTask, FLIP-147) -----------------------
+
+    def checkpoint_performed(self, checkpoint_id: int) -> None:
+        """The task takes checkpoint `checkpoint_id` (Flink's performCheckpoint)."""
+        if self.end_of_data_received and self.final_checkpoint_min_id is None:
+            self.final_checkpoint_min_id = checkpoint_id
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        if self.final_checkpoint_min_id is not None and checkpoint_id >= self.final_checkpoint_min_id:
+            self.final_checkpoint_completed.set()
+
+    def end_data(self) -> None:
+        """Flink's `endData(DRAIN)`: every record is out. EndOfData follows them to every
+        consumer, which answers once it has processed them all."""
+        self.end_of_data_received = True
+        if not self.checkpoints_after_tasks_finish:
+            return
+        for writer in self.writers:
+            writer.partition.broadcast_event(EndOfData(StopMode.DRAIN))
+            writer.flush_all()
+
+    async def after_invoke(self) -> None:
+        """Flink's `afterInvoke`: wait (taking mails) for the final checkpoint and for the
+        consumers' acknowledgement of every record; close the mailbox and run what is in it."""
+        waiting = self.end_of_data_received and self.checkpoints_after_tasks_finish
+        if waiting:
+            conditions = [writer.partition.all_data_processed for writer in self.writers]
+            await self._run_mails_until(conditions + [self.final_checkpoint_completed])
+        self._closed = True
+        while self._mail:
+            await self._mail.popleft()()
+        if waiting and self.wait_for_pending_checkpoints is not None:
+            await self.wait_for_pending_checkpoints()
+
+    async def _run_mails_until(self, conditions: Sequence[kernel.Event]) -> None:
+        """Run mails (idle in between) until every event of `conditions` is set."""
+        while True:
+            while self._mail:
+                await self._mail.popleft()()
+            unmet = [event.wait for event in conditions if not event.is_set()]
+            if not unmet:
+                return
+            self.io.idle.mark_start()
+            try:
+                with kernel.CancelScope() as self._wait_scope:
+                    await kernel.wait_any(unmet)
+            finally:
+                self._wait_scope = None
+                self.io.idle.mark_end()
 
     async def run_buffer_debloater(self, gates: Sequence[SingleInputGate], period: float) -> None:
         """Flink's `scheduleBufferDebloater`: a timer `period` after the last recalculation
@@ -75,9 +153,10 @@ class StreamTask:
             await writer.wait_available()
 
     async def invoke(self) -> None:
-        """Run until the input ends, then flush what is buffered."""
+        """Run until the input ends and the task may finish, then flush what is buffered."""
         self.io.mark_task_start()
         await self.run_mailbox_loop()
+        await self.after_invoke()
         for writer in self.writers:
             writer.flush_all()
 
@@ -110,8 +189,13 @@ class StreamTask:
                 if turns % YIELD_EVERY == 0:
                     await kernel.checkpoint()
                 continue
+            if status is InputStatus.END_OF_DATA:
+                self.end_data()
+                continue
             if status is InputStatus.END_OF_INPUT:
                 return
+            if mail:  # the input queued a mail (a checkpoint's synchronous part)
+                continue
             io.idle.mark_start()
             try:
                 with kernel.CancelScope() as self._wait_scope:

@@ -183,22 +183,43 @@ class Task:
         self._cancel_scope.cancel()
 
     def send_mail(self, action: Callable[[], Awaitable[None]]) -> bool:
-        """Run `action` in the task's mailbox loop; False if the task is not running."""
+        """Run `action` in the task's mailbox loop; False if the task is not running or
+        its mailbox is closed (it is finishing)."""
         if self._stream_task is None or self.state is not ExecutionState.RUNNING:
             return False
-        self._stream_task.send_mail(action)
-        return True
+        return self._stream_task.send_mail(action)
 
     # -- checkpoints (Flink's CheckpointableTask) -----------------------------------------------
 
     def trigger_checkpoint(self, barrier: CheckpointBarrier) -> bool:
-        """The coordinator's trigger at a source: checkpoint in the mailbox; False if not running."""
+        """The coordinator's trigger (Flink's `triggerCheckpointAsync`), in the mailbox; False
+        if not running. A source, or a task whose inputs have all ended, checkpoints at
+        once; a task with inputs still open (its predecessors finished, the barrier will
+        not come through them) hands the barrier to its handler for each open channel."""
         async def trigger() -> None:
+            processor = self._input_processor
+            if processor is not None and not processor.is_finished:
+                for channel in processor.unfinished_channels():
+                    self._barrier_handler.process_barrier(barrier, channel, is_rpc_triggered=True)
+                return
             start_delay = max(0, int(self.run_control.job_time() * 1e9) - barrier.timestamp * 1_000_000)
             metrics = CheckpointMetrics(barrier.id, start_delay, unaligned=barrier.options.is_unaligned)
-            self.checkpointing.checkpoint_state(barrier, metrics,
-                                                wait_for_inputs=False)
+            self._perform_checkpoint(barrier, metrics, wait_for_inputs=False)
         return self.checkpointing is not None and self.send_mail(trigger)
+
+    def _perform_checkpoint(self, barrier: CheckpointBarrier, metrics: CheckpointMetrics,
+                            wait_for_inputs: bool) -> None:
+        self._stream_task.checkpoint_performed(barrier.id)
+        self.checkpointing.checkpoint_state(barrier, metrics, wait_for_inputs=wait_for_inputs)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint `checkpoint_id` completed: it may be this task's final checkpoint."""
+        stream_task = self._stream_task
+
+        async def notify() -> None:
+            stream_task.notify_checkpoint_complete(checkpoint_id)
+        if stream_task is not None:
+            self.send_mail(notify)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         if self.checkpointing is not None:
@@ -218,7 +239,7 @@ class Task:
             tracer.emit("alignment_completed", task=self.name, checkpoint=barrier.id,
                         alignment_ms=metrics.alignment_duration_ns / 1e6, start_delay_ms=metrics.start_delay_ns / 1e6,
                         unaligned=barrier.options.is_unaligned)
-        self.checkpointing.checkpoint_state(barrier, metrics, wait_for_inputs=True)
+        self._perform_checkpoint(barrier, metrics, wait_for_inputs=True)
 
     def abort_checkpoint_on_barrier(self, checkpoint_id: int, reason: str) -> None:
         self.checkpointing.abort_checkpoint_on_barrier(checkpoint_id, reason)
@@ -257,19 +278,24 @@ class Task:
             snapshot_state,
             prepare_input_snapshot=(lambda cid: processor.prepare_input_snapshot(writer, cid)) if processor else
             (lambda cid: None),
-            run_in_mailbox=self._stream_task.send_mail,
+            run_in_mailbox=self._stream_task.run_later,
             spawn=lambda fn: self._nursery.start_soon(fn),
             acknowledge=lambda ack: responder.acknowledge(self, ack),
             decline=lambda cid, reason: responder.decline(self, cid, reason),
             job_time=self.run_control.job_time, tracer=self.env.tracer,
             formats={channel.partition_id: processor.formats[gate.gate_index]
                      for gate in self._gates for channel in gate.channels} if processor else {})
+        self._stream_task.checkpoints_after_tasks_finish = checkpointing.config.checkpoints_after_tasks_finish
+        self._stream_task.wait_for_pending_checkpoints = self.checkpointing.wait_for_pending_checkpoints
 
     def stop_source(self) -> None:
-        """Stop a source task's source (the job is draining); no-op for other tasks."""
+        """The run is over (the job drains): stop a source task's source. No checkpoint
+        comes any more, so no task waits for a final one."""
+        if self._stream_task is not None:
+            self._stream_task.final_checkpoint_completed.set()
+            self._stream_task.wake()
         if self._source is not None:
             self._source.stop()
-            self._stream_task.wake()
 
     async def _run(self) -> None:
         self._transition(ExecutionState.INITIALIZING)

@@ -11,8 +11,12 @@ from typing import Protocol
 
 
 class InputStatus(enum.Enum):
+    """Flink's `DataInputStatus`: END_OF_DATA once every record is in (a source ran out,
+    or every input channel sent EndOfData), END_OF_INPUT once the input is closed."""
+
     MORE_AVAILABLE = "more_available"
     NOTHING_AVAILABLE = "nothing_available"
+    END_OF_DATA = "end_of_data"
     END_OF_INPUT = "end_of_input"
 
 

@@ -33,7 +33,7 @@ from taskmgr.operators.base import RunControl
 from taskmgr.payloads import dump_exception, dump_object, dump_table, load_object
 from taskmgr.rpc import (AbortCheckpoint, AcknowledgeCheckpoint, AttemptCancelled, CancelAttempt, CancelTask,
                          DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport,
-                         RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage, Shutdown, StopSources,
+                         NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage, Shutdown, StopSources,
                          TaskExecutionState, TriggerCheckpoint)
 from taskmgr.task import Task
 from taskmgr.task_services import TaskServices
@@ -306,7 +306,8 @@ class TaskManager:
         self._outbox.put_nowait(AttemptCancelled(message.job_id, message.attempt, records_emitted))
 
     async def _on_trigger_checkpoint(self, message: TriggerCheckpoint) -> None:
-        """The coordinator triggers a checkpoint at a source task."""
+        """The coordinator triggers a checkpoint at a task (a source, or a task whose
+        predecessors have finished)."""
         job = self._jobs.get(message.job_id)
         task = job.tasks.get(message.execution_id) if job is not None else None
         if task is None:
@@ -325,6 +326,12 @@ class TaskManager:
         if job is not None:
             for task in job.tasks.values():
                 task.notify_checkpoint_aborted(message.checkpoint_id)
+
+    async def _on_notify_checkpoint_complete(self, message: NotifyCheckpointComplete) -> None:
+        job = self._jobs.get(message.job_id)
+        if job is not None:
+            for task in job.tasks.values():
+                task.notify_checkpoint_complete(message.checkpoint_id)
 
     async def _on_stop_sources(self, message: StopSources) -> None:
         """The run's duration is over: stop sampling, stop sources, drain without costs."""
@@ -372,5 +379,6 @@ class TaskManager:
 
     _handlers = {DeployJob: _on_deploy_job, DeployTask: _on_deploy_task, CancelTask: _on_cancel_task,
                  TriggerCheckpoint: _on_trigger_checkpoint, AbortCheckpoint: _on_abort_checkpoint,
+                 NotifyCheckpointComplete: _on_notify_checkpoint_complete,
                  StopSources: _on_stop_sources, ReleaseJob: _on_release_job, HeartbeatRequest: _on_heartbeat_request,
                  CancelAttempt: _on_cancel_attempt}

@@ -55,6 +55,8 @@ class CheckpointConfig:
     timeout: float = 600.0
     max_concurrent: int = 1
     min_pause: float = 0.0
+    #: Flink's execution.checkpointing.checkpoints-after-tasks-finish (FLIP-147, default true).
+    checkpoints_after_tasks_finish: bool = True
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval is not None
@@ -82,6 +84,12 @@ class CheckpointConfig:
 
     def set_min_pause_between_checkpoints(self, pause: str | float) -> "CheckpointConfig":
         self.min_pause = _non_negative_duration("min pause between checkpoints", pause)
+        return self
+
+    def enable_checkpoints_after_tasks_finish(self, enabled: bool = True) -> "CheckpointConfig":
+        """Keep checkpointing once some tasks have finished; a task that ends its input then
+        waits for a final checkpoint before it finishes (Flink 2.x's default)."""
+        self.checkpoints_after_tasks_finish = bool(enabled)
         return self
 
     def set_checkpointing_mode(self, mode: CheckpointingMode) -> "CheckpointConfig":

@@ -251,6 +251,10 @@ class SingleInputGate:
         """A channel has an event that overtook its data (the task handles it next)."""
         return self._with_data.num_priority_elements > 0
 
+    def unfinished_channels(self) -> list[InputChannelInfo]:
+        """Flink's `getUnfinishedChannels`: the channels that have not delivered EndOfPartition."""
+        return [c.channel_info for c in self.channels if not self._end_of_partition[c.channel_index]]
+
     @property
     def is_finished(self) -> bool:
         """Every channel delivered EndOfPartition."""

@@ -24,6 +24,6 @@ def create_checkpoint_barrier_handler(config: Any, task: CheckpointableTask, gat
     """`config` is the job's `graph.CheckpointConfig` (checkpointing enabled)."""
     if config.mode.value == "AT_LEAST_ONCE":
         return CheckpointBarrierTracker(task, num_channels, clock)
-    if config.unaligned:
-        return SingleCheckpointBarrierHandler.alternating(task, gates, num_channels, clock, register_timer)
-    return SingleCheckpointBarrierHandler.aligned(task, gates, num_channels, clock, register_timer)
+    factory = SingleCheckpointBarrierHandler.alternating if config.unaligned else SingleCheckpointBarrierHandler.aligned
+    return factory(task, gates, num_channels, clock, register_timer,
+                   enable_checkpoint_after_tasks_finished=config.checkpoints_after_tasks_finish)

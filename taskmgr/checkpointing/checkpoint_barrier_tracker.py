@@ -35,7 +35,8 @@ class CheckpointBarrierTracker(CheckpointBarrierHandler):
         self.pending: deque[_Pending] = deque()
         self.latest_pending_checkpoint_id = -1
 
-    def process_barrier(self, barrier: CheckpointBarrier, channel: InputChannelInfo) -> None:
+    def process_barrier(self, barrier: CheckpointBarrier, channel: InputChannelInfo,
+                        is_rpc_triggered: bool = False) -> None:
         if self.num_open_channels == 1:
             self._mark_alignment_start(barrier.id, barrier.timestamp)
             self._mark_alignment_end()

@@ -5,12 +5,23 @@ Flink's rules kept here: the first trigger comes after a random delay in
 [min pause, interval]; a periodic request while `max_concurrent` checkpoints are pending
 waits (one at most) and runs as soon as one ends, after the min pause; a checkpoint that
 is not complete within `timeout` expires; a decline fails it and every task is told.
+
+Each checkpoint follows the plan of `checkpoint_plan` (FLIP-147): after some tasks have
+finished it starts at the first running tasks and counts the finished ones as finished.
+A finished task's share of the checkpoint is its final state: the operator state it
+acknowledged to the last completed checkpoint before it ended (after its end of data,
+so nothing changed since), without in-flight data (all of it was consumed before the
+task finished). Flink keeps only a "finished" mark; the operator state is kept here so
+that the exactly-once accounting and a restore see where a finished source stopped.
+Every task is notified of a completed checkpoint (`notifyCheckpointComplete`): a task
+that ended its input waits for one before it finishes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,8 +29,10 @@ import numpy as np
 
 from shuffle import kernel
 from shuffle.api.events import CheckpointBarrier, CheckpointOptions
+from shuffle.channel_state import ChannelStateSnapshot
 from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.checkpointing.checkpoint_plan import CheckpointPlanError, DefaultCheckpointPlanCalculator
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
 CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
@@ -37,6 +50,13 @@ class PendingCheckpoint:
     status: str = "IN_PROGRESS"
     failure: str | None = None
     end_time: float | None = None
+    #: Finished tasks (execution id) -> their final state (None: the task ended without one).
+    finished: dict[str, SubtaskCheckpointAck | None] = field(default_factory=dict)
+
+    def task_states(self) -> dict[str, SubtaskCheckpointAck]:
+        """Every task's share, the finished tasks' final states included (what a restore
+        and the exactly-once accounting read)."""
+        return {eid: ack for eid, ack in self.finished.items() if ack is not None} | self.acks
 
     def stats(self) -> dict[str, Any]:
         """The checkpoint as summary.json lists it (Flink's names)."""
@@ -53,23 +73,27 @@ class PendingCheckpoint:
             "alignment_ms": max((a.metrics.alignment_duration_ns / 1e6 for a in acks), default=0.0),
             "persisted_bytes": sum(a.persisted_bytes for a in acks),
             "state_bytes": sum(a.state_bytes for a in acks),
-            "acknowledged": len(acks),
+            # Flink reports finished tasks as acknowledged subtasks at the trigger
+            "acknowledged": len(acks) + len(self.finished),
+            "finished_tasks": len(self.finished),
             "failure": self.failure,
         }
 
 
 class CheckpointCoordinator:
-    def __init__(self, config: Any, costs: CheckpointCosts, tasks_to_trigger: Sequence[str],
-                 tasks_to_acknowledge: Sequence[str],
+    def __init__(self, config: Any, costs: CheckpointCosts, plan_calculator: DefaultCheckpointPlanCalculator,
+                 finished_tasks: Callable[[], Collection[str]],
                  send_trigger: Callable[[str, CheckpointBarrier], Awaitable[None]],
                  send_abort: Callable[[int], Awaitable[None]],
+                 send_complete: Callable[[int], Awaitable[None]],
                  job_time: Callable[[], float], rng: np.random.Generator, tracer: Tracer = NULL_TRACER) -> None:
         self.config = config
         self.costs = costs
-        self.tasks_to_trigger = list(tasks_to_trigger)
-        self.tasks_to_acknowledge = list(tasks_to_acknowledge)
+        self.plan_calculator = plan_calculator
+        self.finished_tasks = finished_tasks
         self.send_trigger = send_trigger
         self.send_abort = send_abort
+        self.send_complete = send_complete
         self.job_time = job_time
         self.rng = rng
         self.tracer = tracer
@@ -79,6 +103,9 @@ class CheckpointCoordinator:
         self._queued = False
         self._last_end = -float("inf")
         self._nursery: Any = None
+        #: Each task's share of the last completed checkpoint it acknowledged, without
+        #: in-flight data: a finished task's final state.
+        self._final_states: dict[str, SubtaskCheckpointAck] = {}
         self.options = CheckpointOptions.for_config(
             "CHECKPOINT", is_exactly_once_mode=config.mode.value == "EXACTLY_ONCE",
             is_unaligned_enabled=config.unaligned, aligned_checkpoint_timeout=config.aligned_checkpoint_timeout)
@@ -92,6 +119,7 @@ class CheckpointCoordinator:
         """Fail every pending checkpoint (the job fails over: its tasks are being cancelled,
         so no abort is sent to them). Checkpoint ids go on in the next attempt, as Flink's."""
         self._queued = False
+        self._final_states.clear()
         for pending in list(self.pending.values()):
             pending.failure = reason
             self._end(pending, "FAILED")
@@ -100,13 +128,22 @@ class CheckpointCoordinator:
 
     async def run(self) -> None:
         """Trigger periodically until cancelled (the attempt ended); again for each attempt."""
-        async with kernel.open_nursery() as nursery:
-            self._nursery = nursery
-            interval, min_pause = self.config.interval, self.config.min_pause
-            await kernel.sleep(float(self.rng.uniform(min(min_pause, interval), interval)))
-            while True:
-                self._request()
-                await kernel.sleep(interval)
+        try:
+            async with kernel.open_nursery() as nursery:
+                self._nursery = nursery
+                interval, min_pause = self.config.interval, self.config.min_pause
+                await kernel.sleep(float(self.rng.uniform(min(min_pause, interval), interval)))
+                while True:
+                    self._request()
+                    await kernel.sleep(interval)
+        finally:
+            self._nursery = None
+
+    def _spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Run `fn(*args)` in the coordinator's nursery; dropped once the attempt ended
+        (a late ack or decline while the job drains or restarts)."""
+        if self._nursery is not None:
+            self._nursery.start_soon(fn, *args)
 
     def _request(self) -> None:
         if len(self.pending) >= self.config.max_concurrent:
@@ -115,7 +152,7 @@ class CheckpointCoordinator:
         wait = self._last_end + self.config.min_pause - self.job_time()
         if wait > 0:
             self._queued = True
-            self._nursery.start_soon(self._trigger_after, wait)
+            self._spawn(self._trigger_after, wait)
             return
         self._trigger()
 
@@ -127,20 +164,45 @@ class CheckpointCoordinator:
 
     def _trigger(self) -> None:
         now = self.job_time()
+        try:
+            plan = self.plan_calculator.calculate_checkpoint_plan(self.finished_tasks())
+        except CheckpointPlanError as exc:  # Flink fails the trigger (counted as a failed checkpoint)
+            self._fail_trigger(now, str(exc))
+            return
+        if not plan.tasks_to_wait_for:
+            return  # every task has finished: the job is ending
+        pending = self._new_checkpoint(now, plan.tasks_to_wait_for)
+        pending.finished = {eid: self._final_states.get(eid) for eid in plan.finished_tasks}
+        if self.tracer.enabled:
+            self.tracer.emit("checkpoint_triggered", checkpoint=pending.checkpoint_id,
+                             unaligned=self.options.is_unaligned, tasks=list(plan.tasks_to_trigger),
+                             finished_tasks=len(plan.finished_tasks))
+        self._spawn(self._send_triggers, pending.barrier, plan.tasks_to_trigger)
+        self._spawn(self._expire, pending)
+
+    def _new_checkpoint(self, now: float, tasks_to_wait_for: Collection[str]) -> PendingCheckpoint:
         checkpoint_id = next(self._ids)
         barrier = CheckpointBarrier(checkpoint_id, int(now * 1000), self.options)
-        pending = PendingCheckpoint(checkpoint_id, now, barrier, set(self.tasks_to_acknowledge))
+        pending = PendingCheckpoint(checkpoint_id, now, barrier, set(tasks_to_wait_for))
         self.checkpoints.append(pending)
         self.pending[checkpoint_id] = pending
-        if self.tracer.enabled:
-            self.tracer.emit("checkpoint_triggered", checkpoint=checkpoint_id, unaligned=self.options.is_unaligned)
-        self._nursery.start_soon(self._send_triggers, barrier)
-        self._nursery.start_soon(self._expire, pending)
+        return pending
 
-    async def _send_triggers(self, barrier: CheckpointBarrier) -> None:
+    def _fail_trigger(self, now: float, reason: str) -> None:
+        pending = self._new_checkpoint(now, ())
+        pending.failure = reason
+        self._end(pending, "FAILED")
+        if self.tracer.enabled:
+            self.tracer.emit("checkpoint_failed", checkpoint=pending.checkpoint_id, reason=reason)
+
+    async def _send_triggers(self, barrier: CheckpointBarrier, tasks: Sequence[str]) -> None:
         await kernel.sleep(self.costs.trigger_delay)
-        for execution_id in self.tasks_to_trigger:
+        for execution_id in tasks:
             await self.send_trigger(execution_id, barrier)
+
+    async def _notify_complete(self, checkpoint_id: int) -> None:
+        await kernel.sleep(self.costs.ack_latency)
+        await self.send_complete(checkpoint_id)
 
     async def _expire(self, pending: PendingCheckpoint) -> None:
         await kernel.sleep(self.config.timeout)
@@ -157,9 +219,12 @@ class CheckpointCoordinator:
         pending.acks[execution_id] = ack
         if not pending.not_yet_acknowledged:
             self._end(pending, "COMPLETED")
+            for eid, task_ack in pending.acks.items():
+                self._final_states[eid] = dataclasses.replace(task_ack, channel_state=ChannelStateSnapshot())
             if self.tracer.enabled:
                 self.tracer.emit("checkpoint_completed", checkpoint=pending.checkpoint_id,
                                  duration_ms=(pending.end_time - pending.trigger_time) * 1000)
+            self._spawn(self._notify_complete, pending.checkpoint_id)
 
     def receive_decline(self, execution_id: str, checkpoint_id: int, reason: str) -> None:
         pending = self.pending.get(checkpoint_id)
@@ -171,13 +236,13 @@ class CheckpointCoordinator:
         self._end(pending, "FAILED")
         if self.tracer.enabled:
             self.tracer.emit("checkpoint_failed", checkpoint=pending.checkpoint_id, reason=reason)
-        self._nursery.start_soon(self.send_abort, pending.checkpoint_id)
+        self._spawn(self.send_abort, pending.checkpoint_id)
 
     def _end(self, pending: PendingCheckpoint, status: str) -> None:
         pending.status = status
         pending.end_time = self.job_time()
         del self.pending[pending.checkpoint_id]
         self._last_end = pending.end_time
-        if self._queued:
+        if self._queued and self._nursery is not None:
             self._queued = False
             self._request()

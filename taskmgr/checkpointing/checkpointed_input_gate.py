@@ -14,9 +14,11 @@ from shuffle import kernel
 from shuffle.api.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,
+    EndOfData,
     EndOfPartitionEvent,
     EventAnnouncement,
 )
+from shuffle.consumer.input_channel import InputChannelInfo
 from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
 from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointBarrierHandler
@@ -27,6 +29,7 @@ class CheckpointedInputGate:
                  handler: CheckpointBarrierHandler | None = None, tracer: Tracer = NULL_TRACER,
                  task_name: str = "") -> None:
         self.gates = list(gates)
+        self._by_index = {gate.gate_index: gate for gate in self.gates}
         self.input_index = input_index
         self.handler = handler
         self.tracer = tracer
@@ -56,8 +59,12 @@ class CheckpointedInputGate:
         await kernel.wait_any([gate.priority_availability.wait for gate in self.gates])
 
     def handle_event(self, result: BufferOrEvent) -> None:
-        """Hand an event to the barrier handler (spec 5.2's table)."""
+        """Hand an event to the barrier handler (spec 5.2's table); EndOfData is answered
+        to the producer: every record of the channel has been processed."""
         handler, event, channel = self.handler, result.event, result.channel_info
+        if isinstance(event, EndOfData):
+            self._by_index[channel.gate_index].acknowledge_all_records_processed(channel)
+            return
         if handler is None:
             return
         if isinstance(event, CheckpointBarrier):
@@ -76,6 +83,9 @@ class CheckpointedInputGate:
     @property
     def is_finished(self) -> bool:
         return all(gate.is_finished for gate in self.gates)
+
+    def unfinished_channels(self) -> list[InputChannelInfo]:
+        return [channel for gate in self.gates for channel in gate.unfinished_channels()]
 
     async def wait_available(self) -> None:
         await kernel.wait_any([gate.wait_available for gate in self.gates if not gate.is_finished])

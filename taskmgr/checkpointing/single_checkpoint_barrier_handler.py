@@ -27,6 +27,7 @@ from taskmgr.checkpointing.barrier_handler_states import (
 #: Flink's CheckpointFailureReason names for what a handler aborts with.
 CHECKPOINT_DECLINED_SUBSUMED = "CHECKPOINT_DECLINED_SUBSUMED"
 CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER = "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER"
+CHECKPOINT_DECLINED_INPUT_END_OF_STREAM = "CHECKPOINT_DECLINED_INPUT_END_OF_STREAM"
 
 Clock = Callable[[], float]
 #: `register_timer(delay_s, action)` runs `action` on the task's thread after `delay_s`;
@@ -73,7 +74,10 @@ class CheckpointBarrierHandler:
         self._alignment_start: float | None = None
         self._metrics: CheckpointMetrics | None = None
 
-    def process_barrier(self, barrier: CheckpointBarrier, channel: InputChannelInfo) -> None:
+    def process_barrier(self, barrier: CheckpointBarrier, channel: InputChannelInfo,
+                        is_rpc_triggered: bool = False) -> None:
+        """`is_rpc_triggered`: the coordinator triggered the task (its predecessors have
+        finished) and the barrier stands in for one the channel will never deliver."""
         raise NotImplementedError
 
     def process_barrier_announcement(self, barrier: CheckpointBarrier, sequence_number: int,
@@ -120,8 +124,10 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
 
     def __init__(self, task: CheckpointableTask, inputs: Sequence[CheckpointableInput], num_channels: int,
                  clock: Clock, register_timer: TimerService, initial: type[BarrierHandlerState],
-                 alternating: bool = False) -> None:
+                 alternating: bool = False, enable_checkpoint_after_tasks_finished: bool = True) -> None:
         super().__init__(task, clock)
+        #: Off: an EndOfPartition during an alignment aborts it (Flink before FLIP-147).
+        self.enable_checkpoint_after_tasks_finished = enable_checkpoint_after_tasks_finished
         self.register_timer = register_timer
         self.num_open_channels = num_channels
         self.target_channel_count = 0
@@ -135,18 +141,24 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
 
     @classmethod
     def aligned(cls, task: CheckpointableTask, inputs: Sequence[CheckpointableInput], num_channels: int,
-                clock: Clock, register_timer: TimerService) -> SingleCheckpointBarrierHandler:
-        return cls(task, inputs, num_channels, clock, register_timer, WaitingForFirstBarrier)
+                clock: Clock, register_timer: TimerService,
+                enable_checkpoint_after_tasks_finished: bool = True) -> SingleCheckpointBarrierHandler:
+        return cls(task, inputs, num_channels, clock, register_timer, WaitingForFirstBarrier,
+                   enable_checkpoint_after_tasks_finished=enable_checkpoint_after_tasks_finished)
 
     @classmethod
     def unaligned(cls, task: CheckpointableTask, inputs: Sequence[CheckpointableInput], num_channels: int,
-                  clock: Clock, register_timer: TimerService) -> SingleCheckpointBarrierHandler:
-        return cls(task, inputs, num_channels, clock, register_timer, WaitingForFirstBarrierUnaligned)
+                  clock: Clock, register_timer: TimerService,
+                  enable_checkpoint_after_tasks_finished: bool = True) -> SingleCheckpointBarrierHandler:
+        return cls(task, inputs, num_channels, clock, register_timer, WaitingForFirstBarrierUnaligned,
+                   enable_checkpoint_after_tasks_finished=enable_checkpoint_after_tasks_finished)
 
     @classmethod
     def alternating(cls, task: CheckpointableTask, inputs: Sequence[CheckpointableInput], num_channels: int,
-                    clock: Clock, register_timer: TimerService) -> SingleCheckpointBarrierHandler:
-        return cls(task, inputs, num_channels, clock, register_timer, WaitingForFirstBarrier, alternating=True)
+                    clock: Clock, register_timer: TimerService,
+                    enable_checkpoint_after_tasks_finished: bool = True) -> SingleCheckpointBarrierHandler:
+        return cls(task, inputs, num_channels, clock, register_timer, WaitingForFirstBarrier, alternating=True,
+                   enable_checkpoint_after_tasks_finished=enable_checkpoint_after_tasks_finished)
 
     # -- the Controller the states use -----------------------------------------------------
 
@@ -173,16 +185,17 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
         return (self.current_checkpoint_id != self.last_cancelled_or_completed_checkpoint_id
                 and self.current_checkpoint_id >= 0)
 
-    def process_barrier(self, barrier: CheckpointBarrier, channel: InputChannelInfo) -> None:
+    def process_barrier(self, barrier: CheckpointBarrier, channel: InputChannelInfo,
+                        is_rpc_triggered: bool = False) -> None:
         checkpoint_id = barrier.id
+        blocked = not barrier.options.is_unaligned and not is_rpc_triggered  # its producer blocked itself
         if (checkpoint_id < self.current_checkpoint_id
                 or (checkpoint_id == self.current_checkpoint_id and not self.is_checkpoint_pending)):
-            if not barrier.options.is_unaligned:
-                self._inputs[channel.gate_index].resume_consumption(channel)  # the producer blocked itself
+            if blocked:
+                self._inputs[channel.gate_index].resume_consumption(channel)
             return
         self._check_new_checkpoint(barrier)
-        self._mark_aligned(channel, barrier, lambda state: state.barrier_received(
-            self, channel, barrier, not barrier.options.is_unaligned))
+        self._mark_aligned(channel, barrier, lambda state: state.barrier_received(self, channel, barrier, blocked))
 
     def process_barrier_announcement(self, barrier: CheckpointBarrier, sequence_number: int,
                                      channel: InputChannelInfo) -> None:
@@ -199,6 +212,10 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
 
     def process_end_of_partition(self, channel: InputChannelInfo) -> None:
         self.num_open_channels -= 1
+        if not self.enable_checkpoint_after_tasks_finished:
+            if self.is_checkpoint_pending:
+                self._abort(self.current_checkpoint_id, CHECKPOINT_DECLINED_INPUT_END_OF_STREAM)
+            return
         if self.is_checkpoint_pending and channel not in self.aligned_channels:
             self._mark_aligned(channel, self.pending_checkpoint_barrier,
                                lambda state: state.end_of_partition_received(self, channel))

@@ -70,6 +70,9 @@ class SubtaskCheckpointCoordinator:
         self.aborted: set[int] = set()
         self.last_checkpoint_id = -1
         self._inputs_done: dict[int, kernel.Event] = {}
+        #: Checkpoints taken whose asynchronous part has not ended yet.
+        self._pending: set[int] = set()
+        self._pending_changed = kernel.Event()
         for partition in self.partitions:
             partition.set_channel_state_writer(writer)
 
@@ -114,6 +117,7 @@ class SubtaskCheckpointCoordinator:
         if not wait_for_inputs:
             self.inputs_finished(checkpoint_id)
         sync_start = self.job_time()
+        self._pending.add(checkpoint_id)
 
         async def synchronous_part() -> None:
             await kernel.sleep(self.costs.sync_snapshot)
@@ -133,8 +137,23 @@ class SubtaskCheckpointCoordinator:
             if not partition.is_released:
                 partition.aligned_barrier_timeout(checkpoint_id)
 
+    async def wait_for_pending_checkpoints(self) -> None:
+        """Flink's `waitForPendingCheckpoints`: until every checkpoint the task took has
+        been acknowledged (or given up), before a finishing task ends."""
+        while self._pending:
+            await self._pending_changed.wait()
+
     async def _asynchronous_part(self, checkpoint_id: int, metrics: CheckpointMetrics,
                                  operator_state: dict[str, Any], sync_ms: float) -> None:
+        try:
+            await self._acknowledge(checkpoint_id, metrics, operator_state, sync_ms)
+        finally:
+            self._pending.discard(checkpoint_id)
+            self._pending_changed.set()
+            self._pending_changed = kernel.Event()
+
+    async def _acknowledge(self, checkpoint_id: int, metrics: CheckpointMetrics,
+                           operator_state: dict[str, Any], sync_ms: float) -> None:
         start = self.job_time()
         await self._inputs_event(checkpoint_id).wait()
         del self._inputs_done[checkpoint_id]

@@ -2,8 +2,9 @@
 
 `process_input` emits the next batch (about one network buffer of records per output
 channel, so the mailbox checks output availability at least once per buffer of a channel) or says that nothing
-is due; `wait_available` waits until something is (that wait is idle time, as for a
-FLIP-27 source waiting on its rate limiter). `stop()` ends the source at the next call.
+is due, or that the source ran out (END_OF_DATA, then END_OF_INPUT; a stopped source
+skips END_OF_DATA: the run is over); `wait_available` waits until something is (that
+wait is idle time, as for a FLIP-27 source waiting on its rate limiter). `stop()` ends the source at the next call.
 
 A source without a modelled cost spends `DEFAULT_SOURCE_COST` per record, so that a
 pipeline of free operators still advances virtual time.
@@ -85,9 +86,9 @@ class SourceOperator(StreamOperator):
             return InputStatus.NOTHING_AVAILABLE
         n = self.output.headroom(n)
         records = self.next_records(n)
-        if records is None:
+        if records is None:  # ran out: end of data first, end of input at the next call
             self.finished = True
-            return InputStatus.END_OF_INPUT
+            return InputStatus.END_OF_DATA
         count = len(records)
         self.ctx.records_emitted += count
         if self.node.cost is None:

@@ -90,6 +90,7 @@ network_memory = "1mb"
     assert scenario.network.buffer_timeout == -1.0
     assert scenario.checkpoints.interval == 3.0 and scenario.checkpoints.mode == "unaligned"
     assert scenario.checkpoints.aligned_timeout == pytest.approx(0.01)
+    assert scenario.checkpoints.checkpoints_after_tasks_finish  # Flink 2.x's default
     assert scenario.cluster.network_memory == 1024 * 1024
     assert scenario.job.stages[1].cost == pytest.approx(0.005)
 
@@ -149,6 +150,8 @@ partitioner = "rebalance"
          "scenario.toml: network.starting_segment_size: must lie between min_segment_size (256) and buffer_size"),
         ("[checkpoints]\ninterval = '0s'", "scenario.toml: checkpoints.interval: '0s' must be > 0"),
         ("[checkpoints]\nmode = 'exactly_once'", "scenario.toml: checkpoints.mode: 'exactly_once' is not one of"),
+        ("[checkpoints]\ncheckpoints_after_tasks_finish = 'no'",
+         "scenario.toml: checkpoints.checkpoints_after_tasks_finish: 'no' is not true or false"),
         ("[cluster]\ntask_managers = true", "scenario.toml: cluster.task_managers: true is not an integer"),
         ("[cluster]\nnetwork_memory = '1kb'", "scenario.toml: cluster.network_memory: must hold at least one buffer"),
         ("network = 5", "scenario.toml: network: 5 is not a table"),

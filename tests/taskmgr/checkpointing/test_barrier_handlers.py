@@ -10,6 +10,7 @@ from shuffle.api.events import AlignmentType, CancelCheckpointMarker, Checkpoint
 from shuffle.consumer.input_channel import InputChannelInfo
 from taskmgr.checkpointing.checkpoint_barrier_tracker import CheckpointBarrierTracker
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import (
+    CHECKPOINT_DECLINED_INPUT_END_OF_STREAM,
     CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER,
     CHECKPOINT_DECLINED_SUBSUMED,
     SingleCheckpointBarrierHandler,
@@ -190,6 +191,31 @@ def test_end_of_partition_during_alignment_counts_as_aligned():
     log.clear()
     handler.process_barrier(barrier(2), ch(0))  # one channel left open
     assert ("trigger", 2, "aligned") in log
+
+
+def test_without_checkpoints_after_tasks_finish_end_of_partition_aborts_the_alignment():
+    """Flink before FLIP-147 (checkpoints_after_tasks_finish = false)."""
+    log, clock = [], Clock()
+    task = FakeTask(log)
+    handler = SingleCheckpointBarrierHandler.aligned(task, [FakeGate(log)], 3, clock, clock.register,
+                                                     enable_checkpoint_after_tasks_finished=False)
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_end_of_partition(ch(1))
+    assert log == [("block", 0), ("resume", 0), ("abort", 1, CHECKPOINT_DECLINED_INPUT_END_OF_STREAM)]
+    log.clear()
+    handler.process_barrier(barrier(2), ch(0))
+    handler.process_barrier(barrier(2), ch(2))  # two channels left open
+    assert ("trigger", 2, "aligned") in log
+
+
+def test_a_barrier_the_coordinator_triggered_stands_in_for_the_open_channels_without_blocking_them():
+    """Flink's triggerUnfinishedChannelsCheckpoint: the task's predecessors finished, their
+    channels will never deliver the barrier, so the task processes it for each of them."""
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.aligned, channels=2)
+    handler.process_barrier(barrier(1), ch(0), is_rpc_triggered=True)
+    assert log == []  # waiting for the other channel, nothing blocked
+    handler.process_barrier(barrier(1), ch(1), is_rpc_triggered=True)
+    assert log == [("trigger", 1, "aligned"), ("inputs_finished", 1)]  # nothing to resume
 
 
 def test_unaligned_end_of_partition_stops_persisting_when_the_rest_is_in():
