@@ -7,20 +7,32 @@ runtime: ~1 s of CPU) before its first task; imported here once, the forked work
 it, and `gc.freeze()` keeps those objects out of the collections every worker makes
 (pyspark's worker loop runs `gc.collect()` after each task: ~0.1 s with them, ~0.02 s
 without). Only local masters use it: on a cluster the project's code arrives with the tasks
-(`addPyFile`), after the daemon started. Importing these modules starts no Python thread;
-the native ones numpy and pyarrow start (OpenBLAS's pool, jemalloc's background thread)
-reset themselves in a forked child.
+(`addPyFile`), after the daemon started.
+
+Forking is only safe from a process with one thread. Importing these modules starts no
+Python thread, but numpy and pyarrow would start native ones (OpenBLAS's pool, Arrow's
+jemalloc background thread): `preload` makes two settings before the imports that keep them
+from starting (a sim run is single-threaded; each worker has a core of its own).
 """
 
 from __future__ import annotations
 
 import gc
+import os
 
-import pyspark.worker  # noqa: F401  (the daemon imports it after each fork otherwise)
-import scenarios.spark_run  # noqa: F401  (a TaskManager of a distributed run)
-import scenarios.sweep  # noqa: F401  (a sweep point: the whole run path, outputs, report)
-from pyspark import daemon
+
+def preload() -> None:
+    """Keep native libraries single-threaded, then import what the workers run."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
+    import pyspark.worker  # noqa: F401  (the daemon imports it after each fork otherwise)
+    import scenarios.spark_run  # noqa: F401  (a TaskManager of a distributed run)
+    import scenarios.sweep  # noqa: F401  (a sweep point: the whole run path, outputs, report)
+
 
 if __name__ == "__main__":
+    preload()
+    from pyspark import daemon
+
     gc.freeze()
     daemon.manager()
