@@ -117,6 +117,14 @@ def format_restarts(summary: dict[str, Any]) -> str | None:
             f"records replayed {summary['records_replayed']})")
 
 
+def restart_strategy(scenario: Scenario) -> RestartStrategy:
+    """The scenario's `[restart]`; `ScenarioError` naming the keys if they do not fit together."""
+    try:
+        return RestartStrategy(**dataclasses.asdict(scenario.restart))
+    except ValueError as e:
+        raise ScenarioError(f"{scenario.source_path}: [restart]: {e}") from None
+
+
 def _check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
     """Settings the runtime cannot honour are the scenario's mistake, found before running."""
     checkpoints = scenario.checkpoints
@@ -125,9 +133,9 @@ def _check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
                             f"(Flink's unaligned checkpoints start aligned and switch after the timeout), "
                             f"not {checkpoints.mode!r}")
     try:
-        check_restartable(graph, RestartStrategy(scenario.restart.strategy))
+        check_restartable(graph, restart_strategy(scenario))
     except RestoreNotSupportedError as e:
-        raise ScenarioError(f"{scenario.source_path}: restart.strategy = {scenario.restart.strategy!r}: {e}") from None
+        raise ScenarioError(f"{scenario.source_path}: [restart]: {e}") from None
     if not scenario.cluster.heartbeat_interval < scenario.cluster.heartbeat_timeout:
         raise ScenarioError(f"{scenario.source_path}: cluster.heartbeat_interval "
                             f"({scenario.cluster.heartbeat_interval:g} s) must be below cluster.heartbeat_timeout "
@@ -226,7 +234,7 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
                             scenario.cluster.heartbeat_timeout)
     job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers,
                     checkpoint_costs=scenario.checkpoints.costs(),
-                    restart=RestartStrategy(**dataclasses.asdict(scenario.restart)))
+                    restart=restart_strategy(scenario))
     with contextlib.ExitStack() as stack:
         tracer = NULL_TRACER
         if trace:

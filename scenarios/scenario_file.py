@@ -350,17 +350,28 @@ class CheckpointSettings:
         return self.interval is not None
 
 
-RESTART_STRATEGIES = ("none", "fixed_delay")
+RESTART_STRATEGIES = ("none", "fixed_delay", "exponential_delay")
 
 
 @dataclass(frozen=True)
 class RestartSettings:
-    """The scenario's `[restart]`: Flink's restart-strategy.type and its fixed-delay settings."""
+    """The scenario's `[restart]`: Flink's restart-strategy.type and its settings
+    (taskmgr.restart_strategy); no strategy: Flink's default (exponential_delay with
+    checkpoints, none without)."""
 
-    strategy: str = field(default="none", metadata=_opt(_leaf(_choice(*RESTART_STRATEGIES))))
-    #: Flink's restart-strategy.fixed-delay.attempts (default 1) and .delay (default 1 s).
-    attempts: int = field(default=1, metadata=_opt(_int_from(0)))
+    strategy: str | None = field(default=None, metadata=_opt(_leaf(_choice(*RESTART_STRATEGIES))))
+    #: fixed_delay: restart-strategy.fixed-delay.attempts (default 1); exponential_delay:
+    #: .exponential-delay.attempts-before-reset-backoff (default unlimited).
+    attempts: int | None = field(default=None, metadata=_opt(_int_from(0)))
+    #: restart-strategy.fixed-delay.delay.
     delay: float = field(default=1.0, metadata=_opt(DURATION))
+    #: restart-strategy.exponential-delay.*: initial-backoff, max-backoff, backoff-multiplier,
+    #: reset-backoff-threshold, jitter-factor.
+    initial_backoff: float = field(default=1.0, metadata=_opt(POSITIVE_DURATION))
+    max_backoff: float = field(default=60.0, metadata=_opt(POSITIVE_DURATION))
+    backoff_multiplier: float = field(default=1.5, metadata=_opt(_leaf(_at_least(_as_number, 1, strict=True))))
+    reset_backoff_threshold: float = field(default=3600.0, metadata=_opt(POSITIVE_DURATION))
+    jitter_factor: float = field(default=0.1, metadata=_opt(_leaf(_fraction)))
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
 """Failover: how the JobManager restarts a failed job as a new attempt.
 
-On a task failure the job's `RestartStrategy` decides whether the job restarts. If it does:
+On a task failure the job's restart strategy (taskmgr.restart_strategy; unset, Flink's
+default: exponential-delay with checkpointing, none without) decides whether the job
+restarts and after how long. If it does:
 
 1. every task of the job is cancelled: each TaskManager cancels its tasks of the job,
    waits until they have ended and released their partitions (every network buffer back
    in its pool), ends the attempt's accounting, and answers `attempt_cancelled` with the
    records its sources emitted in the attempt;
-2. the strategy's delay passes;
+2. the strategy's backoff time passes;
 3. slots are allocated again (a lost TaskManager's slots are gone: too few slots fail the
    job with `NoResourceAvailableError`), and every subtask is deployed as the job's next
    attempt, with new random attempt ids in its partition ids, from the restore point.
@@ -34,6 +36,7 @@ Downtime is Flink's: from the failure until the new attempt is deployed.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -80,14 +83,18 @@ def check_restartable(graph: ExecutionGraph, strategy: RestartStrategy) -> None:
     """`RestoreNotSupportedError` if the job may restart from a checkpoint and has an
     iteration, whose feedback edge Flink's checkpoints do not cover either."""
     checkpointing = graph.job_graph.checkpointing
-    if strategy.strategy == "none" or checkpointing is None or not checkpointing.enabled:
+    if checkpointing is None or not checkpointing.enabled:
+        return
+    resolved = strategy.resolve(checkpointing=True)
+    if not resolved.restarts:
         return
     for node in graph.job_graph.stream_graph.nodes.values():
         if isinstance(node.source, IterationBroker):
+            default = "" if strategy.strategy else " (Flink's default with checkpointing)"
             raise RestoreNotSupportedError(
-                f"restart strategy {strategy.strategy!r} with checkpointing: {node.operator_name!r} is an iteration; "
-                "records on its feedback edge are not in checkpoints (as in Flink), so it cannot restore "
-                "exactly once; use no restarts or no checkpoints")
+                f"restart strategy {resolved.strategy!r}{default} with checkpointing: {node.operator_name!r} is an "
+                "iteration; records on its feedback edge are not in checkpoints (as in Flink), so it cannot "
+                "restore exactly once; use no restarts (strategy \"none\") or no checkpoints")
 
 
 def describe_error(error: BaseException) -> str:
@@ -106,6 +113,10 @@ class Failover:
         self.start = start
         #: What the next attempt starts from (`restore_point`), set by `recover`.
         self.next_restore: Mapping[str, bytes] | None = None
+        checkpointing = graph.job_graph.checkpointing
+        strategy = config.restart.resolve(checkpointing=checkpointing is not None and checkpointing.enabled)
+        #: The job's restart decisions (its jitter drawn from the job's seed).
+        self.backoff = strategy.create(random.Random(f"{config.seed}/restart-strategy"))
 
     def restore_point(self) -> tuple[Mapping[str, bytes] | None, int]:
         """The state each subtask (by execution id) of the next attempt starts from, as it
@@ -124,16 +135,17 @@ class Failover:
         """After the job's tasks stopped waiting: True if the job failed and its next
         attempt is ready to deploy (placement allocated, failure cleared); False if there
         is nothing to recover or the failure stands (`job.failure`)."""
-        job, strategy = self.job, self.config.restart
+        job, backoff = self.job, self.backoff
         if job.failure is None or job.stopped_early:
             return False
-        if not strategy.can_restart(len(job.restart_history)):
-            job.recovery_suppressed_by = strategy.describe()
-            return False
         failed_at = self._job_time()
+        backoff.notify_failure(failed_at)
+        if not backoff.can_restart():
+            job.recovery_suppressed_by = str(backoff)
+            return False
         cause = job.failure
         log.info("job %s attempt %d failed at %.3f s (%s); restarting in %g s", job.job_id, job.attempt,
-                 failed_at, describe_error(cause), strategy.delay)
+                 failed_at, describe_error(cause), backoff.backoff_time)
         emitted = await self._cancel_attempt()
         if emitted is None:
             return False
@@ -142,7 +154,7 @@ class Failover:
         restore, restored_position = self.restore_point()
         # emitted after the checkpoint restored (a lost TaskManager's sources cannot answer)
         replayed = max(0, emitted - restored_position)
-        await kernel.sleep(strategy.delay)
+        await kernel.sleep(backoff.backoff_time)
         if self._job_time() >= self.config.duration or job.stopped_early:
             return False  # the run is over before the job could restart: the failure stands
         try:

@@ -1,23 +1,33 @@
 """Restart strategies: whether and when a failed job is restarted (a scenario's `[restart]`).
 
-As Flink's `RestartBackoffTimeStrategy` (option `restart-strategy.type`):
+`RestartStrategy` is the configuration (Flink's `restart-strategy.*` options); each job
+gets a stateful `RestartBackoffTimeStrategy` from it (Flink's interface of that name),
+which hears of every failure and answers whether the job may restart and after how long:
 
-- `none` (Flink's `NoRestartBackoffTimeStrategy`): a task failure fails the job.
-- `fixed_delay` (Flink's `FixedDelayRestartBackoffTimeStrategy`): the job is restarted
-  after `delay` seconds, at most `attempts` times; the failure after the last allowed
-  restart fails the job with its cause. Flink's defaults: `restart-strategy.fixed-delay.attempts`
-  1, `restart-strategy.fixed-delay.delay` 1 s.
+- `none` (`NoRestartBackoffTimeStrategy`): a task failure fails the job.
+- `fixed_delay` (`FixedDelayRestartBackoffTimeStrategy`): restart after `delay`, at most
+  `attempts` times (Flink's defaults: 1 attempt, 1 s).
+- `exponential_delay` (`ExponentialDelayRestartBackoffTimeStrategy`, Flink 2.x): the n-th
+  restart waits `initial_backoff * backoff_multiplier**(n-1)`, at most `max_backoff`,
+  plus a random jitter of up to `jitter_factor` of it (never below `initial_backoff`); a
+  failure more than `reset_backoff_threshold` after the last restart starts over from
+  `initial_backoff`, and so does the count of `attempts` (unlimited by default). A failure
+  while a restart is pending is the same attempt. Flink's defaults: 1 s, 1 min, 1.5, 1 h,
+  0.1.
 
-Flink's default is `none` when checkpointing is off. With checkpointing on, Flink 1.19+ and
-2.x default to `exponential-delay` (before 1.19: `fixed-delay` with Integer.MAX_VALUE
-attempts and 1 s delay); this runtime takes no checkpoints yet, so `none` is the default.
+Unset (`strategy = None`), the strategy is Flink's default for the job
+(`RestartBackoffTimeStrategyFactoryLoader`): `exponential_delay` with checkpointing on,
+`none` without.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import random
 from dataclasses import dataclass
 
-STRATEGIES = ("none", "fixed_delay")
+STRATEGIES = ("none", "fixed_delay", "exponential_delay")
 #: Flink's restart-strategy.fixed-delay.attempts and .delay defaults.
 DEFAULT_ATTEMPTS = 1
 DEFAULT_DELAY = 1.0
@@ -25,26 +35,136 @@ DEFAULT_DELAY = 1.0
 
 @dataclass(frozen=True)
 class RestartStrategy:
-    """How a job recovers from task failures; `none` never restarts."""
+    """How a job recovers from task failures (seconds for durations)."""
 
-    strategy: str = "none"
-    attempts: int = DEFAULT_ATTEMPTS
-    #: Seconds between the failure's cancellation and the redeployment.
+    #: None: Flink's default for the job (`resolve`).
+    strategy: str | None = None
+    #: fixed_delay: restart-strategy.fixed-delay.attempts (default 1); exponential_delay:
+    #: .exponential-delay.attempts-before-reset-backoff (default unlimited). None: the default.
+    attempts: int | None = None
+    #: restart-strategy.fixed-delay.delay.
     delay: float = DEFAULT_DELAY
+    #: restart-strategy.exponential-delay.*
+    initial_backoff: float = 1.0
+    max_backoff: float = 60.0
+    backoff_multiplier: float = 1.5
+    reset_backoff_threshold: float = 3600.0
+    jitter_factor: float = 0.1
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
+        if self.strategy is not None and self.strategy not in STRATEGIES:
             raise ValueError(f"restart strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
-        if self.attempts < 0 or self.delay < 0:
+        if (self.attempts is not None and self.attempts < 0) or self.delay < 0:
             raise ValueError(f"restart attempts and delay must be >= 0, got {self.attempts} and {self.delay}")
+        if self.strategy == "exponential_delay":
+            # Flink's checks (in milliseconds: at least 1 ms)
+            if not 0.001 <= self.initial_backoff <= self.max_backoff:
+                raise ValueError(f"restart initial_backoff must be >= 1 ms and <= max_backoff "
+                                 f"({self.max_backoff:g} s), got {self.initial_backoff:g} s")
+            if not self.backoff_multiplier > 1:
+                raise ValueError(f"restart backoff_multiplier must be > 1, got {self.backoff_multiplier:g}")
+            if not self.reset_backoff_threshold >= 0.001:
+                raise ValueError(f"restart reset_backoff_threshold must be >= 1 ms, got {self.reset_backoff_threshold:g} s")
+            if not 0 <= self.jitter_factor <= 1:
+                raise ValueError(f"restart jitter_factor must be between 0 and 1, got {self.jitter_factor:g}")
 
-    def can_restart(self, restarts_so_far: int) -> bool:
-        """Whether a failure after `restarts_so_far` restarts may be followed by another."""
-        return self.strategy == "fixed_delay" and restarts_so_far < self.attempts
+    def resolve(self, checkpointing: bool) -> RestartStrategy:
+        """This strategy, or, if unset, Flink's default for a job with or without checkpointing."""
+        if self.strategy is not None:
+            return self
+        return dataclasses.replace(self, strategy="exponential_delay" if checkpointing else "none")
 
-    def describe(self) -> str:
-        """Flink's name of the strategy and its settings (its "Recovery is suppressed by ...")."""
+    @property
+    def restarts(self) -> bool:
+        """Whether this (resolved) strategy ever restarts a job."""
+        return self.strategy not in (None, "none") and self.attempts != 0
+
+    def create(self, rng: random.Random) -> RestartBackoffTimeStrategy:
+        """The job's strategy; `rng` draws the exponential delay's jitter."""
+        if self.strategy == "fixed_delay":
+            return FixedDelayRestartBackoffTimeStrategy(
+                DEFAULT_ATTEMPTS if self.attempts is None else self.attempts, self.delay)
+        if self.strategy == "exponential_delay":
+            return ExponentialDelayRestartBackoffTimeStrategy(self, rng)
         if self.strategy == "none":
-            return "NoRestartBackoffTimeStrategy"
-        return (f"FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts={self.attempts}, "
-                f"backoffTimeMS={round(self.delay * 1000)})")
+            return NoRestartBackoffTimeStrategy()
+        raise ValueError("resolve() the restart strategy before creating it")
+
+
+class RestartBackoffTimeStrategy:
+    """One job's restart decisions: `notify_failure` at each failure, then `can_restart`
+    and `backoff_time` (seconds from that failure to the restart)."""
+
+    backoff_time: float = 0.0
+
+    def notify_failure(self, now: float) -> bool:
+        """Hear of a failure at job time `now`; False if it joins the pending restart."""
+        return True
+
+    def can_restart(self) -> bool:
+        return False
+
+
+class NoRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
+    def __str__(self) -> str:
+        return "NoRestartBackoffTimeStrategy"
+
+
+class FixedDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
+    def __init__(self, attempts: int, delay: float) -> None:
+        self.max_attempts = attempts
+        self.backoff_time = delay
+        self.current_attempt = 0
+
+    def notify_failure(self, now: float) -> bool:
+        self.current_attempt += 1
+        return True
+
+    def can_restart(self) -> bool:
+        return self.current_attempt <= self.max_attempts
+
+    def __str__(self) -> str:
+        return (f"FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts={self.max_attempts}, "
+                f"backoffTimeMS={round(self.backoff_time * 1000)})")
+
+
+class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
+    def __init__(self, config: RestartStrategy, rng: random.Random) -> None:
+        self.config = config
+        self.rng = rng
+        self.max_attempts = math.inf if config.attempts is None else config.attempts
+        self.current_attempt = 0
+        self.next_restart_time = -math.inf
+
+    def notify_failure(self, now: float) -> bool:
+        config = self.config
+        if now <= self.next_restart_time:
+            return False  # a restart is pending: the same attempt
+        if now - self.next_restart_time >= config.reset_backoff_threshold:
+            self.current_attempt = 0
+        backoff = self._backoff()
+        self.next_restart_time = now + backoff
+        self.backoff_time = backoff
+        self.current_attempt += 1
+        return True
+
+    def _backoff(self) -> float:
+        """Flink's calculateActualBackoffTime, in whole milliseconds as Flink's."""
+        config = self.config
+        initial_ms = round(config.initial_backoff * 1000)
+        current_ms = int(initial_ms * config.backoff_multiplier ** self.current_attempt)
+        offset = int(current_ms * config.jitter_factor)
+        jitter = self.rng.randint(-offset, offset) if offset else 0
+        return max(initial_ms, min(current_ms + jitter, round(config.max_backoff * 1000))) / 1000
+
+    def can_restart(self) -> bool:
+        return self.current_attempt <= self.max_attempts
+
+    def __str__(self) -> str:
+        config = self.config
+        attempts = "unlimited" if self.max_attempts == math.inf else self.max_attempts
+        return (f"ExponentialDelayRestartBackoffTimeStrategy(initialBackoffMS={round(config.initial_backoff * 1000)}, "
+                f"maxBackoffMS={round(config.max_backoff * 1000)}, backoffMultiplier={config.backoff_multiplier}, "
+                f"resetBackoffThresholdMS={round(config.reset_backoff_threshold * 1000)}, "
+                f"jitterFactor={config.jitter_factor}, attemptsBeforeResetBackoff={attempts}, "
+                f"currentRestartAttempt={self.current_attempt})")

@@ -17,7 +17,14 @@ LINK_FAILURE = str(LIBRARY / "link-failure.toml")
 
 def test_restart_settings_default_to_flinks_and_are_checked() -> None:
     restart = load_scenario(LINK_FAILURE).restart
-    assert (restart.strategy, restart.attempts, restart.delay) == ("none", 1, 1.0)
+    # unset: Flink's default for the job (exponential_delay with checkpoints, none without)
+    assert (restart.strategy, restart.attempts, restart.delay) == (None, None, 1.0)
+    assert (restart.initial_backoff, restart.max_backoff, restart.backoff_multiplier,
+            restart.reset_backoff_threshold, restart.jitter_factor) == (1.0, 60.0, 1.5, 3600.0, 0.1)
+    restart = load_scenario(LINK_FAILURE, ["restart.strategy=exponential_delay", "restart.initial_backoff=200ms",
+                                           "restart.backoff_multiplier=2", "restart.jitter_factor=0"]).restart
+    assert (restart.strategy, restart.initial_backoff, restart.backoff_multiplier, restart.jitter_factor) == (
+        "exponential_delay", 0.2, 2, 0)
     restart = load_scenario(LINK_FAILURE, ["restart.strategy=fixed_delay", "restart.attempts=3",
                                            "restart.delay=250ms"]).restart
     assert (restart.strategy, restart.attempts, restart.delay) == ("fixed_delay", 3, 0.25)
@@ -27,6 +34,29 @@ def test_restart_settings_default_to_flinks_and_are_checked() -> None:
         load_scenario(LINK_FAILURE, ["restart.attempts=-1"])
     with pytest.raises(ScenarioError, match="restart.backoff"):
         load_scenario(LINK_FAILURE, ["restart.backoff=1s"])
+    with pytest.raises(ScenarioError, match="restart.jitter_factor"):
+        load_scenario(LINK_FAILURE, ["restart.jitter_factor=1.5"])
+    with pytest.raises(ScenarioError, match="restart.backoff_multiplier"):
+        load_scenario(LINK_FAILURE, ["restart.backoff_multiplier=1"])
+
+
+def test_restart_settings_that_do_not_fit_together_are_one_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", LINK_FAILURE, "--out", "/nonexistent/never-written", "--set", "restart.strategy=exponential_delay",
+                 "--set", "restart.initial_backoff=2min"])
+    assert code != 0
+    assert "[restart]: restart initial_backoff must be >= 1 ms and <= max_backoff (60 s)" in capsys.readouterr().err
+
+
+def test_a_checkpointed_job_restarts_by_flinks_default_exponential_delay(tmp_path: Path) -> None:
+    """No `[restart]`, checkpoints on: Flink 2.x restarts with exponential-delay; its first
+    backoff is 1 s plus up to 10 % jitter (Flink measured 1.029 and 1.064 s)."""
+    out = tmp_path / "out"
+    assert main(["run", LINK_FAILURE, "--out", str(out), "--set", "duration=10s",
+                 "--set", "checkpoints.interval=1s", "--set", "checkpoints.mode=unaligned"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "FINISHED" and summary["restarts"] == 1
+    assert 1000 <= summary["restart_history"][0]["downtime_ms"] <= 1110
+    assert summary["records"]["emitted"] == summary["records"]["received"] > 0
 
 
 def test_a_restarted_run_shows_its_restarts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

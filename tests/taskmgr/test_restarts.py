@@ -139,15 +139,6 @@ async def _fail_at(mini, at: float) -> None:  # type: ignore[no-untyped-def]
     await inject_faults(mini, [fail_work(at)])
 
 
-def test_a_restart_strategy_checks_its_settings() -> None:
-    with pytest.raises(ValueError, match="one of none, fixed_delay"):
-        RestartStrategy("exponential_delay")
-    with pytest.raises(ValueError, match=">= 0"):
-        RestartStrategy("fixed_delay", attempts=-1)
-    assert not RestartStrategy().can_restart(0)
-    assert [RestartStrategy("fixed_delay", attempts=2).can_restart(n) for n in range(3)] == [True, True, False]
-
-
 def test_an_iteration_that_takes_checkpoints_and_may_restart_is_refused() -> None:
     """Records on a feedback edge are in no checkpoint (as in Flink): no exactly-once restore."""
     env = StreamExecutionEnvironment.get_execution_environment()

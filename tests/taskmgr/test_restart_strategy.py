@@ -1,0 +1,85 @@
+"""Restart strategies (taskmgr.restart_strategy), against Flink 2.3's RestartBackoffTimeStrategy
+implementations: when a job may restart and after how long."""
+
+import random
+
+import pytest
+
+from taskmgr.restart_strategy import RestartStrategy
+
+
+def failures(strategy: RestartStrategy, times: list[float], seed: int = 0) -> list[tuple[bool, bool, float]]:
+    """(new attempt?, can restart?, backoff s) after a failure at each of `times`."""
+    backoff = strategy.create(random.Random(seed))
+    return [(backoff.notify_failure(t), backoff.can_restart(), backoff.backoff_time) for t in times]
+
+
+def test_unset_is_flinks_default_exponential_delay_with_checkpointing_and_none_without() -> None:
+    assert RestartStrategy().resolve(checkpointing=True).strategy == "exponential_delay"
+    assert RestartStrategy().resolve(checkpointing=False).strategy == "none"
+    assert RestartStrategy("fixed_delay").resolve(checkpointing=True).strategy == "fixed_delay"
+    assert not RestartStrategy("none").restarts and not RestartStrategy("fixed_delay", attempts=0).restarts
+    with pytest.raises(ValueError, match="resolve"):
+        RestartStrategy().create(random.Random(0))
+
+
+def test_none_never_restarts_and_fixed_delay_restarts_its_attempts() -> None:
+    assert failures(RestartStrategy("none"), [1.0]) == [(True, False, 0.0)]
+    fixed = failures(RestartStrategy("fixed_delay", attempts=2, delay=0.5), [1.0, 5.0, 9.0])
+    assert [can for _, can, _ in fixed] == [True, True, False]
+    assert {delay for *_, delay in fixed} == {0.5}
+    assert [can for _, can, _ in failures(RestartStrategy("fixed_delay"), [1.0, 5.0])] == [True, False]  # 1 attempt
+
+
+def test_exponential_delay_grows_by_its_multiplier_up_to_its_maximum() -> None:
+    strategy = RestartStrategy("exponential_delay", jitter_factor=0, max_backoff=5)
+    # failures each after the previous restart: 1 s, 1.5 s, 2.25 s, 3.375 s, then 5 s (the maximum)
+    times, now = [], 10.0
+    for _ in range(6):
+        times.append(now)
+        now += 10
+    backoffs = [delay for _, _, delay in failures(strategy, times)]
+    assert backoffs == [1.0, 1.5, 2.25, 3.375, 5.0, 5.0]
+
+
+def test_exponential_delay_jitter_stays_within_its_factor_and_never_below_the_initial_backoff() -> None:
+    strategy = RestartStrategy("exponential_delay")  # Flink's defaults: 1 s, x1.5, 1 min, jitter 0.1
+    for seed in range(50):
+        first, second, third = (d for *_, d in failures(strategy, [10.0, 20.0, 30.0], seed))
+        assert 1.0 <= first <= 1.1  # max(initial, 1 s +- 10 %): Flink measured 1.029-1.064 s
+        assert 1.35 <= second <= 1.65 and 2.025 <= third <= 2.475
+    # the jitter comes from the job's seed: the same seed, the same backoffs
+    assert failures(strategy, [10.0, 20.0], seed=3) == failures(strategy, [10.0, 20.0], seed=3)
+
+
+def test_exponential_delay_merges_failures_while_a_restart_is_pending_and_resets_after_the_threshold() -> None:
+    strategy = RestartStrategy("exponential_delay", jitter_factor=0, reset_backoff_threshold=100)
+    result = failures(strategy, [10.0, 10.5, 20.0, 200.0])
+    assert result[1] == (False, True, 1.0)  # before the restart at 11 s: the same attempt
+    assert result[2][2] == 1.5  # the second attempt
+    assert result[3][2] == 1.0  # 178.5 s after the last restart (>= 100 s): back to the initial backoff
+
+
+def test_exponential_delay_attempts_count_until_the_backoff_resets() -> None:
+    strategy = RestartStrategy("exponential_delay", attempts=2, jitter_factor=0, reset_backoff_threshold=100)
+    assert [can for _, can, _ in failures(strategy, [10.0, 20.0, 30.0])] == [True, True, False]
+    assert [can for _, can, _ in failures(strategy, [10.0, 20.0, 200.0])] == [True, True, True]
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"strategy": "failure_rate"}, "one of none, fixed_delay, exponential_delay"),
+    ({"strategy": "fixed_delay", "attempts": -1}, ">= 0"),
+    ({"strategy": "exponential_delay", "initial_backoff": 120.0}, "initial_backoff must be >= 1 ms and <= max_backoff"),
+    ({"strategy": "exponential_delay", "backoff_multiplier": 1.0}, "backoff_multiplier must be > 1"),
+    ({"strategy": "exponential_delay", "jitter_factor": 1.5}, "jitter_factor must be between 0 and 1"),
+])
+def test_a_restart_strategy_checks_its_settings(settings: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        RestartStrategy(**settings)
+
+
+def test_a_strategy_names_itself_as_flink_does_when_it_suppresses_recovery() -> None:
+    backoff = RestartStrategy("fixed_delay", attempts=1, delay=1.0).create(random.Random(0))
+    assert str(backoff) == "FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts=1, backoffTimeMS=1000)"
+    assert str(RestartStrategy("exponential_delay").create(random.Random(0))).startswith(
+        "ExponentialDelayRestartBackoffTimeStrategy(initialBackoffMS=1000, maxBackoffMS=60000, backoffMultiplier=1.5")
