@@ -49,6 +49,7 @@ def _configure(env: StreamExecutionEnvironment, scenario: Scenario) -> None:
         config.set_max_concurrent_checkpoints(checkpoints.max_concurrent)
         config.set_min_pause_between_checkpoints(checkpoints.min_pause)
         config.enable_checkpoints_after_tasks_finish(checkpoints.checkpoints_after_tasks_finish)
+        config.set_tolerable_checkpoint_failure_number(checkpoints.tolerable_failed_checkpoints)
         if checkpoints.mode == "unaligned":
             config.enable_unaligned_checkpoints()
             config.set_aligned_checkpoint_timeout(checkpoints.aligned_timeout)

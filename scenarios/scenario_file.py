@@ -333,6 +333,8 @@ class CheckpointSettings:
     min_pause: float = field(default=0.0, metadata=_opt(DURATION))
     #: Flink's execution.checkpointing.checkpoints-after-tasks-finish (default true).
     checkpoints_after_tasks_finish: bool = field(default=True, metadata=_opt(BOOL))
+    #: Flink's execution.checkpointing.tolerable-failed-checkpoints (default 0).
+    tolerable_failed_checkpoints: int = field(default=0, metadata=_opt(_int_from(0)))
     trigger_delay: float = field(default=CheckpointCosts.trigger_delay, metadata=_opt(DURATION))
     ack_latency: float = field(default=CheckpointCosts.ack_latency, metadata=_opt(DURATION))
     sync_snapshot: float = field(default=CheckpointCosts.sync_snapshot, metadata=_opt(DURATION))

@@ -32,6 +32,7 @@ from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport import ByteStream
 from taskmgr.checkpointing.checkpoint_coordinator import CheckpointCoordinator
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.checkpointing.checkpoint_failure_manager import CheckpointFailureManager
 from taskmgr.checkpointing.checkpoint_plan import DefaultCheckpointPlanCalculator
 from taskmgr.checkpointing.exactly_once import verify_checkpoint
 from taskmgr.deployment import JobInformation, create_descriptor, execution_id, new_attempt_ids
@@ -432,9 +433,10 @@ class JobManager:
                 await self._send(task_manager, NotifyCheckpointComplete(job.job_id, checkpoint_id))
 
         rng = np.random.default_rng([config.seed & 0xFFFF_FFFF, zlib.crc32(b"checkpoint-coordinator")])
+        failure_manager = CheckpointFailureManager(settings.config.tolerable_failed_checkpoints, job.fail)
         return CheckpointCoordinator(settings.config, config.checkpoint_costs, plan_calculator, job.finished_tasks,
                                      send_trigger, send_abort, send_complete, lambda: kernel.current_time() - start,
-                                     rng, self.tracer)
+                                     rng, self.tracer, failure_manager)
 
     async def _finish(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
                       duration: float) -> JobResult:

@@ -57,6 +57,9 @@ class CheckpointConfig:
     min_pause: float = 0.0
     #: Flink's execution.checkpointing.checkpoints-after-tasks-finish (FLIP-147, default true).
     checkpoints_after_tasks_finish: bool = True
+    #: Flink's execution.checkpointing.tolerable-failed-checkpoints: consecutive failures
+    #: (expired, declined) tolerated before the job fails (default 0: none).
+    tolerable_failed_checkpoints: int = 0
 
     def is_checkpointing_enabled(self) -> bool:
         return self.interval is not None
@@ -84,6 +87,13 @@ class CheckpointConfig:
 
     def set_min_pause_between_checkpoints(self, pause: str | float) -> "CheckpointConfig":
         self.min_pause = _non_negative_duration("min pause between checkpoints", pause)
+        return self
+
+    def set_tolerable_checkpoint_failure_number(self, n: int) -> "CheckpointConfig":
+        """How many checkpoints may fail in a row (expired, declined) before the job fails."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"tolerable checkpoint failure number must be an int >= 0, got {n!r}")
+        self.tolerable_failed_checkpoints = n
         return self
 
     def enable_checkpoints_after_tasks_finish(self, enabled: bool = True) -> "CheckpointConfig":

@@ -32,6 +32,7 @@ from shuffle.api.events import CheckpointBarrier, CheckpointOptions
 from shuffle.channel_state import ChannelStateSnapshot
 from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.checkpointing.checkpoint_failure_manager import CheckpointFailureManager
 from taskmgr.checkpointing.checkpoint_plan import CheckpointPlanError, DefaultCheckpointPlanCalculator
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
@@ -86,7 +87,8 @@ class CheckpointCoordinator:
                  send_trigger: Callable[[str, CheckpointBarrier], Awaitable[None]],
                  send_abort: Callable[[int], Awaitable[None]],
                  send_complete: Callable[[int], Awaitable[None]],
-                 job_time: Callable[[], float], rng: np.random.Generator, tracer: Tracer = NULL_TRACER) -> None:
+                 job_time: Callable[[], float], rng: np.random.Generator, tracer: Tracer = NULL_TRACER,
+                 failure_manager: CheckpointFailureManager | None = None) -> None:
         self.config = config
         self.costs = costs
         self.plan_calculator = plan_calculator
@@ -97,6 +99,8 @@ class CheckpointCoordinator:
         self.job_time = job_time
         self.rng = rng
         self.tracer = tracer
+        #: Fails the job when too many checkpoints fail in a row (tolerable-failed-checkpoints).
+        self.failure_manager = failure_manager
         self.checkpoints: list[PendingCheckpoint] = []
         self.pending: dict[int, PendingCheckpoint] = {}
         self._ids = itertools.count(1)
@@ -219,6 +223,8 @@ class CheckpointCoordinator:
         pending.acks[execution_id] = ack
         if not pending.not_yet_acknowledged:
             self._end(pending, "COMPLETED")
+            if self.failure_manager is not None:
+                self.failure_manager.handle_checkpoint_success(pending.checkpoint_id)
             for eid, task_ack in pending.acks.items():
                 self._final_states[eid] = dataclasses.replace(task_ack, channel_state=ChannelStateSnapshot())
             if self.tracer.enabled:
@@ -229,14 +235,17 @@ class CheckpointCoordinator:
     def receive_decline(self, execution_id: str, checkpoint_id: int, reason: str) -> None:
         pending = self.pending.get(checkpoint_id)
         if pending is not None:
-            self._fail(pending, f"{reason} (declined by {execution_id})")
+            self._fail(pending, reason, f" (declined by {execution_id})")
 
-    def _fail(self, pending: PendingCheckpoint, reason: str) -> None:
-        pending.failure = reason
+    def _fail(self, pending: PendingCheckpoint, reason: str, detail: str = "") -> None:
+        """Fail `pending` for `reason` (Flink's CheckpointFailureReason name; `detail` adds who)."""
+        pending.failure = reason + detail
         self._end(pending, "FAILED")
         if self.tracer.enabled:
-            self.tracer.emit("checkpoint_failed", checkpoint=pending.checkpoint_id, reason=reason)
+            self.tracer.emit("checkpoint_failed", checkpoint=pending.checkpoint_id, reason=pending.failure)
         self._spawn(self.send_abort, pending.checkpoint_id)
+        if self.failure_manager is not None:
+            self.failure_manager.handle_checkpoint_failure(pending.checkpoint_id, reason)
 
     def _end(self, pending: PendingCheckpoint, status: str) -> None:
         pending.status = status

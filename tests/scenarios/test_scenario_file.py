@@ -91,6 +91,7 @@ network_memory = "1mb"
     assert scenario.checkpoints.interval == 3.0 and scenario.checkpoints.mode == "unaligned"
     assert scenario.checkpoints.aligned_timeout == pytest.approx(0.01)
     assert scenario.checkpoints.checkpoints_after_tasks_finish  # Flink 2.x's default
+    assert scenario.checkpoints.tolerable_failed_checkpoints == 0  # Flink's default: none
     assert scenario.cluster.network_memory == 1024 * 1024
     assert scenario.job.stages[1].cost == pytest.approx(0.005)
 
@@ -152,6 +153,8 @@ partitioner = "rebalance"
         ("[checkpoints]\nmode = 'exactly_once'", "scenario.toml: checkpoints.mode: 'exactly_once' is not one of"),
         ("[checkpoints]\ncheckpoints_after_tasks_finish = 'no'",
          "scenario.toml: checkpoints.checkpoints_after_tasks_finish: 'no' is not true or false"),
+        ("[checkpoints]\ntolerable_failed_checkpoints = -1",
+         "scenario.toml: checkpoints.tolerable_failed_checkpoints: -1 must be >= 0"),
         ("[cluster]\ntask_managers = true", "scenario.toml: cluster.task_managers: true is not an integer"),
         ("[cluster]\nnetwork_memory = '1kb'", "scenario.toml: cluster.network_memory: must hold at least one buffer"),
         ("network = 5", "scenario.toml: network: 5 is not a table"),
