@@ -154,7 +154,8 @@ class Failover:
         restore, restored_position = self.restore_point()
         # emitted after the checkpoint restored (a lost TaskManager's sources cannot answer)
         replayed = max(0, emitted - restored_position)
-        await kernel.sleep(backoff.backoff_time)
+        # as Flink's scheduler: the backoff runs from the failure, while the tasks are being cancelled
+        await kernel.sleep(max(0.0, failed_at + backoff.backoff_time - self._job_time()))
         if self._job_time() >= self.config.duration or job.stopped_early:
             return False  # the run is over before the job could restart: the failure stands
         try:

@@ -11,9 +11,9 @@ which hears of every failure and answers whether the job may restart and after h
   restart waits `initial_backoff * backoff_multiplier**(n-1)`, at most `max_backoff`,
   plus a random jitter of up to `jitter_factor` of it (never below `initial_backoff`); a
   failure more than `reset_backoff_threshold` after the last restart starts over from
-  `initial_backoff`, and so does the count of `attempts` (unlimited by default). A failure
-  while a restart is pending is the same attempt. Flink's defaults: 1 s, 1 min, 1.5, 1 h,
-  0.1.
+  `initial_backoff`, and so does the count of `attempts` (unlimited by default; at least
+  1). Flink's defaults: 1 s, 1 min, 1.5, 1 h, 0.1. (Flink also merges failures that come
+  while a restart is pending into one attempt; a job here reports one failure per attempt.)
 
 Unset (`strategy = None`), the strategy is Flink's default for the job
 (`RestartBackoffTimeStrategyFactoryLoader`): `exponential_delay` with checkpointing on,
@@ -28,6 +28,8 @@ import random
 from dataclasses import dataclass
 
 STRATEGIES = ("none", "fixed_delay", "exponential_delay")
+#: Java's Long.MAX_VALUE, where Flink's backoff in milliseconds saturates.
+LONG_MAX = 2**63 - 1
 #: Flink's restart-strategy.fixed-delay.attempts and .delay defaults.
 DEFAULT_ATTEMPTS = 1
 DEFAULT_DELAY = 1.0
@@ -56,8 +58,11 @@ class RestartStrategy:
             raise ValueError(f"restart strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
         if (self.attempts is not None and self.attempts < 0) or self.delay < 0:
             raise ValueError(f"restart attempts and delay must be >= 0, got {self.attempts} and {self.delay}")
-        if self.strategy == "exponential_delay":
+        if self.strategy in (None, "exponential_delay"):  # unset: exponential_delay with checkpointing
             # Flink's checks (in milliseconds: at least 1 ms)
+            if self.strategy is not None and self.attempts == 0:
+                raise ValueError("restart attempts must be >= 1 for exponential_delay (Flink's "
+                                 "attempts-before-reset-backoff), got 0")
             if not 0.001 <= self.initial_backoff <= self.max_backoff:
                 raise ValueError(f"restart initial_backoff must be >= 1 ms and <= max_backoff "
                                  f"({self.max_backoff:g} s), got {self.initial_backoff:g} s")
@@ -149,10 +154,14 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
         return True
 
     def _backoff(self) -> float:
-        """Flink's calculateActualBackoffTime, in whole milliseconds as Flink's."""
+        """Flink's calculateActualBackoffTime, in whole milliseconds as Flink's (whose long
+        cast saturates where the power overflows)."""
         config = self.config
         initial_ms = round(config.initial_backoff * 1000)
-        current_ms = int(initial_ms * config.backoff_multiplier ** self.current_attempt)
+        try:
+            current_ms = int(min(initial_ms * config.backoff_multiplier ** self.current_attempt, LONG_MAX))
+        except OverflowError:
+            current_ms = LONG_MAX
         offset = int(current_ms * config.jitter_factor)
         jitter = self.rng.randint(-offset, offset) if offset else 0
         return max(initial_ms, min(current_ms + jitter, round(config.max_backoff * 1000))) / 1000

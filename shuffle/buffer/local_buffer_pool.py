@@ -212,6 +212,10 @@ class LocalBufferPool:
     def subpartition_buffer_count(self, target: int) -> int:
         return self._subpartition_counts[target]
 
+    def max_subpartition_buffer_count(self) -> int:
+        """The most buffers any one subpartition holds (the one nearest its quota)."""
+        return max(self._subpartition_counts, default=0)
+
     def destroy(self) -> None:
         """Give free segments back; outstanding ones go back as they are recycled."""
         if self.is_destroyed:

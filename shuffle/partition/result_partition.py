@@ -140,33 +140,47 @@ class ResultPartition:
         """How many of the next `limit` records (`record_size` wire bytes each) Flink's
         per-record loop writes before its availability check stops it: up to and including
         the record that takes the pool's last obtainable segment, or the one that brings a
-        lone subpartition to its buffer quota; at least one.
+        subpartition to its buffer quota; at least one.
 
         A batch of records is one write here; capping it so keeps a back-pressured writer
         out of overdraft buffers that Flink's writer, checking after every record, would not
         touch (with debloated buffers a batch spans many). Exact for one subpartition and
-        for broadcast; over several subpartitions the records are taken as spread over them,
-        filling the open builders before new segments.
+        for broadcast. Over n subpartitions it takes the records as spread evenly (the last n
+        segments taken may hold almost nothing), or all going to the subpartition nearest its
+        quota, whichever stops first.
         """
         pool = self.buffer_pool
         if pool is None or not pool.is_available():
             return min(limit, 1)
-        requests = pool.num_obtainable()
-        single = broadcast or self.num_subpartitions == 1
-        if single and not broadcast:
-            requests = min(requests, pool.max_buffers_per_channel - pool.subpartition_buffer_count(0))
-        if requests <= 0:
+        size = self._next_buffer_size(record_size, broadcast)
+        obtainable = pool.num_obtainable()
+        if broadcast:  # one shared builder, on no subpartition's quota
+            builder = self._broadcast
+            room = (obtainable - 1) * size + (builder.writable_bytes if builder is not None else 0)
+            return min(limit, room // record_size + 1)
+        n = self.num_subpartitions
+        quota = pool.max_buffers_per_channel - pool.max_subpartition_buffer_count()
+        if min(obtainable, quota) <= 0:
             return min(limit, 1)
-        size = pool.network_pool.segment_size
-        if self.config.debloat:  # new builders are cut to what the consumers announced
-            desired = [sub.desired_buffer_size for sub in (self.subpartitions[:1] if single else self.subpartitions)]
-            size = sum(min(size, max(d, record_size)) if d > 0 else size for d in desired) // len(desired)
-        fit = (requests - 1) * size // record_size + 1
-        if fit >= limit:
-            return limit
-        builders = [self._broadcast] if broadcast else self._unicast
-        left = sum(builder.writable_bytes for builder in builders if builder is not None)
-        return min(limit, ((requests - 1) * size + left) // record_size + 1)
+        if max(0, obtainable - n) * size // record_size + 1 >= limit and (quota - 1) * size // record_size + 1 >= limit:
+            return limit  # room enough without looking at the open builders
+        left = [builder.writable_bytes if builder is not None else 0 for builder in self._unicast]
+        # spread over the subpartitions, every open builder fills before the last n requests;
+        # with fewer segments than subpartitions, the pool runs dry after that share of them
+        spread = (obtainable - n) * size + sum(left) if obtainable >= n else sum(left) * obtainable // n
+        concentrated = (quota - 1) * size + min(left)
+        return min(limit, min(spread, concentrated) // record_size + 1)
+
+    def _next_buffer_size(self, record_size: int, broadcast: bool) -> int:
+        """The capacity new builders get: the segment, cut to what the consumers announced
+        when debloating (the smallest over all consumers for a shared broadcast builder)."""
+        size = self.buffer_pool.network_pool.segment_size
+        if not self.config.debloat:
+            return size
+        desired = [sub.desired_buffer_size for sub in self.subpartitions]
+        if broadcast:
+            return min(size, min(desired))
+        return min(min(size, max(d, record_size)) for d in desired)
 
     def _check_not_finished(self) -> None:
         if self.is_finished:

@@ -46,3 +46,44 @@ async def test_a_batch_is_capped_where_flinks_per_record_loop_turns_unavailable(
     # A cap below the prediction is the cap; an unavailable partition still takes one record.
     assert partition.records_before_unavailable(record_size, broadcast, 3) == 1
     assert partition.records_before_unavailable(record_size, broadcast, 0) == 0
+
+
+async def _emit_in_order_until_unavailable(partition: ResultPartition, record_size: int, targets: list[int]) -> int:
+    written = 0
+    for target in targets:
+        await partition.emit_record(bytes(record_size), target)
+        written += 1
+        if not partition.is_available():
+            return written
+    raise AssertionError("the pool never turned unavailable")
+
+
+@pytest.mark.parametrize("pattern", ["round_robin", "one_channel", "random"])
+@pytest.mark.parametrize("debloat", [False, True])
+async def test_over_several_subpartitions_the_cap_never_passes_flinks_stop(sim_kernel, pattern, debloat):
+    import random
+    config = NetworkConfig(buffer_size=4096, debloat=debloat, min_segment_size=256, starting_segment_size=1024)
+    partition = ResultPartition("p", 4, ResultPartitionType.PIPELINED_BOUNDED, config)
+    partition.setup(NetworkBufferPool(200, 4096))
+    if debloat:
+        for sub, size in zip(partition.subpartitions, (4096, 512, 700, 1024)):
+            sub.set_desired_buffer_size(size)
+    rng = random.Random(7)
+    for i in range(5):  # some open builders, partly filled
+        await partition.emit_record(bytes(21), i % 4)
+    targets = {"round_robin": [i % 4 for i in range(100_000)], "one_channel": [2] * 100_000,
+               "random": [rng.randrange(4) for _ in range(100_000)]}[pattern]
+    predicted = partition.records_before_unavailable(21, False, 10**6)
+    actual = await _emit_in_order_until_unavailable(partition, 21, targets)
+    assert 1 <= predicted <= actual
+    assert predicted >= actual / 4  # a bound, not a useless one
+
+
+async def test_a_broadcast_cap_takes_the_smallest_announced_buffer_size(sim_kernel):
+    config = NetworkConfig(buffer_size=4096, debloat=True, min_segment_size=256, starting_segment_size=1024)
+    partition = ResultPartition("p", 3, ResultPartitionType.PIPELINED_BOUNDED, config)
+    partition.setup(NetworkBufferPool(200, 4096))
+    for sub, size in zip(partition.subpartitions, (4096, 512, 512)):
+        sub.set_desired_buffer_size(size)
+    predicted = partition.records_before_unavailable(21, True, 10**6)
+    assert predicted == await _emit_until_unavailable(partition, 21, broadcast=True)
