@@ -198,6 +198,9 @@ class StreamInputProcessor:
     async def wait_available(self) -> None:
         await kernel.wait_any([c.wait_available for c in self.inputs if not c.is_finished])
 
+    async def before_mail(self) -> None:
+        """Nothing: records wait in the gates (TaskInput)."""
+
     # -- priority events (Flink's "process priority event" mail) -----------------------------
 
     @property
