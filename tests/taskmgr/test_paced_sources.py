@@ -2,7 +2,7 @@
 buffer, no metrics sample, no mailbox action in between) shows what per-step pacing showed.
 
 The reference figures were measured with per-step pacing (the source woke every step, a
-hundredth of the buffer timeout; commit 33b9eea) on the same jobs and seeds. What may
+hundredth of the buffer timeout; main at dd16e0d) on the same jobs and seeds. What may
 differ: a coalesced batch pays its modelled source cost (1e-7 s a record) at once, so a
 buffer that fills inside it becomes visible up to ~0.1 ms later, and the last partial step
 before the end of the run.
@@ -22,9 +22,9 @@ from taskmgr.operators.sources import GeneratorSourceOperator
 #: Latency percentiles (ms) and records emitted with per-step pacing.
 PER_STEP = {
     "r1000_t100": ({"mean": 50.3612, "p50": 50.3316, "p90": 90.1775, "p99": 99.6147, "max": 99.9184}, 2999),
-    "r100k_t100": ({"mean": 5.5768, "p50": 5.1773, "p90": 10.2236, "p99": 11.2722, "max": 12.2063}, 299935),
+    "r100k_t100": ({"mean": 5.5590, "p50": 5.1773, "p90": 10.2236, "p99": 11.2722, "max": 12.2063}, 299933),
     "r20k_t5": ({"mean": 2.4956, "p50": 2.4576, "p90": 4.5875, "p99": 5.0457, "max": 5.0457}, 59999),
-    "keyed4_r2000_t100_ckpt": ({"mean": 42.9796, "p50": 40.3702, "p90": 84.9347, "p99": 98.5661, "max": 99.4195},
+    "keyed4_r2000_t100_ckpt": ({"mean": 42.9761, "p50": 40.3702, "p90": 84.9347, "p99": 98.5661, "max": 99.4195},
                                23996),
     "r3000_none": ({"mean": 187.0726, "p50": 190.8408, "p90": 343.9329, "p99": 373.2931, "max": 380.0793}, 8970),
 }
