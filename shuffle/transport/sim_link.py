@@ -16,8 +16,9 @@ buffer:
 
 Objects travel as they are: the Netty layer sends its message objects with their frame
 size rather than encoding and decoding frames per hop (the TCP transport carries the same
-messages as bytes). No background tasks: a reader is woken at the next arrival, a writer
-when the reader frees window space. Connecting takes one round trip; closing sends EOF
+messages as bytes). No background tasks: a reader is woken at the next arrival (or a
+receiver, `set_receiver`, is called then), a blocked writer woken (or a writer step run,
+`when_writable`) when the reader frees window space. Connecting takes one round trip; closing sends EOF
 behind what was already accepted, and the peer's sends then fail.
 """
 
