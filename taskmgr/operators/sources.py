@@ -208,7 +208,11 @@ class GeneratorSourceOperator(SourceOperator):
         sampler = self.ctx.services.sampler
         now = kernel.current_time()
         sample_at = sampler.t0 + (math.floor((now - sampler.t0) / sampler.period) + 1) * sampler.period
-        return max(1, min(steps, self._steps_before(sample_at, count)))
+        steps = min(steps, self._steps_before(sample_at, count))
+        remaining = self.state.remaining
+        if remaining is not None:  # a bounded source ends at the step after its last record
+            steps = min(steps, -(-remaining // self.quantum))
+        return max(1, steps)
 
     def _steps_before(self, deadline: float, count: int) -> int:
         """Whole steps after record `count` due strictly before `deadline` (a step due at the
@@ -236,8 +240,9 @@ class GeneratorSourceOperator(SourceOperator):
 
     async def before_mail(self) -> None:
         """Emit the steps slept through before a mailbox action (a checkpoint's position
-        includes them, as with per-step pacing)."""
-        while self.slept is not None and not self.finished:
+        includes them, as with per-step pacing). Running out is left to `process_input`,
+        which says so (END_OF_DATA)."""
+        while self.slept is not None and not self.state.exhausted:
             n = min(self.slept[1] - self.forgone - self.emitted, self.batch_size)
             if n <= 0:
                 self.slept = None
