@@ -5,80 +5,73 @@ Priority elements sit in a front section, FIFO among themselves, ahead of all ot
 channels (received priority buffers) and input gates (channels or gates with priority
 events first) all queue this way. Elements are compared by identity where it matters
 (`prioritize`, `remove`).
+
+It is a `collections.deque` whose first `num_priority_elements` elements are the priority
+section: length, truth, indexing and iteration are the deque's own (no Python call on the
+hot path, where a queue is asked whether it is empty several times per buffer). Change it
+only through the methods below (`add`, not `append`), which keep the section's count.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
 
-class PrioritizedDeque(Generic[T]):
-    __slots__ = ("_deque", "_num_priority")
+class PrioritizedDeque(deque):
+    __slots__ = ("num_priority_elements",)
 
     def __init__(self) -> None:
-        self._deque: deque[T] = deque()
-        self._num_priority = 0
+        super().__init__()
+        self.num_priority_elements = 0
 
     def add(self, element: T, priority: bool = False) -> None:
         """Append `element`, at the end of the priority section if `priority`."""
         if priority:
             self.add_priority_element(element)
         else:
-            self._deque.append(element)
+            self.append(element)
 
     def add_priority_element(self, element: T) -> None:
-        self._deque.insert(self._num_priority, element)
-        self._num_priority += 1
+        self.insert(self.num_priority_elements, element)
+        self.num_priority_elements += 1
 
     def prioritize(self, element: T) -> bool:
         """Move a queued `element` to the end of the priority section; False if it is
         there already."""
         position = self._index(element)
-        if position < self._num_priority:
+        if position < self.num_priority_elements:
             return False
-        del self._deque[position]
+        del self[position]
         self.add_priority_element(element)
         return True
 
     def poll(self) -> T:
         """Take the first element (`IndexError` if empty)."""
-        element = self._deque.popleft()
-        if self._num_priority:
-            self._num_priority -= 1
+        element = self.popleft()
+        if self.num_priority_elements:
+            self.num_priority_elements -= 1
         return element
 
     def remove(self, element: T) -> None:
         position = self._index(element)
-        del self._deque[position]
-        if position < self._num_priority:
-            self._num_priority -= 1
+        del self[position]
+        if position < self.num_priority_elements:
+            self.num_priority_elements -= 1
 
     def clear(self) -> None:
-        self._deque.clear()
-        self._num_priority = 0
+        super().clear()
+        self.num_priority_elements = 0
 
     def _index(self, element: T) -> int:
-        for position, queued in enumerate(self._deque):
+        for position, queued in enumerate(self):
             if queued is element or queued == element:
                 return position
         raise ValueError(f"{element!r} is not queued")
 
-    @property
-    def num_priority_elements(self) -> int:
-        return self._num_priority
+    def __eq__(self, other: object) -> bool:
+        return self is other
 
-    def __getitem__(self, index: int) -> T:
-        return self._deque[index]
-
-    def __len__(self) -> int:
-        return len(self._deque)
-
-    def __bool__(self) -> bool:
-        return bool(self._deque)
-
-    def __iter__(self) -> Iterator[T]:
-        return iter(self._deque)
+    __hash__ = object.__hash__

@@ -86,6 +86,8 @@ class StreamInputProcessor:
         self._num_channels = sum(1 for _ in self._channels())
 
     async def process_input(self) -> InputStatus:
+        if not self._pending and not self._poll():  # idle: no need to ask the chain's cost
+            return InputStatus.END_OF_INPUT if self.is_finished else InputStatus.NOTHING_AVAILABLE
         cost = self.chain_cost()
         wanted = max(1, int(self.max_chunk_time / cost + 1e-9)) if cost > 0 else 1
         while self._num_pending < wanted and self._poll():
@@ -197,6 +199,9 @@ class StreamInputProcessor:
 
     async def wait_available(self) -> None:
         await kernel.wait_any([c.wait_available for c in self.inputs if not c.is_finished])
+
+    async def before_mail(self) -> None:
+        """Nothing: records wait in the gates (TaskInput)."""
 
     # -- priority events (Flink's "process priority event" mail) -----------------------------
 

@@ -166,6 +166,8 @@ class StreamTask:
         mail = self._mail
         priority = self.priority
         while True:
+            if mail:
+                await task_input.before_mail()
             while mail:
                 await mail.popleft()()
             if priority is not None and priority.has_priority_events:

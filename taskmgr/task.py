@@ -410,6 +410,8 @@ class Task:
             partition.release()
 
     def _release(self) -> None:
+        if self._source is not None:
+            self._source.close()
         if self._input_processor is not None:
             self._input_processor.close()
         for gate in self._gates:

@@ -26,3 +26,6 @@ class TaskInput(Protocol):
     async def process_input(self) -> InputStatus: ...
 
     async def wait_available(self) -> None: ...
+
+    async def before_mail(self) -> None:
+        """Runs before the mailbox actions of a turn (a source emits what it owes by now)."""

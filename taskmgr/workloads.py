@@ -104,11 +104,14 @@ class GeneratorState:
             self.next_batch(step, 0)
             n -= step
 
-    def next_batch(self, n: int, timestamp_ns: int) -> FixedWidthRecords:
-        """The next `n` records, all stamped `timestamp_ns` (fewer at the end of a bounded source)."""
+    def next_batch(self, n: int, timestamp_ns: int | np.ndarray) -> FixedWidthRecords:
+        """The next `n` records, stamped `timestamp_ns` (one for all, or one each), fewer at the
+        end of a bounded source."""
         if self.remaining is not None:
             n = min(n, self.remaining)
             self.remaining -= n
+            if isinstance(timestamp_ns, np.ndarray):
+                timestamp_ns = timestamp_ns[:n]
         seqs = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64)
         self.next_seq += n
         return FixedWidthRecords.make(self._next_keys(n), seqs, timestamp_ns, self.record_size)

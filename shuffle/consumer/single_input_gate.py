@@ -88,6 +88,8 @@ class SingleInputGate:
         self._enqueued: list[bool] = []
         self._end_of_partition: list[bool] = []
         self._num_end_of_partition = 0
+        #: Every channel delivered EndOfPartition (a flag: asked several times per buffer).
+        self.is_finished = True
         self._end_of_data: set[int] = set()  # channels that sent EndOfData
         self._drain_on_end_of_data = True
         self._last_priority_seq: list[int] = []
@@ -103,6 +105,7 @@ class SingleInputGate:
         if channel.channel_index != len(self.channels):
             raise ValueError("channels must be added in index order")
         self.channels.append(channel)
+        self.is_finished = False
         self._enqueued.append(False)
         self._end_of_partition.append(False)
         self._last_priority_seq.append(-(2**63))
@@ -215,6 +218,7 @@ class SingleInputGate:
             raise RuntimeError(f"channel {channel.name} received EndOfPartition twice")
         self._end_of_partition[idx] = True
         self._num_end_of_partition += 1
+        self.is_finished = self._num_end_of_partition == len(self.channels)
         if self._enqueued[idx]:
             had_priority = self._with_data.num_priority_elements > 0
             self._with_data.remove(channel)
@@ -254,11 +258,6 @@ class SingleInputGate:
     def unfinished_channels(self) -> list[InputChannelInfo]:
         """Flink's `getUnfinishedChannels`: the channels that have not delivered EndOfPartition."""
         return [c.channel_info for c in self.channels if not self._end_of_partition[c.channel_index]]
-
-    @property
-    def is_finished(self) -> bool:
-        """Every channel delivered EndOfPartition."""
-        return self._num_end_of_partition == len(self.channels)
 
     def is_available(self) -> bool:
         return self.availability.is_available

@@ -242,12 +242,16 @@ class CreditFlowHarness:
             while not gate.is_finished:
                 while self._stalled[channel]:
                     await self._resumed[channel].wait()
-                if not self.consume(channel, 1):
-                    await gate.wait_available()
-                elif cost:
-                    await kernel.sleep(cost)
+                if cost:
+                    if self.consume(channel, 1):
+                        await kernel.sleep(cost)
+                        continue
                 else:
-                    await kernel.checkpoint()
+                    # Free consumption takes everything there is in one wakeup, as a busy
+                    # task does (not one scheduler pass per buffer).
+                    while self.consume(channel, 1):
+                        pass
+                await gate.wait_available()
 
     def stall(self, channel: int) -> None:
         """Pause an auto-consuming channel (a slow or stuck consumer task)."""

@@ -189,6 +189,31 @@ def _call(fn: Callable[[], None]) -> None:
     fn()
 
 
+class _Step:
+    """A callback queued on the run queue as if it were a task's wakeup (`run_soon`)."""
+
+    __slots__ = ("fn", "coro", "state", "nursery")
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        self.fn = fn
+        self.coro = self
+        self.state = _RUNNING
+        self.nursery = None  # an error escaping `fn` ends the run with that error
+
+    def send(self, _: None) -> None:
+        self.fn()
+
+
+def run_soon(fn: Callable[[], None]) -> None:
+    """Call `fn()` where a task woken now would run: in FIFO order with the woken tasks.
+
+    A step that would wake a task to run a few lines of code (a connection's reader or
+    writer) costs a call instead of a coroutine resumption. `fn` must not block, and must
+    not raise: it runs outside any task, so its caller hands errors to a task itself.
+    """
+    _K.runq.append((_Step(fn), None))
+
+
 def call_soon(fn: Callable[[], None]) -> None:
     """Call `fn()` from the kernel loop at this instant, once every runnable task has yielded
     (an event-loop hop: cheaper than waking a task, and after the caller's current step)."""

@@ -113,10 +113,17 @@ class CreditBasedPartitionRequestClientHandler:
     async def run(self) -> None:
         """Read and write until the connection ends; any failure fails every channel."""
         try:
-            async with kernel.open_nursery() as nursery:
-                nursery.start_soon(self.writer.run)
-                await self._read_loop()
-                nursery.cancel_scope.cancel()
+            if self.credit_based:
+                await self.connection.serve(self._on_messages, self.writer)
+            else:
+                async with kernel.open_nursery() as nursery:
+                    nursery.start_soon(self.writer.run)
+                    await self._read_loop_without_credit()
+                    nursery.cancel_scope.cancel()
+            if self.input_channels:  # the peer closed the connection (a fatal error cleared them)
+                self._fail_all(RemoteTransportError(
+                    f"Connection unexpectedly closed by remote task manager '{self.remote_address}'. "
+                    "This might indicate that the remote task manager was lost."))
         except* (kernel.BrokenResourceError, kernel.ClosedResourceError, OSError) as group:
             self._fail_all(RemoteTransportError(
                 f"Lost connection to task manager '{self.remote_address}': {group.exceptions[0]}"))
@@ -127,46 +134,63 @@ class CreditBasedPartitionRequestClientHandler:
             self.closed = True
             await kernel.aclose_forcefully(self.stream)
 
-    async def _read_loop(self) -> None:
-        connection = self.connection
-        while True:
-            messages = await connection.receive()
-            if not messages:
-                if self.input_channels:
-                    self._fail_all(RemoteTransportError(
-                        f"Connection unexpectedly closed by remote task manager '{self.remote_address}'. "
-                        "This might indicate that the remote task manager was lost."))
-                return
-            for msg in messages:
-                if type(msg) is BufferResponse:
-                    await self._on_buffer_response(msg)
-                else:
-                    self._on_message(msg)
-                    if self.channel_error is not None:
-                        return  # a fatal ErrorResponse closes the connection
+    def _on_messages(self, messages: list[NettyMessage]) -> bool:
+        """Handle arrived messages in order; False once a fatal ErrorResponse closed the connection."""
+        for msg in messages:
+            if type(msg) is BufferResponse:
+                self._on_buffer_response(msg)
+            else:
+                self._on_message(msg)
+                if self.channel_error is not None:
+                    return False
+        return True
 
-    async def _on_buffer_response(self, msg: BufferResponse) -> None:
+    async def _read_loop_without_credit(self) -> None:
+        """Pre-credit mode: a data buffer waits for a free buffer of its channel, and nothing
+        else is read from the connection meanwhile (head-of-line blocking)."""
+        while messages := await self.connection.receive():
+            for msg in messages:
+                if type(msg) is not BufferResponse:
+                    if not self._on_messages([msg]):
+                        return
+                    continue
+                channel = self.input_channels.get(msg.receiver_id)
+                if channel is None or channel.is_released or not msg.data_type.is_buffer or not len(msg.buffer):
+                    self._on_buffer_response(msg)
+                    continue
+                try:
+                    self._fill(channel, msg, await channel.request_buffer_blocking())
+                except Exception as exc:
+                    channel.on_error(exc)
+
+    def _on_buffer_response(self, msg: BufferResponse) -> None:
         channel = self.input_channels.get(msg.receiver_id)
         if channel is None or channel.is_released:
             self._outbound_cancel(msg.receiver_id)
             return
         try:
-            size = len(msg.buffer)
-            if msg.data_type.is_buffer:
-                if size == 0:
-                    channel.on_empty_buffer(msg.sequence_number, msg.backlog)
-                    return
-                buffer = channel.request_buffer() if self.credit_based else await channel.request_buffer_blocking()
+            if not msg.data_type.is_buffer:
+                self._fill(channel, msg, None)
+            elif not len(msg.buffer):
+                channel.on_empty_buffer(msg.sequence_number, msg.backlog)
+            else:
+                buffer = channel.request_buffer()
                 if buffer is None:
                     raise CreditViolationError("The read buffer is null in credit-based input channel.")
-                payload = msg.buffer
-                buffer.segment.adopt(payload if type(payload) is bytes else bytes(payload))
-                buffer.size = size
-            else:
-                buffer = Buffer.of_event(bytes(msg.buffer), msg.data_type)
-            channel.on_buffer(buffer, msg.sequence_number, msg.backlog)
+                self._fill(channel, msg, buffer)
         except Exception as exc:
             channel.on_error(exc)
+
+    @staticmethod
+    def _fill(channel: RemoteInputChannel, msg: BufferResponse, buffer: Buffer | None) -> None:
+        """Hand the message's bytes to its channel: in `buffer` (data), or as an event."""
+        if buffer is None:
+            buffer = Buffer.of_event(bytes(msg.buffer), msg.data_type)
+        else:
+            payload = msg.buffer
+            buffer.segment.adopt(payload if type(payload) is bytes else bytes(payload))
+            buffer.size = len(payload)
+        channel.on_buffer(buffer, msg.sequence_number, msg.backlog)
 
     def _on_message(self, msg: NettyMessage) -> None:
         if type(msg) is ErrorResponse:

@@ -15,19 +15,32 @@ while no hop pays for encoding and decoding. The handlers see one interface:
   current task's step, as Flink hands work to the Netty thread) and return True; there
   `can_send_now()` / `send_now(sealed)` let an idle writer write without waking its
   task. Over TCP `defer` returns False and the writer task does the work;
-- `await receive()`: the next messages, in order; [] once the peer closed the stream.
+- `await receive()`: the next messages, in order; [] once the peer closed the stream;
+- `await serve(on_messages, writer)`: run the connection: arrived messages go to
+  `on_messages(messages)` in order (it returns False to stop reading) while `writer` (an
+  `OutboundWriter`) writes; returns at the peer's EOF or when reading stopped, and raises
+  the first error of either side. Over a byte stream the reader is a loop in the calling
+  task and the writer a task of its own; on the simulated link both run from the kernel
+  loop (messages delivered at their arrival time, the writer as steps where its task
+  would have been woken), so a hop wakes no task of the connection.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from shuffle import kernel
 from shuffle.config import DEFAULT_MAX_FRAME_SIZE
 from shuffle.errors import CorruptedStreamError
 from shuffle.netty.messages import BufferResponse, FrameDecoder, NettyMessage, encode, frame_size
 from shuffle.transport import ByteStream
 from shuffle.transport.sim_link import CORRUPTED
+
+if TYPE_CHECKING:
+    from shuffle.netty.outbound_writer import OutboundWriter
+
+OnMessages = Callable[[list[NettyMessage]], bool]
 
 RECEIVE_SIZE = 64 * 1024  # below glibc's mmap threshold: no mmap per recv
 
@@ -48,6 +61,8 @@ class MessageStream(Protocol):
     def send_now(self, sealed: Any) -> None: ...
 
     async def receive(self) -> list[NettyMessage]: ...
+
+    async def serve(self, on_messages: OnMessages, writer: OutboundWriter) -> None: ...
 
 
 class FramedMessageStream:
@@ -95,6 +110,13 @@ class FramedMessageStream:
             if messages:
                 return messages
 
+    async def serve(self, on_messages: OnMessages, writer: OutboundWriter) -> None:
+        async with kernel.open_nursery() as nursery:
+            nursery.start_soon(writer.run)
+            while (messages := await self.receive()) and on_messages(messages):
+                pass
+            nursery.cancel_scope.cancel()
+
 
 class ObjectMessageStream:
     """Messages as objects on the simulated link, each the size of its frame on the wire."""
@@ -127,11 +149,55 @@ class ObjectMessageStream:
     def send_now(self, sealed: tuple[NettyMessage, int]) -> None:
         self.stream.send_now(*sealed)
 
+    def run_soon(self, fn: Callable[[], None]) -> None:
+        self.stream.run_soon(fn)
+
+    def ready_to_send(self) -> bool:
+        return self.stream.ready_to_send()
+
+    def when_writable(self, step: Callable[[], None]) -> None:
+        self.stream.when_writable(step)
+
     async def receive(self) -> list[NettyMessage]:
-        messages = await self.stream.receive_messages()
-        if any(message is CORRUPTED for message in messages):
+        return _checked(await self.stream.receive_messages())
+
+    async def serve(self, on_messages: OnMessages, writer: OutboundWriter) -> None:
+        done = kernel.Event()
+        errors: list[BaseException] = []
+
+        def fail(exc: BaseException) -> None:
+            if not done.is_set():
+                errors.append(exc)
+                done.set()
+
+        def on_items(messages: list[NettyMessage] | None) -> None:
+            if done.is_set():
+                return
+            try:
+                if messages is None:
+                    raise kernel.ClosedResourceError("this stream was closed")
+                if not messages or not on_messages(_checked(messages)):
+                    done.set()
+            except Exception as exc:  # noqa: BLE001 - raised below, in the connection's task
+                fail(exc)
+
+        stream = self.stream
+        writer.start(fail)
+        stream.set_receiver(on_items)
+        try:
+            await done.wait()
+        finally:
+            stream.set_receiver(None)
+            writer.stop()
+        if errors:
+            raise errors[0]
+
+
+def _checked(messages: list[NettyMessage]) -> list[NettyMessage]:
+    for message in messages:
+        if message is CORRUPTED:
             raise CorruptedStreamError("Network stream corrupted: received incorrect magic number.")
-        return messages
+    return messages
 
 
 def _defer(stream: Any, fn: Callable[[], None]) -> bool:

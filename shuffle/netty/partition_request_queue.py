@@ -117,10 +117,6 @@ class PartitionRequestQueue:
             reader.is_registered_as_available = False
         reader.release_all_resources()
 
-    async def run_writer(self) -> None:
-        """Write control messages and buffers, one at a time, until cancelled."""
-        await self.writer.run()
-
     def _has_work(self) -> bool:
         return bool(self._control or self.available_readers)
 

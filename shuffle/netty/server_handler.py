@@ -13,6 +13,7 @@ a fatal error (an ErrorResponse, then the connection closes).
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from shuffle import kernel
@@ -51,18 +52,21 @@ class PartitionRequestServerHandler:
         self.queue = PartitionRequestQueue(self.connection, tracer)
         #: Partition requests waiting for their partition to be registered.
         self.waiting_requests = 0
+        self._nursery: Any = None
+        self._first_request: Any = None  # the first request's deadline, until it arrived
 
     async def run(self) -> None:
         """Serve until the client closes the connection; then release every reader."""
+        timeout = self.config.first_request_timeout
         try:
             async with kernel.open_nursery() as nursery:
-                nursery.start_soon(self.queue.run_writer)
+                self._nursery = nursery
                 try:
-                    messages = await self._receive_first()
-                    while messages:
-                        for msg in messages:
-                            self._handle(msg, nursery)
-                        messages = await self.connection.receive()
+                    with kernel.move_on_after(timeout) as self._first_request:
+                        await self.connection.serve(self._on_messages, self.queue.writer)
+                    if self._first_request is not None and self._first_request.cancelled_caught:
+                        log.warning("closed a connection that sent no request within %g s of its handshake",
+                                    timeout)
                 except (kernel.BrokenResourceError, kernel.ClosedResourceError):
                     pass
                 except Exception as exc:
@@ -77,13 +81,13 @@ class PartitionRequestServerHandler:
             self.queue.close()
             await kernel.aclose_forcefully(self.stream)
 
-    async def _receive_first(self) -> list[NettyMessage]:
-        """The first messages; none (the connection closes) if they take too long."""
-        timeout = self.config.first_request_timeout
-        with kernel.move_on_after(timeout):
-            return await self.connection.receive()
-        log.warning("closed a connection that sent no request within %g s of its handshake", timeout)
-        return []
+    def _on_messages(self, messages: list[NettyMessage]) -> bool:
+        if self._first_request is not None:
+            self._first_request.deadline = math.inf  # the first request came in time
+            self._first_request = None
+        for msg in messages:
+            self._handle(msg, self._nursery)
+        return True
 
     def _handle(self, msg: NettyMessage, nursery: Any) -> None:
         queue = self.queue

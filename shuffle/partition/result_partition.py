@@ -106,6 +106,18 @@ class ResultPartition:
         if builder.is_full():
             self._finish_unicast_builder(target)
 
+    def room_bytes(self) -> int:
+        """Bytes that can be written before any buffer of this partition fills: the least room
+        of the open builders, and of a new buffer where none is open."""
+        builder = self._broadcast
+        if builder is not None:
+            return builder.capacity - builder.position
+        room = min(min(sub.desired_buffer_size for sub in self.subpartitions), self.config.buffer_size)
+        for builder in self._unicast:
+            if builder is not None and builder.capacity - builder.position < room:
+                room = builder.capacity - builder.position
+        return room
+
     async def broadcast_record(self, data: memoryview | bytes, record_size: int = 0) -> None:
         """Append records to one shared builder read by every subpartition."""
         self._check_not_finished()

@@ -16,15 +16,16 @@ buffer:
 
 Objects travel as they are: the Netty layer sends its message objects with their frame
 size rather than encoding and decoding frames per hop (the TCP transport carries the same
-messages as bytes). No background tasks: a reader is woken at the next arrival, a writer
-when the reader frees window space. Connecting takes one round trip; closing sends EOF
+messages as bytes). No background tasks: a reader is woken at the next arrival (or a
+receiver, `set_receiver`, is called then), a blocked writer woken (or a writer step run,
+`when_writable`) when the reader frees window space. Connecting takes one round trip; closing sends EOF
 behind what was already accepted, and the peer's sends then fail.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 import math
 import operator
 from typing import Any
@@ -49,15 +50,18 @@ CORRUPTED = _Corrupted()
 class _Direction:
     """What travels one way on a connection: (arrival time, item, size) in FIFO order."""
 
-    __slots__ = ("items", "unread", "link_free_at", "reader", "writers", "reader_closed", "paused",
-                 "bandwidth", "latency", "corrupt_next")
+    __slots__ = ("items", "unread", "link_free_at", "reader", "receiver", "delivery_pending", "writers",
+                 "reader_closed", "paused", "bandwidth", "latency", "corrupt_next")
 
     def __init__(self) -> None:
         self.items: deque[tuple[float, Any, int]] = deque()
         self.unread = 0  # bytes in the window
         self.link_free_at = -math.inf  # when the link finishes serializing what it has
         self.reader: tuple[sim.Task, int] | None = None  # a reader blocked until an arrival
-        self.writers: list[tuple[sim.Task, int]] = []  # writers blocked on a full window
+        self.receiver: Callable[[Any], None] | None = None  # delivers arrivals (`set_receiver`)
+        self.delivery_pending = False  # a delivery to `receiver` is scheduled
+        #: Writers blocked on a full window: blocked tasks, or steps to run (`when_writable`).
+        self.writers: list[tuple[sim.Task, int] | Callable[[], None]] = []
         self.reader_closed = False
         self.paused = False  # not writable whatever the window (tests, a paused link)
         self.bandwidth: float | None = None  # overrides of the network's (a slow link)
@@ -67,13 +71,16 @@ class _Direction:
     def wake_writers(self) -> None:
         writers, self.writers = self.writers, []
         for waiter in writers:
-            sim.wake(*waiter)
+            if type(waiter) is tuple:
+                sim.wake(*waiter)
+            else:
+                sim.run_soon(waiter)
 
 
 class SimStream:
     """One end of a simulated connection (trio's Stream interface, plus whole objects)."""
 
-    __slots__ = ("_network", "_out", "_in", "_closed", "_sending", "_receiving", "carries_objects")
+    __slots__ = ("_network", "_out", "_in", "_closed", "_sending", "_receiving", "_on_items", "carries_objects")
 
     def __init__(self, network: SimNetwork, out: _Direction, inbound: _Direction) -> None:
         self.carries_objects = network.carry_objects  # the Netty layer sends objects, not frames
@@ -83,6 +90,7 @@ class SimStream:
         self._closed = False
         self._sending = False
         self._receiving = False
+        self._on_items: Callable[[list[Any] | None], None] | None = None
 
     # -- sending ---------------------------------------------------------------------------
 
@@ -127,6 +135,21 @@ class SimStream:
         """Run `fn()` on the connection's event loop: once every runnable task has yielded."""
         sim.call_soon(fn)
 
+    def run_soon(self, fn: Any) -> None:
+        """Run `fn()` where a task woken now would run (`sim.run_soon`)."""
+        sim.run_soon(fn)
+
+    def ready_to_send(self) -> bool:
+        """Whether a send now is taken at once; raises as a send would on a closed or broken
+        connection. For a writer that runs as steps rather than as a task."""
+        self._check_writable()
+        out = self._out
+        return not out.paused and out.unread < self._network.send_window_bytes
+
+    def when_writable(self, step: Any) -> None:
+        """Run `step()` (`run_soon`) when the window has room again, or the connection closes."""
+        self._out.writers.append(step)
+
     def send_now(self, item: Any, size: int) -> None:
         """Send without waiting; only while `writable`."""
         if not self.writable:
@@ -165,8 +188,12 @@ class SimStream:
             item = CORRUPTED if self.carries_objects else bytes(size)  # zeros: no frame's magic
         out.unread += size
         arrival = self._network._schedule(out, size)
-        if not out.items and out.reader is not None:
-            sim.wake_at(arrival, *out.reader)
+        if not out.items:
+            if out.reader is not None:
+                sim.wake_at(arrival, *out.reader)
+            elif out.receiver is not None and not out.delivery_pending:
+                out.delivery_pending = True
+                sim._K.call_at(arrival, out.receiver, None)
         out.items.append((arrival, item, size))
 
     def _enter_send(self) -> None:
@@ -246,6 +273,50 @@ class SimStream:
         self._taken(taken)
         return messages
 
+    def set_receiver(self, on_items: Callable[[list[Any] | None], None] | None) -> None:
+        """Deliver arrivals to `on_items(objects)` from the kernel loop at their arrival time,
+        in order, instead of waking a reader task: every arrived object at once, [] at EOF,
+        None once this end is closed. `None` stops the deliveries."""
+        if self._receiving:
+            raise kernel.BusyResourceError("another task is already receiving on this stream")
+        inbound = self._in
+        self._on_items = on_items
+        inbound.receiver = None if on_items is None else self._deliver
+        if on_items is not None and inbound.items and not inbound.delivery_pending:
+            inbound.delivery_pending = True
+            sim._K.call_at(max(inbound.items[0][0], sim._K.now), self._deliver, None)
+
+    def _deliver(self, _: Any) -> None:
+        inbound = self._in
+        inbound.delivery_pending = False
+        on_items = self._on_items
+        if on_items is None:
+            return
+        items = inbound.items
+        now = sim._K.now
+        messages = []
+        taken = 0
+        eof = False
+        while items:
+            arrival, message, size = items[0]
+            if arrival > now:
+                break
+            if message is _EOF:
+                eof = True
+                break
+            items.popleft()
+            messages.append(message)
+            taken += size
+        self._taken(taken)
+        if messages:
+            on_items(messages)
+        if eof:
+            if self._on_items is not None:
+                self._on_items([])
+        elif items and self._on_items is not None and not inbound.delivery_pending:
+            inbound.delivery_pending = True
+            sim._K.call_at(items[0][0], self._deliver, None)
+
     def _taken(self, size: int) -> None:
         inbound = self._in
         inbound.unread -= size
@@ -266,6 +337,8 @@ class SimStream:
         inbound.unread = 0
         if inbound.reader is not None:
             sim.wake(*inbound.reader)  # our own blocked reader: closed
+        if self._on_items is not None:
+            self._on_items(None)  # our own receiver: closed
         out.wake_writers()  # our own blocked writer: closed
         inbound.wake_writers()  # the peer's blocked writer: broken
 

@@ -9,6 +9,7 @@ buffers and events make data visible), > 0 runs the OutputFlusher.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,9 @@ class RecordWriter:
         self.serializer = serializer
         self.timeout = timeout
         self.flush_always = timeout == 0
+        #: When the OutputFlusher flushes next (virtual s; 0 until it runs, inf without one):
+        #: a paced source need not emit before then what no buffer fills with.
+        self.next_flush_at = 0.0 if timeout > 0 else math.inf
         self.num_subpartitions = partition.num_subpartitions
         selector.setup(self.num_subpartitions)
 
@@ -134,7 +138,10 @@ class RecordWriter:
         with every paced source in sim mode."""
         if self.timeout <= 0:
             return
+        self.next_flush_at = kernel.current_time() + phase + self.timeout
         await kernel.sleep(phase)
         while not self.partition.is_finished:
+            self.next_flush_at = kernel.current_time() + self.timeout
             await kernel.sleep(self.timeout)
             self.partition.flush_all()
+        self.next_flush_at = math.inf

@@ -4,7 +4,15 @@
 channel, so the mailbox checks output availability at least once per buffer of a channel) or says that nothing
 is due, or that the source ran out (END_OF_DATA, then END_OF_INPUT; a stopped source
 skips END_OF_DATA: the run is over); `wait_available` waits until something is (that
-wait is idle time, as for a FLIP-27 source waiting on its rate limiter). `stop()` ends the source at the next call.
+wait is idle time, as for a FLIP-27 source waiting on its rate limiter). `stop()` ends the source at the next call;
+`before_mail()` runs before the task's mailbox actions.
+
+A paced generator emits in pacing steps (`RATE_QUANTUM`). Where its records go straight
+to record writers, the network cannot see a record before a flush or a full buffer, so
+the source sleeps through the steps in between (`GeneratorSourceOperator.wait_available`)
+and emits them when it wakes, each record stamped with the time of its step, and before a
+mailbox action or its stop: the same records reach the network at the same times, with
+the same timestamps, for far fewer wakeups.
 
 A source without a modelled cost spends `DEFAULT_SOURCE_COST` per record, so that a
 pipeline of free operators still advances virtual time.
@@ -14,6 +22,8 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+import numpy as np
 
 from graph import CollectionSource, GeneratorSource, SequenceSource, StreamNode
 from shuffle import kernel
@@ -53,6 +63,12 @@ class SourceOperator(StreamOperator):
     def stop(self) -> None:
         self.stopped = True
 
+    async def before_mail(self) -> None:
+        """Before the task's mailbox actions run (a checkpoint's snapshot, a stall)."""
+
+    def close(self) -> None:
+        """The task ended (finished, failed or cancelled)."""
+
     @property
     def state_key(self) -> str:
         return f"{SOURCE_STATE_PREFIX}{self.node.id}"
@@ -84,11 +100,16 @@ class SourceOperator(StreamOperator):
         n = min(self.due(), self.batch_size)
         if n <= 0:
             return InputStatus.NOTHING_AVAILABLE
-        n = self.output.headroom(n)
+        if not await self._emit_records(self.output.headroom(n)):
+            return InputStatus.END_OF_DATA  # ran out: end of data first, end of input at the next call
+        return InputStatus.MORE_AVAILABLE
+
+    async def _emit_records(self, n: int) -> bool:
+        """Hand out and emit up to `n` records; False (and finished) at the end."""
         records = self.next_records(n)
-        if records is None:  # ran out: end of data first, end of input at the next call
+        if records is None:
             self.finished = True
-            return InputStatus.END_OF_DATA
+            return False
         count = len(records)
         self.ctx.records_emitted += count
         if self.node.cost is None:
@@ -97,7 +118,7 @@ class SourceOperator(StreamOperator):
         else:
             await self.ctx.charge(self.node.cost, count)
         await self.output.emit(records)
-        return InputStatus.MORE_AVAILABLE
+        return True
 
     async def wait_available(self) -> None:
         await kernel.sleep_forever()
@@ -122,6 +143,15 @@ class GeneratorSourceOperator(SourceOperator):
         timeout = ctx.flush_timeout
         step = RATE_QUANTUM if timeout < 0 else min(RATE_QUANTUM, timeout / 100)
         self.quantum = max(1, int(source.rate * step))
+        self.wire_size = wire_size
+        #: The record writers it sleeps for (see `wait_available`), or None: it wakes every step.
+        self.writers = ([writer.writer for _, writer in output.writers]
+                        if self.schedule is not None and node.cost is None and not output.chained
+                        and output.writers and timeout != 0
+                        and all(writer.fixed_width for _, writer in output.writers) else None)
+        #: (count, last): the steps up to record `last` came while it slept after record
+        #: `count`; their records are stamped with their step's time.
+        self.slept: tuple[int, int] | None = None
 
     def due(self) -> int:
         if self.schedule is None:
@@ -135,7 +165,7 @@ class GeneratorSourceOperator(SourceOperator):
     def next_records(self, n: int) -> Records | None:
         if self.state.exhausted:
             return None
-        batch = self.state.next_batch(n, self.ctx.timestamp_ns())
+        batch = self.state.next_batch(n, self._timestamps(n))
         self.emitted += len(batch)
         self.ctx.services.emitted_per_origin[self.ctx.origin] += len(batch)
         return batch
@@ -149,10 +179,92 @@ class GeneratorSourceOperator(SourceOperator):
         self.ctx.services.emitted_per_origin[self.ctx.origin] += position
 
     async def wait_available(self) -> None:
-        """Until the records of one pacing step are due (at least one record)."""
-        if self.schedule is None:
+        """Until the records of one pacing step are due (at least one record); a source that
+        writes straight to record writers sleeps through the steps no one could see (the last
+        step before its writers' next flush, or the step that could fill the fullest buffer,
+        whichever is first; at most a second's worth)."""
+        schedule = self.schedule
+        if schedule is None:
             await kernel.sleep_forever()
-        await kernel.sleep_until(self.schedule.time_due(self.forgone + self.emitted + self.quantum))
+        count = self.forgone + self.emitted
+        if self.writers is None:
+            await kernel.sleep_until(schedule.time_due(count + self.quantum))
+            return
+        try:
+            await kernel.sleep_until(schedule.time_due(count + self.quantum * self._steps_unseen(count)))
+        finally:
+            due = schedule.records_due(kernel.current_time()) - count
+            last = count + due - due % self.quantum
+            self.slept = (count, last) if last > count else None
+
+    def _steps_unseen(self, count: int) -> int:
+        """Pacing steps after record `count` whose records nothing sees before the last of
+        them: no full buffer, no flush, no metrics sample (at least one step)."""
+        room = min(writer.partition.room_bytes() for writer in self.writers) // self.wire_size
+        steps = min(room, self.max_burst) // self.quantum
+        flush_at = min(writer.next_flush_at for writer in self.writers)
+        if flush_at < math.inf:
+            steps = min(steps, self._steps_before(flush_at, count))
+        sampler = self.ctx.services.sampler
+        now = kernel.current_time()
+        sample_at = sampler.t0 + (math.floor((now - sampler.t0) / sampler.period) + 1) * sampler.period
+        steps = min(steps, self._steps_before(sample_at, count))
+        remaining = self.state.remaining
+        if remaining is not None:  # a bounded source ends at the step after its last record
+            steps = min(steps, -(-remaining // self.quantum))
+        return max(1, steps)
+
+    def _steps_before(self, deadline: float, count: int) -> int:
+        """Whole steps after record `count` due strictly before `deadline` (a step due at the
+        deadline itself came after the flush or sample there, whose timer was set first)."""
+        quantum, schedule = self.quantum, self.schedule
+        steps = (schedule.records_due(deadline) - count) // quantum
+        if steps > 0 and schedule.time_due(count + steps * quantum) >= deadline:
+            steps -= 1
+        return steps
+
+    def _timestamps(self, n: int) -> np.ndarray | int:
+        """Now for records emitted as they came due; for records of steps slept through (the
+        next n from `slept`), the time of their step, when per-step pacing emitted them."""
+        now_ns = self.ctx.timestamp_ns()
+        slept = self.slept
+        first = self.forgone + self.emitted + 1
+        if slept is None or first > slept[1]:
+            self.slept = None
+            return now_ns
+        count, last = slept
+        records = np.arange(first, first + n, dtype=np.int64)
+        steps = count - (count - records) // self.quantum * self.quantum
+        step_ns = ((self.schedule.start + steps / self.schedule.rate - self.ctx.run.t0) * 1e9).astype(np.int64)
+        return np.where(records <= last, step_ns, now_ns)
+
+    async def before_mail(self) -> None:
+        """Emit the steps slept through before a mailbox action (a checkpoint's position
+        includes them, as with per-step pacing). Running out is left to `process_input`,
+        which says so (END_OF_DATA)."""
+        while self.slept is not None and not self.state.exhausted:
+            n = min(self.slept[1] - self.forgone - self.emitted, self.batch_size)
+            if n <= 0:
+                self.slept = None
+                return
+            await self._emit_records(self.output.headroom(n))
+            if not all(writer.is_available() for writer in self.writers):
+                return  # back-pressured: the rest goes out as the task's output allows
+
+    async def process_input(self) -> InputStatus:
+        if self.stopped:
+            await self.before_mail()  # the steps due before the stop
+        return await super().process_input()
+
+    def close(self) -> None:
+        """Cancelled while it slept: per-step pacing had written the steps slept through into
+        buffers that the cancellation dropped, so they count as emitted (and are replayed)."""
+        slept, self.slept = self.slept, None
+        if slept is not None and not self.finished:
+            n = slept[1] - self.forgone - self.emitted
+            records = self.next_records(n) if n > 0 else None
+            if records is not None:
+                self.ctx.records_emitted += len(records)
 
 
 class ListSourceOperator(SourceOperator):
