@@ -116,6 +116,8 @@ class StreamInputProcessor:
         return all(checkpointed.is_finished for checkpointed in self.inputs)
 
     def unfinished_channels(self) -> list[InputChannelInfo]:
+        """The input channels that have not ended (a checkpoint triggered at this task
+        treats each as if its barrier had arrived)."""
         return [channel for checkpointed in self.inputs for channel in checkpointed.unfinished_channels()]
 
     def _poll(self) -> bool:

@@ -56,6 +56,11 @@ def _ratio(used: int, total: int) -> float:
     return used / total if total else 0.0
 
 
+#: Flink's reasons for a task to decline a triggered checkpoint.
+CHECKPOINT_DECLINED_TASK_NOT_READY = "CHECKPOINT_DECLINED_TASK_NOT_READY"
+CHECKPOINT_DECLINED_TASK_CLOSING = "CHECKPOINT_DECLINED_TASK_CLOSING"
+
+
 class TaskMetrics:
     """A subtask's metric source: Flink's task I/O metrics plus the buffer gauges (spec 7.3)."""
 
@@ -191,11 +196,12 @@ class Task:
 
     # -- checkpoints (Flink's CheckpointableTask) -----------------------------------------------
 
-    def trigger_checkpoint(self, barrier: CheckpointBarrier) -> bool:
-        """The coordinator's trigger (Flink's `triggerCheckpointAsync`), in the mailbox; False
-        if not running. A source, or a task whose inputs have all ended, checkpoints at
-        once; a task with inputs still open (its predecessors finished, the barrier will
-        not come through them) hands the barrier to its handler for each open channel."""
+    def trigger_checkpoint(self, barrier: CheckpointBarrier) -> str | None:
+        """The coordinator's trigger (Flink's `triggerCheckpointAsync`), in the mailbox; the
+        reason to decline it (Flink's) if the task cannot take it now, else None. A source,
+        or a task whose inputs have all ended, checkpoints at once; a task with inputs still
+        open (its predecessors finished, the barrier will not come through them) hands the
+        barrier to its handler for each open channel."""
         async def trigger() -> None:
             processor = self._input_processor
             if processor is not None and not processor.is_finished:
@@ -205,7 +211,11 @@ class Task:
             start_delay = max(0, int(self.run_control.job_time() * 1e9) - barrier.timestamp * 1_000_000)
             metrics = CheckpointMetrics(barrier.id, start_delay, unaligned=barrier.options.is_unaligned)
             self._perform_checkpoint(barrier, metrics, wait_for_inputs=False)
-        return self.checkpointing is not None and self.send_mail(trigger)
+        if self.checkpointing is None or self._stream_task is None or self.state is not ExecutionState.RUNNING:
+            return CHECKPOINT_DECLINED_TASK_NOT_READY
+        if not self._stream_task.send_mail(trigger):
+            return CHECKPOINT_DECLINED_TASK_CLOSING  # finishing: its mailbox is closed
+        return None
 
     def _perform_checkpoint(self, barrier: CheckpointBarrier, metrics: CheckpointMetrics,
                             wait_for_inputs: bool) -> None:

@@ -33,8 +33,8 @@ from taskmgr.operators.base import RunControl
 from taskmgr.payloads import dump_exception, dump_object, dump_table, load_object
 from taskmgr.rpc import (AbortCheckpoint, AcknowledgeCheckpoint, AttemptCancelled, CancelAttempt, CancelTask,
                          DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport,
-                         NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage, Shutdown, StopSources,
-                         TaskExecutionState, TriggerCheckpoint)
+                         NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, RpcConnection, RpcError,
+                         RpcMessage, Shutdown, StopSources, TaskExecutionState, TriggerCheckpoint)
 from taskmgr.task import Task
 from taskmgr.task_services import TaskServices
 
@@ -318,8 +318,9 @@ class TaskManager:
             raise RpcError(f"trigger_checkpoint: unknown alignment {message.alignment}") from None
         options = CheckpointOptions("CHECKPOINT", alignment, message.aligned_timeout)
         barrier = CheckpointBarrier(message.checkpoint_id, message.timestamp, options)
-        if not task.trigger_checkpoint(barrier):
-            await job.services.checkpoint_responder.decline(task, barrier.id, "CHECKPOINT_DECLINED_TASK_NOT_READY")
+        declined = task.trigger_checkpoint(barrier)
+        if declined is not None:
+            await job.services.checkpoint_responder.decline(task, barrier.id, declined)
 
     async def _on_abort_checkpoint(self, message: AbortCheckpoint) -> None:
         job = self._jobs.get(message.job_id)
