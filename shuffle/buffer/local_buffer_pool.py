@@ -11,6 +11,7 @@ it has none.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -212,9 +213,9 @@ class LocalBufferPool:
     def subpartition_buffer_count(self, target: int) -> int:
         return self._subpartition_counts[target]
 
-    def max_subpartition_buffer_count(self) -> int:
-        """The most buffers any one subpartition holds (the one nearest its quota)."""
-        return max(self._subpartition_counts, default=0)
+    def subpartition_buffer_counts(self) -> Sequence[int]:
+        """How many buffers each subpartition holds (against `max_buffers_per_channel`)."""
+        return self._subpartition_counts
 
     def destroy(self) -> None:
         """Give free segments back; outstanding ones go back as they are recycled."""

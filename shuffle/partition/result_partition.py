@@ -171,8 +171,9 @@ class ResultPartition:
             room = (obtainable - 1) * size + (builder.writable_bytes if builder is not None else 0)
             return min(limit, room // record_size + 1)
         n = self.num_subpartitions
-        quota = pool.max_buffers_per_channel - pool.max_subpartition_buffer_count()
-        if min(obtainable, quota) <= 0:
+        counts = pool.subpartition_buffer_counts()
+        quota = pool.max_buffers_per_channel - max(counts)
+        if obtainable <= 0 or quota <= 0:
             return min(limit, 1)
         if max(0, obtainable - n) * size // record_size + 1 >= limit and (quota - 1) * size // record_size + 1 >= limit:
             return limit  # room enough without looking at the open builders
@@ -180,7 +181,9 @@ class ResultPartition:
         # spread over the subpartitions, every open builder fills before the last n requests;
         # with fewer segments than subpartitions, the pool runs dry after that share of them
         spread = (obtainable - n) * size + sum(left) if obtainable >= n else sum(left) * obtainable // n
-        concentrated = (quota - 1) * size + min(left)
+        # all to one subpartition: it reaches its quota of buffers
+        limit_per_channel = pool.max_buffers_per_channel - 1
+        concentrated = min(room + (limit_per_channel - count) * size for room, count in zip(left, counts))
         return min(limit, min(spread, concentrated) // record_size + 1)
 
     def _next_buffer_size(self, record_size: int, broadcast: bool) -> int:
