@@ -162,8 +162,13 @@ def _run(args: argparse.Namespace) -> int:
     progress = None if args.quiet else ProgressPrinter(scenario.name, scenario.duration, sys.stderr)
     try:
         with stop_on_signals() as stop:
-            outcome = run_scenario(scenario, Path(args.out), trace=args.trace, progress=progress, should_stop=stop,
-                                   engine=engine)
+            try:
+                outcome = run_scenario(scenario, Path(args.out), trace=args.trace, progress=progress,
+                                       should_stop=stop, engine=engine)
+            except Exception:
+                if stop.aborted:  # the error of a simulation torn by the second signal
+                    raise KeyboardInterrupt from None
+                raise
     except OutputDirError as e:
         raise UserError(str(e)) from None
     finally:

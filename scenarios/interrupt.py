@@ -3,7 +3,9 @@
 The first signal only sets a flag (a signal handler must not unwind the simulation from
 an arbitrary point): the runtime asks it as it reports progress, ends the job, drains and
 writes complete outputs that say where the run was stopped. A second signal raises
-KeyboardInterrupt at once; `run_scenario` then leaves no outputs of this run behind.
+KeyboardInterrupt at once; `run_scenario` then leaves no outputs of this run behind. Raised
+at an arbitrary point, it may leave the simulation's state torn, so whatever error the
+unwinding meets after an abort counts as the abort (`StopRequest.aborted`).
 """
 
 from __future__ import annotations
@@ -22,12 +24,15 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.requested = False
+        #: A second signal came: the run is being unwound from wherever it was.
+        self.aborted = False
 
     def __call__(self) -> bool:
         return self.requested
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:
+            self.aborted = True
             raise KeyboardInterrupt
         self.requested = True
         print(f"\nshufflesim: {signal.Signals(signum).name}: stopping the run and writing its outputs "

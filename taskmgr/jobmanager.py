@@ -30,7 +30,7 @@ from shuffle import kernel
 from shuffle.netty.connection_manager import Transport
 from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport import ByteStream
-from taskmgr.checkpointing.checkpoint_coordinator import CheckpointCoordinator
+from taskmgr.checkpointing.checkpoint_coordinator import CHECKPOINT_COORDINATOR_SHUTDOWN, CheckpointCoordinator
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.checkpoint_failure_manager import CheckpointFailureManager
 from taskmgr.checkpointing.checkpoint_plan import DefaultCheckpointPlanCalculator
@@ -378,6 +378,9 @@ class JobManager:
                 nursery.cancel_scope.cancel()  # no checkpoints while the job drains or restarts
             if not await failover.recover():
                 break
+        if job.checkpoint_coordinator is not None and (job.all_terminal or job.failure is not None):
+            # the job ended by itself (not by the run's end): Flink shuts its coordinator down
+            job.checkpoint_coordinator.abort_pending(CHECKPOINT_COORDINATOR_SHUTDOWN)
         duration = min(config.duration, kernel.current_time() - start)
         if not job.all_terminal and job.failure is None:
             for task_manager in dict.fromkeys(job.placement.values()):

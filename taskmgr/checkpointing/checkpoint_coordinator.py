@@ -37,6 +37,8 @@ from taskmgr.checkpointing.checkpoint_plan import CheckpointPlanError, DefaultCh
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
 CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
+#: Flink's reason for the checkpoints pending when the job ends (finished or failed).
+CHECKPOINT_COORDINATOR_SHUTDOWN = "CHECKPOINT_COORDINATOR_SHUTDOWN"
 #: Flink's reason for the checkpoints pending when the job fails over.
 JOB_FAILOVER_REGION = "JOB_FAILOVER_REGION: FailoverRegion is restarting."
 
@@ -120,8 +122,9 @@ class CheckpointCoordinator:
                    key=lambda c: c.checkpoint_id, default=None)
 
     def abort_pending(self, reason: str) -> None:
-        """Fail every pending checkpoint (the job fails over: its tasks are being cancelled,
-        so no abort is sent to them). Checkpoint ids go on in the next attempt, as Flink's."""
+        """Fail every pending checkpoint: the job fails over (checkpoint ids go on in the next
+        attempt, as Flink's) or has ended. Its tasks are being cancelled or are gone, so no
+        abort is sent to them."""
         self._queued = False
         self._final_states.clear()
         for pending in list(self.pending.values()):

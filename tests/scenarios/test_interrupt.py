@@ -55,3 +55,18 @@ def test_a_second_signal_aborts_and_leaves_no_outputs(tmp_path: Path) -> None:
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 130, stderr
     assert sorted(p.name for p in out.iterdir()) == []  # nothing of this run, not even plan.json
+
+
+def test_the_second_signal_marks_the_run_aborted() -> None:
+    """Whatever error the unwinding then meets is reported as the abort (exit 130), since the
+    KeyboardInterrupt may tear the simulation at any point."""
+    import pytest
+
+    from scenarios.interrupt import StopRequest
+
+    request = StopRequest()
+    request._on_signal(signal.SIGINT, None)
+    assert request() and not request.aborted
+    with pytest.raises(KeyboardInterrupt):
+        request._on_signal(signal.SIGINT, None)
+    assert request.aborted

@@ -1,10 +1,11 @@
 """CheckpointFailureManager (Flink's execution.checkpointing.tolerable-failed-checkpoints):
 which checkpoint failures count, and when they fail the job; end to end, an aligned
-checkpoint that expires under backpressure fails the job, which restarts."""
+checkpoint that expires under backpressure fails the job, which restarts; and a checkpoint
+pending when the job ends fails with the coordinator's shutdown, uncounted."""
 
 import pytest
 
-from graph import DiscardingSink, StreamExecutionEnvironment
+from graph import CheckpointingMode, DiscardingSink, StreamExecutionEnvironment
 from taskmgr.checkpointing.checkpoint_failure_manager import CheckpointFailureManager, FlinkRuntimeException
 from taskmgr.cluster import execute
 
@@ -61,3 +62,19 @@ def test_an_expired_checkpoint_fails_the_job_which_restarts_by_flinks_default() 
     assert 1000 <= restart.downtime_ms <= 1110  # exponential-delay's first backoff
     tolerant = execute(slow_map(10), duration=30, task_managers=2).raise_for_status()
     assert tolerant.restart_history == [] and any(c["failure"] == "CHECKPOINT_EXPIRED" for c in tolerant.checkpoints)
+
+
+def test_a_checkpoint_pending_when_the_job_finishes_fails_as_the_coordinator_shuts_down() -> None:
+    """A bounded job that finishes by itself: Flink's coordinator shuts down with it and fails
+    what is pending (not counted against the tolerable failures); the run does not fail."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.enable_checkpointing(0.5)
+    env.get_checkpoint_config().set_checkpointing_mode(CheckpointingMode.AT_LEAST_ONCE)
+    (env.from_generator(record_size=8, count=300).name("Seq").rebalance()
+        .map(cost="5ms").name("Slow").slot_sharing_group("slow").sink_to(DiscardingSink()))
+    result = execute(env, duration=30, task_managers=2).raise_for_status()
+    assert result.duration < 2  # 300 records at 5 ms: the job ended by itself
+    statuses = [(c["status"], c["failure"]) for c in result.checkpoints]
+    assert ("COMPLETED", None) in statuses
+    assert ("FAILED", "CHECKPOINT_COORDINATOR_SHUTDOWN") in statuses
+    assert all(status != "IN_PROGRESS" for status, _ in statuses)
