@@ -69,7 +69,8 @@ class RestartStrategy:
             if not self.backoff_multiplier > 1:
                 raise ValueError(f"restart backoff_multiplier must be > 1, got {self.backoff_multiplier:g}")
             if not self.reset_backoff_threshold >= 0.001:
-                raise ValueError(f"restart reset_backoff_threshold must be >= 1 ms, got {self.reset_backoff_threshold:g} s")
+                raise ValueError(f"restart reset_backoff_threshold must be >= 1 ms, "
+                                 f"got {self.reset_backoff_threshold:g} s")
             if not 0 <= self.jitter_factor <= 1:
                 raise ValueError(f"restart jitter_factor must be between 0 and 1, got {self.jitter_factor:g}")
 

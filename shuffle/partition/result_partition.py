@@ -175,8 +175,9 @@ class ResultPartition:
         quota = pool.max_buffers_per_channel - max(counts)
         if obtainable <= 0 or quota <= 0:
             return min(limit, 1)
-        if max(0, obtainable - n) * size // record_size + 1 >= limit and (quota - 1) * size // record_size + 1 >= limit:
-            return limit  # room enough without looking at the open builders
+        least = min(max(0, obtainable - n), quota - 1) * size  # bytes, whatever the open builders hold
+        if least // record_size + 1 >= limit:
+            return limit
         left = [builder.writable_bytes if builder is not None else 0 for builder in self._unicast]
         # spread over the subpartitions, every open builder fills before the last n requests;
         # with fewer segments than subpartitions, the pool runs dry after that share of them
