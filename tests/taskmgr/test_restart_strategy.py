@@ -66,9 +66,18 @@ def test_exponential_delay_attempts_count_until_the_backoff_resets() -> None:
     assert [can for _, can, _ in failures(strategy, [10.0, 20.0, 200.0])] == [True, True, True]
 
 
+def test_exponential_delay_saturates_at_its_maximum_after_many_failures() -> None:
+    """Java's long cast saturates where the power overflows; here too, no OverflowError."""
+    strategy = RestartStrategy("exponential_delay", backoff_multiplier=2.0, jitter_factor=0.1)
+    backoffs = [delay for *_, delay in failures(strategy, [100.0 * i for i in range(1, 1200)])]  # each its own attempt
+    assert backoffs[-1] == 60.0 and max(backoffs) == 60.0
+
+
 @pytest.mark.parametrize("settings, message", [
     ({"strategy": "failure_rate"}, "one of none, fixed_delay, exponential_delay"),
     ({"strategy": "fixed_delay", "attempts": -1}, ">= 0"),
+    ({"strategy": "exponential_delay", "attempts": 0}, "attempts must be >= 1 for exponential_delay"),
+    ({"initial_backoff": 120.0}, "initial_backoff must be >= 1 ms and <= max_backoff"),  # unset: checked as well
     ({"strategy": "exponential_delay", "initial_backoff": 120.0}, "initial_backoff must be >= 1 ms and <= max_backoff"),
     ({"strategy": "exponential_delay", "backoff_multiplier": 1.0}, "backoff_multiplier must be > 1"),
     ({"strategy": "exponential_delay", "jitter_factor": 1.5}, "jitter_factor must be between 0 and 1"),
