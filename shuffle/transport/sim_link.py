@@ -259,19 +259,7 @@ class SimStream:
     async def receive_messages(self) -> list[Any]:
         """Wait for the next arrival; return every arrived object in order, [] at EOF."""
         await self._wait_arrival()
-        items = self._in.items
-        now = sim._K.now
-        messages = []
-        taken = 0
-        while items:
-            arrival, message, size = items[0]
-            if arrival > now or message is _EOF:
-                break
-            items.popleft()
-            messages.append(message)
-            taken += size
-        self._taken(taken)
-        return messages
+        return self._take_arrived()[0]
 
     def set_receiver(self, on_items: Callable[[list[Any] | None], None] | None) -> None:
         """Deliver arrivals to `on_items(objects)` from the kernel loop at their arrival time,
@@ -293,6 +281,19 @@ class SimStream:
         if on_items is None:
             return
         items = inbound.items
+        messages, eof = self._take_arrived()
+        if messages:
+            on_items(messages)
+        if eof:
+            if self._on_items is not None:
+                self._on_items([])
+        elif items and self._on_items is not None and not inbound.delivery_pending:
+            inbound.delivery_pending = True
+            sim._K.call_at(items[0][0], self._deliver, None)
+
+    def _take_arrived(self) -> tuple[list[Any], bool]:
+        """The objects that have arrived by now, in order, and whether EOF comes next."""
+        items = self._in.items
         now = sim._K.now
         messages = []
         taken = 0
@@ -308,14 +309,7 @@ class SimStream:
             messages.append(message)
             taken += size
         self._taken(taken)
-        if messages:
-            on_items(messages)
-        if eof:
-            if self._on_items is not None:
-                self._on_items([])
-        elif items and self._on_items is not None and not inbound.delivery_pending:
-            inbound.delivery_pending = True
-            sim._K.call_at(items[0][0], self._deliver, None)
+        return messages, eof
 
     def _taken(self, size: int) -> None:
         inbound = self._in
