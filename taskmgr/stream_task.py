@@ -95,8 +95,6 @@ class StreamTask:
         """Flink's `endData(DRAIN)`: every record is out. EndOfData follows them to every
         consumer, which answers once it has processed them all."""
         self.end_of_data_received = True
-        if not self.checkpoints_after_tasks_finish:
-            return
         for writer in self.writers:
             writer.partition.broadcast_event(EndOfData(StopMode.DRAIN))
             writer.flush_all()

@@ -202,3 +202,20 @@ def test_a_restart_restores_a_finished_source_as_finished():
     assert after_restart and all(c["exactly_once"]["ok"] for c in after_restart if c["status"] == "COMPLETED")
     # the restored Early finishes again (after its final checkpoint in the new attempt)
     assert result.vertex_end_times["Source: Early"] > restart.restarted_at_s
+
+
+@pytest.mark.parametrize("after_tasks_finish", [True, False])
+def test_a_finished_task_sends_end_of_data_before_end_of_partition_whatever_the_option(after_tasks_finish):
+    """Flink's `endData` broadcasts EndOfData on every output whether or not checkpoints go on
+    after tasks finish: each remote channel of a bounded job carries two events at its end."""
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+    env.get_checkpoint_config().enable_checkpoints_after_tasks_finish(after_tasks_finish)
+    env.from_generator(count=500).name("Gen").rebalance().sink_to(VerifyingSink("check")).name("Check")
+    tracer = Tracer()
+    result = execute(env, duration=10, task_managers=2, slots_per_task_manager=1, tracer=tracer).raise_for_status()
+    assert result.verifications["check"]["ok"] and result.verifications["check"]["received"] == 1000
+    events: dict[str, int] = {}
+    for e in tracer.of("buffer_sent"):
+        if e["data_type"] == "EVENT_BUFFER":
+            events[e["channel"]] = events.get(e["channel"], 0) + 1
+    assert events and set(events.values()) == {2}
