@@ -16,6 +16,7 @@ from graph import ExecutionGraph, JobVertex
 from shuffle import kernel
 from shuffle.api.events import CheckpointBarrier
 from shuffle.channel_state import ChannelStateWriter
+from shuffle.consumer.local_input_channel import LocalInputChannel
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.environment import InputChannelDescriptor, NettyShuffleEnvironment
 from shuffle.errors import CancelTaskError
@@ -32,7 +33,7 @@ from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpoi
 from taskmgr.checkpointing.task_state import TaskStateSnapshot, channel_key
 from taskmgr.execution_state import ExecutionState
 from taskmgr.input_processor import MAX_CHUNK_TIME, PRIORITY_CHUNK_TIME, StreamInputProcessor
-from taskmgr.metrics.task_io_metrics import COUNTERS, TaskIOMetricGroup
+from taskmgr.metrics.task_io_metrics import COUNTERS, INPUT_CHANNEL_COUNTERS, TaskIOMetricGroup
 from taskmgr.operators import OperatorChain, build_operator_chain
 from taskmgr.operators.base import OperatorContext, RunControl
 from taskmgr.operators.formats import output_format
@@ -64,7 +65,7 @@ CHECKPOINT_DECLINED_TASK_CLOSING = "CHECKPOINT_DECLINED_TASK_CLOSING"
 class TaskMetrics:
     """A subtask's metric source: Flink's task I/O metrics plus the buffer gauges (spec 7.3)."""
 
-    counters = COUNTERS
+    counters = COUNTERS | INPUT_CHANNEL_COUNTERS
 
     def __init__(self, io: TaskIOMetricGroup, partitions: list[ResultPartition],
                  gates: list[SingleInputGate], barrier_handler: CheckpointBarrierHandler | None = None) -> None:
@@ -84,9 +85,20 @@ class TaskMetrics:
         io.num_bytes_out = sum(p.num_bytes_out for p in self.partitions)
         io.num_buffers_out = sum(p.num_buffers_out for p in self.partitions)
         values = io.snapshot()
+        values.update(self._input_channel_counters())
         values.update(self._gauges())
         values.update(self._debloat_gauges())
         return values
+
+    def _input_channel_counters(self) -> dict[str, float]:
+        """Flink's InputChannelMetrics of the task: its channels' counts, by kind."""
+        counts = dict.fromkeys(INPUT_CHANNEL_COUNTERS, 0.0)
+        for gate in self.gates:
+            for channel in gate.channels:
+                kind = "Local" if isinstance(channel, LocalInputChannel) else "Remote"
+                counts[f"numBytesIn{kind}"] += channel.num_bytes_in
+                counts[f"numBuffersIn{kind}"] += channel.num_buffers_in
+        return counts
 
     def _debloat_gauges(self) -> dict[str, float]:
         """Flink registers these per input gate; a task reports its largest (one gate: that gate's)."""

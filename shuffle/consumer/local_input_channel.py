@@ -54,6 +54,7 @@ class LocalInputChannel(InputChannel):
         while nxt is not None and nxt.buffer.is_buffer and nxt.buffer.size == 0:
             nxt.buffer.recycle()
             nxt = view.get_next_buffer()
+            self.num_buffers_in += 1  # as Flink's loop counts the empty buffers it skips
         if nxt is None:
             if view.is_released:
                 raise CancelTaskError("Queried for a buffer after channel has been released.")

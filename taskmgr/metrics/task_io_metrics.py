@@ -32,6 +32,11 @@ COUNTERS = frozenset(
     }
 )
 
+#: Flink's `InputChannelMetrics` (registered in the task's IO group too): what the task's
+#: local and remote input channels handed it, buffers (events and flushed slices included)
+#: and their bytes. Cumulative, like `COUNTERS`.
+INPUT_CHANNEL_COUNTERS = frozenset({"numBytesInLocal", "numBytesInRemote", "numBuffersInLocal", "numBuffersInRemote"})
+
 
 class AccumulatedTimes(NamedTuple):
     """Time totals of a task in seconds; ``backpressured`` = soft + hard."""

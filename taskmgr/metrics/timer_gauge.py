@@ -2,8 +2,10 @@
 
 Time is read from the runtime's clock (``kernel.current_time`` by default, injectable for
 tests and for code outside a trio run), in seconds. Unlike Flink, which reports a 60 s
-moving window, this gauge only keeps the running total and the longest single interval;
-per-period rates are derived from the total by the metric sampler.
+moving window, this gauge keeps the running total; per-period rates are derived from it by
+the metric sampler. The longest single interval is Flink's: the longest within the last
+complete update interval (Flink's metric views update every 5 s), an interval still
+running counting up to that interval's end.
 """
 
 from __future__ import annotations
@@ -12,21 +14,27 @@ from collections.abc import Callable
 
 from shuffle import kernel
 
+#: Flink's `View.UPDATE_INTERVAL_SECONDS`: how often a TimerGauge's values are updated.
+UPDATE_INTERVAL = 5.0
+
 
 class TimerGauge:
-    """Accumulated and longest measured interval, in seconds.
+    """Accumulated measured time, and the longest interval of the last update interval, in seconds.
 
     ``mark_start`` while measuring and ``mark_end`` while not measuring are no-ops (as in
-    Flink). A running interval counts up to "now" when the gauge is read.
+    Flink). A running interval counts up to "now" when the total is read.
     """
 
-    __slots__ = ("_clock", "_start", "_total", "_max")
+    __slots__ = ("_clock", "_start", "_total", "_window_end", "_window_max", "_previous_max")
 
     def __init__(self, clock: Callable[[], float] = kernel.current_time) -> None:
         self._clock = clock
         self._start: float | None = None
         self._total = 0.0
-        self._max = 0.0
+        #: The update interval in progress ends here (intervals from the gauge's creation).
+        self._window_end = clock() + UPDATE_INTERVAL
+        self._window_max = 0.0  # longest interval (part) in the update interval in progress
+        self._previous_max = 0.0  # ... in the last complete one: what Flink reports
 
     @property
     def is_measuring(self) -> bool:
@@ -37,19 +45,34 @@ class TimerGauge:
             self._start = self._clock()
 
     def mark_end(self) -> None:
-        if self._start is not None:
-            interval = self._clock() - self._start
-            self._total += interval
-            self._max = max(self._max, interval)
+        start = self._start
+        if start is not None:
+            now = self._clock()
+            if now >= self._window_end:
+                self._update(now)
+            self._total += now - start
+            self._window_max = max(self._window_max, now - max(start, self._window_end - UPDATE_INTERVAL))
             self._start = None
 
-    def _running(self) -> float:
-        return 0.0 if self._start is None else self._clock() - self._start
+    def _update(self, now: float) -> None:
+        """Close the update intervals that ended by `now` (Flink's `update()` of each)."""
+        while now >= self._window_end:
+            end = self._window_end
+            longest = self._window_max
+            if self._start is not None:
+                longest = max(longest, end - max(self._start, end - UPDATE_INTERVAL))
+            self._previous_max = longest
+            self._window_max = 0.0
+            self._window_end = end + UPDATE_INTERVAL
 
     def accumulated(self) -> float:
         """Total measured time, including the running interval up to now."""
-        return self._total + self._running()
+        return self._total + (0.0 if self._start is None else self._clock() - self._start)
 
     def max_single(self) -> float:
-        """Longest single interval so far, the running one included."""
-        return max(self._max, self._running())
+        """Flink's `getMaxSingleMeasurement`: the longest interval within the last complete
+        update interval (a running one counted up to its end)."""
+        now = self._clock()
+        if now >= self._window_end:
+            self._update(now)
+        return self._previous_max

@@ -24,7 +24,35 @@ async def test_running_interval_counts_up_to_now(sim_kernel):
     await kernel.sleep(4)
     assert gauge.is_measuring
     assert gauge.accumulated() == 4.0
+
+
+async def test_max_single_is_the_longest_interval_of_the_last_update_interval(sim_kernel):
+    """As Flink's getMaxSingleMeasurement: per 5 s update interval, a running interval
+    counted up to the interval's end (and from its start in the next); it can go down."""
+    gauge = TimerGauge()
+    gauge.mark_start()
+    await kernel.sleep(1)
+    gauge.mark_end()  # 0-1
+    await kernel.sleep(1)
+    gauge.mark_start()
+    await kernel.sleep(2)
+    assert gauge.max_single() == 0.0  # no update interval complete yet
+    await kernel.sleep(5)  # running 2-9: [0, 5) saw 3 s of it
+    assert gauge.max_single() == 3.0
+    gauge.mark_end()
+    await kernel.sleep(1)  # at 10: [5, 10) saw 4 s of it (5-9)
     assert gauge.max_single() == 4.0
+    gauge.mark_start()
+    await kernel.sleep(0.5)
+    gauge.mark_end()
+    await kernel.sleep(5)  # [10, 15): 0.5 s, down from 4
+    assert gauge.max_single() == 0.5
+    await kernel.sleep(20)  # nothing measured since
+    assert gauge.max_single() == 0.0
+    gauge.mark_start()
+    await kernel.sleep(12)  # from 35.5 through [40, 45)
+    assert gauge.max_single() == 5.0
+    assert gauge.accumulated() == 1.0 + 7.0 + 0.5 + 12.0
 
 
 def test_injected_clock():
@@ -56,7 +84,7 @@ async def test_task_io_metrics_busy_is_elapsed_minus_idle_and_backpressure(sim_k
     snap = group.snapshot()
     assert snap["accumulateBusyTimeMs"] == 2000.0
     assert snap["accumulateBackPressuredTimeMs"] == 3500.0
-    assert snap["maxSoftBackPressureTimeMs"] == 3000.0
+    assert snap["maxSoftBackPressureTimeMs"] == 2000.0  # [0, 5) saw 3-5 of it
     assert snap["numRecordsOut"] == 7.0
     assert snap["isBackPressured"] == 0.0
     assert COUNTERS <= snap.keys()

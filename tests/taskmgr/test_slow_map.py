@@ -38,6 +38,12 @@ def test_unthrottled_source_is_backpressured_by_slow_map(remote: bool) -> None:
     assert slow["backpressure_level"] == "ok"
     assert slow["metrics"]["busyTimeMsPerSecond"] > 990
     assert slow["metrics"]["numRecordsInPerSecond"] == pytest.approx(200, rel=0.02)
+    # Flink's InputChannelMetrics: everything came through one kind of channel, in full buffers
+    kind, other = ("Remote", "Local") if remote else ("Local", "Remote")
+    metrics = slow["metrics"]
+    assert metrics[f"numBytesIn{kind}PerSecond"] == pytest.approx(metrics["numBytesInPerSecond"])
+    assert metrics[f"numBuffersIn{kind}PerSecond"] * 32768 == pytest.approx(metrics["numBytesInPerSecond"], rel=0.05)
+    assert metrics[f"numBytesIn{other}PerSecond"] == metrics[f"numBuffersIn{other}PerSecond"] == 0
     if remote:
         assert source["subtasks"][0]["task_manager"] != slow["subtasks"][0]["task_manager"]
         assert slow["metrics"]["inputExclusiveBuffersUsage"] == pytest.approx(1.0)
