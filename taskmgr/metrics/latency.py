@@ -68,13 +68,23 @@ _UPPER = bucket_upper_bounds()
 class LatencyHistogram:
     """Counts of latency values (ns) with their exact count, sum and max."""
 
-    __slots__ = ("counts", "count", "total", "max")
+    __slots__ = ("_counts", "_pending", "count", "total", "max")
 
     def __init__(self) -> None:
-        self.counts = np.zeros(NUM_BUCKETS, dtype=np.int64)
+        self._counts = np.zeros(NUM_BUCKETS, dtype=np.int64)
+        #: Bucket indices of small batches, not yet added to `_counts` (see `counts`).
+        self._pending: list[int] = []
         self.count = 0
         self.total = 0.0
         self.max = 0
+
+    @property
+    def counts(self) -> np.ndarray:
+        """The count of each bucket."""
+        if self._pending:
+            self._counts += np.bincount(self._pending, minlength=NUM_BUCKETS)
+            self._pending.clear()
+        return self._counts
 
     def record(self, values_ns: np.ndarray) -> None:
         if len(values_ns):
@@ -83,21 +93,25 @@ class LatencyHistogram:
     def record_clipped(self, values: np.ndarray) -> None:
         """`record` of a non-empty int64 array whose values are all >= 0."""
         if len(values) <= _SMALL:
-            counts = self.counts
             plain = values.tolist()
-            for value in plain:
-                counts[_bucket_index(value)] += 1
-            self.count += len(plain)
-            self.total += float(sum(plain))
-            self.max = max(self.max, max(plain))
+            self.record_buckets([_bucket_index(value) for value in plain], len(plain), sum(plain), max(plain))
             return
-        self.counts += np.bincount(bucket_indices(values), minlength=NUM_BUCKETS)
+        self._counts += np.bincount(bucket_indices(values), minlength=NUM_BUCKETS)
         self.count += len(values)
         self.total += float(values.sum())
         self.max = max(self.max, int(values.max()))
 
+    def record_buckets(self, buckets: list[int], count: int, total: int, largest: int) -> None:
+        """Count values already bucketed (a small batch: plain Python is cheaper than numpy)."""
+        self._pending.extend(buckets)
+        self.count += count
+        self.total += float(total)
+        if largest > self.max:
+            self.max = largest
+
     def merge(self, other: LatencyHistogram) -> None:
-        self.counts += other.counts
+        counts = self.counts
+        counts += other.counts
         self.count += other.count
         self.total += other.total
         self.max = max(self.max, other.max)
@@ -155,6 +169,22 @@ class LatencyMetrics:
         self.period.record_clipped(values)
         if in_steady_state:
             self.steady.record_clipped(values)
+
+    def record_since(self, now_ns: int, created_ns: np.ndarray, in_steady_state: bool) -> None:
+        """`record` of the latencies `now_ns - created_ns` (a sink's batch: usually a few
+        records, bucketed once in plain Python for both histograms)."""
+        n = len(created_ns)
+        if n > _SMALL:
+            self.record(now_ns - created_ns.astype(np.int64), in_steady_state)
+            return
+        if not n:
+            return
+        values = [now_ns - created if created < now_ns else 0 for created in created_ns.tolist()]
+        buckets = [_bucket_index(value) for value in values]
+        total, largest = sum(values), max(values)
+        self.period.record_buckets(buckets, n, total, largest)
+        if in_steady_state:
+            self.steady.record_buckets(buckets, n, total, largest)
 
     def snapshot(self) -> dict[str, float]:
         """The period's percentiles (nothing if no record arrived), then a fresh period."""

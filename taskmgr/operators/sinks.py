@@ -79,10 +79,10 @@ class SinkOperator(StreamOperator):
             return
         job_time = self.ctx.run.job_time()
         if isinstance(records, FixedWidthRecords):
-            created = records.timestamps
+            created = records.rows["ts"]
         else:
             created = np.fromiter((timestamp for _, timestamp in records), dtype=np.int64, count=len(records))
-        self.latency.record(int(job_time * 1e9) - created, self.ctx.run.in_steady_state(job_time))
+        self.latency.record_since(int(job_time * 1e9), created, self.ctx.run.in_steady_state(job_time))
 
     def _verify(self, records: Records) -> None:
         if isinstance(records, FixedWidthRecords):
