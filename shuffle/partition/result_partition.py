@@ -14,7 +14,7 @@ from typing import Protocol
 
 from shuffle import kernel
 from shuffle.buffer.buffer_builder import BufferBuilder, BufferConsumer
-from shuffle.buffer.local_buffer_pool import UNKNOWN_CHANNEL, LocalBufferPool
+from shuffle.buffer.local_buffer_pool import LocalBufferPool
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.java_int import INT_MAX
@@ -166,9 +166,10 @@ class ResultPartition:
             return min(limit, 1)
         size = self._next_buffer_size(record_size, broadcast)
         obtainable = pool.num_obtainable()
-        if broadcast:  # one shared builder, on no subpartition's quota
+        if broadcast:  # one shared builder, on subpartition 0's quota (as Flink requests it)
             builder = self._broadcast
-            room = (obtainable - 1) * size + (builder.writable_bytes if builder is not None else 0)
+            segments = min(obtainable, pool.max_buffers_per_channel - pool.subpartition_buffer_counts()[0]) - 1
+            room = segments * size + (builder.writable_bytes if builder is not None else 0)
             return min(limit, room // record_size + 1)
         n = self.num_subpartitions
         counts = pool.subpartition_buffer_counts()
@@ -232,7 +233,10 @@ class ResultPartition:
         return builder
 
     async def _new_broadcast_builder(self, partial_record_length: int) -> BufferBuilder:
-        builder = await self._request_builder(UNKNOWN_CHANNEL)
+        # Flink requests the shared builder for subpartition 0: broadcast buffers count
+        # against that subpartition's quota (10), which stops the writer before the pool
+        # (2 per subpartition + 8) runs dry.
+        builder = await self._request_builder(0)
         desired = min(sub.add(builder.create_buffer_consumer_from(0), partial_record_length)
                       for sub in self.subpartitions)
         if 0 < desired < builder.capacity:

@@ -87,3 +87,16 @@ async def test_a_broadcast_cap_takes_the_smallest_announced_buffer_size(sim_kern
         sub.set_desired_buffer_size(size)
     predicted = partition.records_before_unavailable(21, True, 10**6)
     assert predicted == await _emit_until_unavailable(partition, 21, broadcast=True)
+
+
+async def test_broadcast_buffers_count_against_subpartition_zeros_quota(sim_kernel):
+    """Flink's requestNewBroadcastBufferBuilder asks the pool for subpartition 0: a
+    broadcast writer turns unavailable at that subpartition's 10 buffers, with 6 of the
+    pool's 16 (4 x 2 + 8) still free."""
+    partition = ResultPartition("p", 4, ResultPartitionType.PIPELINED_BOUNDED, NetworkConfig(buffer_size=4096))
+    partition.setup(NetworkBufferPool(200, 4096))
+    written = await _emit_until_unavailable(partition, 4096, broadcast=True)
+    pool = partition.buffer_pool
+    assert written == 10
+    assert pool.subpartition_buffer_counts()[0] == 10 == pool.max_buffers_per_channel
+    assert pool.num_buffers == 16 and pool.num_obtainable() == 6
