@@ -1,11 +1,12 @@
 """The task's input side: the one place records and events come in (Flink's
 `StreamOneInputProcessor` / `StreamMultipleInputProcessor` over `CheckpointedInputGate`s).
 
-`StreamInputProcessor` deserializes buffers per channel and hands the records to the
+`StreamInputProcessor` takes one buffer at a time, as Flink's deserializer holds one:
+the next is polled once every record of the last is processed, and a buffer is recycled
+(which gives credit back) as its last record is done. It hands the records to the
 operator chain in chunks of at most `max_chunk_time` of modelled cost, so that the
 mailbox checks output availability (and mails, and priority events) between chunks as
-Flink does between records; a buffer is recycled (which gives credit back) once its
-records are processed. An event is handled once the records polled before it are
+Flink does between records. An event is handled once the records polled before it are
 processed, except a priority event (unaligned barrier, announcement), which is handled
 at once: the records still unread then are in-flight data of an unaligned checkpoint.
 The turn that handles the last channel's EndOfData says END_OF_DATA, before any event
@@ -32,7 +33,7 @@ from taskmgr.checkpointing.task_state import ChannelKey, channel_key
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.operators.base import OperatorContext, StreamOperator
 from taskmgr.operators.formats import RecordFormat
-from taskmgr.operators.records import Records, concat, same_kind, split
+from taskmgr.operators.records import Records, split
 from taskmgr.task_input import InputStatus, TaskInput  # noqa: F401 (TaskInput: re-exported)
 
 #: Longest modelled processing time of one chunk of records (seconds).
@@ -57,15 +58,15 @@ class _Pending(NamedTuple):
 class StreamInputProcessor:
     """Deserializes the task's inputs and feeds the head operator, one chunk per call.
 
-    A chunk is at most `MAX_CHUNK_TIME` of modelled cost. When records are cheap, a chunk
-    takes the records of several buffers (of one input; of one channel if the chain
-    needs to know the channel of its records, as a verifying sink does). A buffer stays
-    in use, and gives its credit back, only once all its records are processed.
+    A chunk is at most `MAX_CHUNK_TIME` of modelled cost, within one buffer: a task holds
+    no buffer beyond the one it reads (its channels' queues and credit are Flink's), and
+    gives it back once all its records are processed (Flink: once the last is
+    deserialized, one record's processing earlier).
     """
 
     def __init__(self, inputs: Sequence[CheckpointedInputGate], formats: dict[int, RecordFormat],
                  head: StreamOperator, chain_cost: Callable[[], float], io: TaskIOMetricGroup,
-                 ctx: OperatorContext, per_channel: bool, max_chunk_time: float = MAX_CHUNK_TIME) -> None:
+                 ctx: OperatorContext, max_chunk_time: float = MAX_CHUNK_TIME) -> None:
         self.inputs = list(inputs)
         self.formats = formats
         self.max_chunk_time = max_chunk_time
@@ -73,42 +74,35 @@ class StreamInputProcessor:
         self.chain_cost = chain_cost
         self.io = io
         self.ctx = ctx
-        self.per_channel = per_channel
         self._deserializers = {
             (info.gate_index, info.channel_index): SpanningRecordDeserializer(formats[info.gate_index])
             for info in (channel.channel_info for _, channel in self._channels())
         }
         self._pending: deque[_Pending] = deque()
-        self._num_pending = 0
         self._next = 0
         #: Channels whose EndOfData has been handled (all of them: end of data).
         self._end_of_data_channels = 0
         self._num_channels = sum(1 for _ in self._channels())
 
     async def process_input(self) -> InputStatus:
-        if not self._pending and not self._poll():  # idle: no need to ask the chain's cost
-            return InputStatus.END_OF_INPUT if self.is_finished else InputStatus.NOTHING_AVAILABLE
-        cost = self.chain_cost()
-        wanted = max(1, int(self.max_chunk_time / cost + 1e-9)) if cost > 0 else 1
-        while self._num_pending < wanted and self._poll():
-            pass
-        if self._pending:
-            head = self._pending[0]
-            if head.records is None:
-                self._pending.popleft()
-                head.source.handle_event(head.event)
-                if isinstance(head.event.event, EndOfData):
-                    self._end_of_data_channels += 1
-                    if self._end_of_data_channels == self._num_channels:
-                        return InputStatus.END_OF_DATA  # before any event behind it (a barrier)
+        if not self._pending:
+            if not self._poll():
+                return InputStatus.END_OF_INPUT if self.is_finished else InputStatus.NOTHING_AVAILABLE
+            if not self._pending:  # an event handled at once, or a buffer without a whole record
                 return InputStatus.MORE_AVAILABLE
-            if cost <= 0:
-                wanted = len(self._pending[0].records)
-            await self._process_chunk(self.head.output.headroom(wanted))
+        head = self._pending[0]
+        if head.records is None:
+            self._pending.popleft()
+            head.source.handle_event(head.event)
+            if isinstance(head.event.event, EndOfData):
+                self._end_of_data_channels += 1
+                if self._end_of_data_channels == self._num_channels:
+                    return InputStatus.END_OF_DATA  # before any event behind it (a barrier)
             return InputStatus.MORE_AVAILABLE
-        if self.is_finished:
-            return InputStatus.END_OF_INPUT
-        return InputStatus.NOTHING_AVAILABLE
+        cost = self.chain_cost()
+        wanted = max(1, int(self.max_chunk_time / cost + 1e-9)) if cost > 0 else len(head.records)
+        await self._process_chunk(self.head.output.headroom(wanted))
+        return InputStatus.MORE_AVAILABLE
 
     @property
     def is_finished(self) -> bool:
@@ -154,38 +148,18 @@ class StreamInputProcessor:
             raise
         if len(records):
             self._pending.append(_Pending(records, input_index, channel, buffer))
-            self._num_pending += len(records)
         else:
             buffer.recycle()
 
-    def _next_run(self, wanted: int) -> tuple[Records, list[Buffer]]:
-        """Up to `wanted` records from the front of the queue that can go as one chunk."""
-        first = self._pending[0]
-        parts: list[Records] = []
-        done: list[Buffer] = []
-        taken = 0
-        while self._pending and taken < wanted:
-            entry = self._pending[0]
-            if entry.records is None or (parts and not self._mergeable(first, entry)):
-                break
-            n = wanted - taken
-            if n >= len(entry.records):
-                self._pending.popleft()
-                parts.append(entry.records)
-                done.append(entry.buffer)
-                n = len(entry.records)
-            else:
-                head, rest = split(entry.records, n)
-                self._pending[0] = entry._replace(records=rest)
-                parts.append(head)
-            taken += n
-        self._num_pending -= taken
-        return concat(parts), done
-
-    def _mergeable(self, first: _Pending, entry: _Pending) -> bool:
-        return (entry.input_index == first.input_index
-                and (not self.per_channel or entry.channel == first.channel)
-                and same_kind(first.records, entry.records))
+    def _next_run(self, wanted: int) -> tuple[Records, Buffer | None]:
+        """Up to `wanted` records of the buffer being read, and the buffer if they are its last."""
+        entry = self._pending[0]
+        if wanted >= len(entry.records):
+            self._pending.popleft()
+            return entry.records, entry.buffer
+        head, rest = split(entry.records, wanted)
+        self._pending[0] = entry._replace(records=rest)
+        return head, None
 
     async def _process_chunk(self, wanted: int) -> None:
         first = self._pending[0]
@@ -195,9 +169,8 @@ class StreamInputProcessor:
         try:
             await self.head.process(chunk, first.input_index)
         finally:
-            for buffer in done:
-                if buffer is not None:  # None: restored records, in no buffer
-                    buffer.recycle()
+            if done is not None:  # None: more records of it to come, or restored records in no buffer
+                done.recycle()
 
     async def wait_available(self) -> None:
         await kernel.wait_any([c.wait_available for c in self.inputs if not c.is_finished])
@@ -249,7 +222,6 @@ class StreamInputProcessor:
             records = deserializer.read()
             if len(records):
                 self._pending.append(_Pending(records, checkpointed.input_index, info, None))
-                self._num_pending += len(records)
 
     def _channels(self) -> Iterator[tuple[CheckpointedInputGate, InputChannel]]:
         """Every input channel of the task, with the input it belongs to."""
@@ -270,4 +242,3 @@ class StreamInputProcessor:
             buffer = self._pending.popleft().buffer
             if buffer is not None:
                 buffer.recycle()
-        self._num_pending = 0

@@ -424,7 +424,7 @@ class Task:
         inputs = [CheckpointedInputGate(gates, input_index, self._barrier_handler, self.env.tracer, self.name)
                   for input_index, gates in by_input.items()]
         return StreamInputProcessor(inputs, formats, chain.head, chain.cost_per_record, io, ctx,
-                                    per_channel=chain.needs_channel, max_chunk_time=chunk_time)
+                                    max_chunk_time=chunk_time)
 
     def release_partitions(self) -> None:
         """Release what this task produced (consumers that still read it fail)."""

@@ -21,7 +21,7 @@ from taskmgr.operators.one_input import (
     MapOperator,
     ProcessOperator,
 )
-from taskmgr.operators.sinks import IterationTailOperator, SinkOperator, VerifyingSink
+from taskmgr.operators.sinks import IterationTailOperator, SinkOperator
 from taskmgr.operators.sources import (
     GeneratorSourceOperator,
     IterationHeadOperator,
@@ -59,11 +59,6 @@ class OperatorChain:
     def source(self) -> SourceOperator | None:
         head = self.head
         return head if isinstance(head, SourceOperator) else None
-
-    @property
-    def needs_channel(self) -> bool:
-        """Whether an operator checks which channel its records came from (verifying sinks)."""
-        return any(isinstance(op, SinkOperator) and isinstance(op.sink, VerifyingSink) for op in self.operators)
 
     def cost_per_record(self) -> float:
         """Modelled cost of one record through the whole chain, now."""

@@ -44,19 +44,3 @@ def split(records: Records, n: int) -> tuple[Records, Records]:
         return (FixedWidthRecords(records.rows[:n], records.format),
                 FixedWidthRecords(records.rows[n:], records.format))
     return records[:n], records[n:]
-
-
-def same_kind(a: Records, b: Records) -> bool:
-    """Whether two runs of records can be concatenated (both generic, or one fixed-width format)."""
-    if isinstance(a, FixedWidthRecords):
-        return isinstance(b, FixedWidthRecords) and a.format == b.format
-    return not isinstance(b, FixedWidthRecords)
-
-
-def concat(parts: list[Records]) -> Records:
-    """The records of `parts` in order (parts of the same kind)."""
-    if len(parts) == 1:
-        return parts[0]
-    if isinstance(parts[0], FixedWidthRecords):
-        return FixedWidthRecords.concat(parts)
-    return [record for part in parts for record in part]
