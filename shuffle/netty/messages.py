@@ -38,6 +38,7 @@ _INT_MAX = 2**31 - 1  # Flink's sequence numbers, credits, backlogs, indexes are
 _FRAME_HEADER = struct.Struct(">iIB")
 _BUFFER_FRAME_HEADER = struct.Struct(">iIBH")  # ... plus the msgpack header's length
 _FRAME_LENGTH = struct.Struct(">i")
+_HEADER_LENGTH = struct.Struct(">H")  # a BufferResponse's msgpack header length
 _DATA_TYPES = tuple(DataType)
 
 
@@ -240,6 +241,7 @@ _BY_ID: dict[int, type] = {
 MESSAGE_TYPES: tuple[type, ...] = tuple(_BY_ID.values())
 
 _packb = msgpack.Packer(use_bin_type=True).pack
+_unpackb = msgpack.unpackb
 
 
 def encode(msg: NettyMessage) -> list[bytes | bytearray | memoryview]:
@@ -262,10 +264,9 @@ def frame_size(msg: NettyMessage) -> int:
 
 def _header(cls: type, data: memoryview) -> list[Any]:
     """The header fields of a `cls` message, checked against its wire types."""
-    size = len(data)
-    try:  # msgpack's errors, its limits included, are ValueErrors
-        values = msgpack.unpackb(data, raw=False, use_list=True, max_str_len=size, max_bin_len=size,
-                                 max_array_len=len(cls._header_types), max_map_len=0, max_ext_len=0)
+    try:  # msgpack's errors, its limits included, are ValueErrors; str, bin and array
+        # lengths are limited to len(data) by default (str as UTF-8, lists: raw=False, use_list)
+        values = _unpackb(data, max_array_len=len(cls._header_types), max_map_len=0, max_ext_len=0)
     except ValueError as exc:
         raise CorruptedStreamError(f"{cls.__name__}: header is not valid msgpack ({exc})") from None
     if type(values) is not list or len(values) != len(cls._header_types):
@@ -288,7 +289,7 @@ def _decode_frame(frame: memoryview, msg_id: int) -> NettyMessage:
             start = _BUFFER_FRAME_HEADER.size
             if len(frame) < start:
                 raise CorruptedStreamError("BufferResponse: frame too short for its header length")
-            (header_length,) = struct.unpack_from(">H", frame, FRAME_HEADER_LENGTH)
+            (header_length,) = _HEADER_LENGTH.unpack_from(frame, FRAME_HEADER_LENGTH)
             if start + header_length > len(frame):
                 raise CorruptedStreamError(f"BufferResponse: header length {header_length} exceeds its frame")
             receiver_id, sequence_number, backlog, data_type, subpartition_id, is_compressed = _header(
