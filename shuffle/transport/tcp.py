@@ -73,9 +73,10 @@ class SocketIO:
     trio's `SocketStream` passes through the scheduler on every `receive_some` and
     `send_all`, also when the socket gives or takes the bytes at once: one scheduler pass
     per frame or read on the Netty hot path. Here a call waits (and so yields) only when
-    the socket would block; after `FAIR_STREAK` calls in a row that did not, it yields once
-    (a checkpoint: cancellation is delivered there), so a busy connection cannot starve
-    the other tasks. One task reads and one task writes at a time (the Netty layer's
+    the socket would block; after `FAIR_STREAK` calls in a row that did not, the next call
+    yields once first (a checkpoint: cancellation is delivered there, before any byte
+    moves, so a cancelled call has read or written nothing), and a busy connection
+    cannot starve the other tasks. One task reads and one task writes at a time (the Netty layer's
     reader loop and its `OutboundWriter`). Errors are trio's: `ClosedResourceError` once
     the socket is closed, `BrokenResourceError` for a failed connection.
     """
@@ -90,6 +91,9 @@ class SocketIO:
     async def receive_into(self, buffer: memoryview) -> int:
         """Read what is there (at most `len(buffer)` bytes) into `buffer`, waiting for at least
         one byte; 0 at the peer's EOF."""
+        if self._read_streak >= FAIR_STREAK:
+            self._read_streak = 0
+            await trio.lowlevel.checkpoint()
         sock = self._socket
         while True:
             try:
@@ -101,13 +105,13 @@ class SocketIO:
             except OSError as exc:
                 raise _stream_error(exc) from exc
         self._read_streak += 1
-        if self._read_streak >= FAIR_STREAK:
-            self._read_streak = 0
-            await trio.lowlevel.checkpoint()
         return count
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         """Write all of `data`, waiting while the socket's send buffer is full."""
+        if self._write_streak >= FAIR_STREAK:
+            self._write_streak = 0
+            await trio.lowlevel.checkpoint()
         sock = self._socket
         view = memoryview(data)
         while True:
@@ -123,9 +127,6 @@ class SocketIO:
                 break
             view = view[sent:]
         self._write_streak += 1
-        if self._write_streak >= FAIR_STREAK:
-            self._write_streak = 0
-            await trio.lowlevel.checkpoint()
 
 
 def _stream_error(exc: OSError) -> Exception:
