@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 OnMessages = Callable[[list[NettyMessage]], bool]
 
+#: Bytes per read. `receive_some` allocates them (below glibc's mmap threshold: no mmap per
+#: recv); a TCP read fills the decoder's buffer instead.
 RECEIVE_SIZE = 64 * 1024
 
 
