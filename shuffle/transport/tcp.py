@@ -75,10 +75,10 @@ class SocketIO:
     per frame or read on the Netty hot path. Here a call waits (and so yields) only when
     the socket would block; after `FAIR_STREAK` calls in a row that did not, the next call
     yields once first (a checkpoint: cancellation is delivered there, before any byte
-    moves, so a cancelled call has read or written nothing), and a busy connection
-    cannot starve the other tasks. One task reads and one task writes at a time (the Netty layer's
-    reader loop and its `OutboundWriter`). Errors are trio's: `ClosedResourceError` once
-    the socket is closed, `BrokenResourceError` for a failed connection.
+    moves, so a cancelled call has read or written nothing), so a busy connection cannot
+    starve the other tasks. One task reads and one task writes at a time (the Netty
+    layer's reader loop and its `OutboundWriter`). Errors are trio's: `ClosedResourceError`
+    once the socket is closed, `BrokenResourceError` for a failed connection.
     """
 
     __slots__ = ("_socket", "_read_streak", "_write_streak")
