@@ -36,13 +36,16 @@ from shuffle.errors import CorruptedStreamError
 from shuffle.netty.messages import BufferResponse, FrameDecoder, NettyMessage, encode, frame_size
 from shuffle.transport import ByteStream
 from shuffle.transport.sim_link import CORRUPTED
+from shuffle.transport.tcp import socket_io
 
 if TYPE_CHECKING:
     from shuffle.netty.outbound_writer import OutboundWriter
 
 OnMessages = Callable[[list[NettyMessage]], bool]
 
-RECEIVE_SIZE = 64 * 1024  # below glibc's mmap threshold: no mmap per recv
+#: Bytes per read. `receive_some` allocates them (below glibc's mmap threshold: no mmap per
+#: recv); a TCP read fills the decoder's buffer instead.
+RECEIVE_SIZE = 64 * 1024
 
 
 class MessageStream(Protocol):
@@ -66,22 +69,25 @@ class MessageStream(Protocol):
 
 
 class FramedMessageStream:
-    """Messages as Flink's frames on a byte stream."""
+    """Messages as Flink's frames on a byte stream. On a TCP stream the socket is read
+    straight into the decoder's buffer and written without a scheduler pass per frame
+    (`SocketIO`)."""
 
-    __slots__ = ("stream", "_decoder")
+    __slots__ = ("stream", "_decoder", "_io")
 
     def __init__(self, stream: ByteStream, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.stream = stream
         self._decoder = FrameDecoder(max_frame_size)
+        self._io = socket_io(stream)
 
     def seal(self, msg: NettyMessage) -> bytes:
         return b"".join(encode(msg))
 
     async def send_sealed(self, sealed: bytes) -> None:
-        await self.stream.send_all(sealed)
+        await (self.stream if self._io is None else self._io).send_all(sealed)
 
     async def send(self, msg: NettyMessage) -> None:
-        await self.stream.send_all(b"".join(encode(msg)))
+        await self.send_sealed(self.seal(msg))
 
     async def wait_writable(self) -> None:
         # On TCP the writer has no outbound buffer of its own: the socket's send buffer is
@@ -100,12 +106,17 @@ class FramedMessageStream:
         self.stream.send_now(sealed, len(sealed))
 
     async def receive(self) -> list[NettyMessage]:
-        decoder = self._decoder
+        decoder, io = self._decoder, self._io
         while True:
-            data = await self.stream.receive_some(RECEIVE_SIZE)
-            if not data:
+            if io is None:
+                data = await self.stream.receive_some(RECEIVE_SIZE)
+                decoder.feed(data)
+                count = len(data)
+            else:
+                count = await io.receive_into(decoder.room(RECEIVE_SIZE))
+                decoder.commit(count)
+            if not count:
                 return []
-            decoder.feed(data)
             messages = list(decoder)
             if messages:
                 return messages

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from operator import attrgetter
@@ -39,6 +38,7 @@ _INT_MAX = 2**31 - 1  # Flink's sequence numbers, credits, backlogs, indexes are
 _FRAME_HEADER = struct.Struct(">iIB")
 _BUFFER_FRAME_HEADER = struct.Struct(">iIBH")  # ... plus the msgpack header's length
 _FRAME_LENGTH = struct.Struct(">i")
+_HEADER_LENGTH = struct.Struct(">H")  # a BufferResponse's msgpack header length
 _DATA_TYPES = tuple(DataType)
 
 
@@ -241,6 +241,7 @@ _BY_ID: dict[int, type] = {
 MESSAGE_TYPES: tuple[type, ...] = tuple(_BY_ID.values())
 
 _packb = msgpack.Packer(use_bin_type=True).pack
+_unpackb = msgpack.unpackb
 
 
 def encode(msg: NettyMessage) -> list[bytes | bytearray | memoryview]:
@@ -263,10 +264,9 @@ def frame_size(msg: NettyMessage) -> int:
 
 def _header(cls: type, data: memoryview) -> list[Any]:
     """The header fields of a `cls` message, checked against its wire types."""
-    size = len(data)
-    try:  # msgpack's errors, its limits included, are ValueErrors
-        values = msgpack.unpackb(data, raw=False, use_list=True, max_str_len=size, max_bin_len=size,
-                                 max_array_len=len(cls._header_types), max_map_len=0, max_ext_len=0)
+    try:  # msgpack's errors, its limits included, are ValueErrors; str, bin and array
+        # lengths are limited to len(data) by default (str as UTF-8, lists: raw=False, use_list)
+        values = _unpackb(data, max_array_len=len(cls._header_types), max_map_len=0, max_ext_len=0)
     except ValueError as exc:
         raise CorruptedStreamError(f"{cls.__name__}: header is not valid msgpack ({exc})") from None
     if type(values) is not list or len(values) != len(cls._header_types):
@@ -289,7 +289,7 @@ def _decode_frame(frame: memoryview, msg_id: int) -> NettyMessage:
             start = _BUFFER_FRAME_HEADER.size
             if len(frame) < start:
                 raise CorruptedStreamError("BufferResponse: frame too short for its header length")
-            (header_length,) = struct.unpack_from(">H", frame, FRAME_HEADER_LENGTH)
+            (header_length,) = _HEADER_LENGTH.unpack_from(frame, FRAME_HEADER_LENGTH)
             if start + header_length > len(frame):
                 raise CorruptedStreamError(f"BufferResponse: header length {header_length} exceeds its frame")
             receiver_id, sequence_number, backlog, data_type, subpartition_id, is_compressed = _header(
@@ -307,34 +307,63 @@ def _decode_frame(frame: memoryview, msg_id: int) -> NettyMessage:
 
 
 class FrameDecoder:
-    """Splits a byte stream fed in arbitrary chunks into messages.
+    """Splits a byte stream into messages, decoding them from one reusable buffer.
 
-    `feed(data)` takes ownership of `data` (it must not change afterwards); iterating
-    yields every complete message. A `BufferResponse` payload is a memoryview into the
-    fed data (or into one joined copy when its frame spanned chunks): copy it into a
-    network buffer and drop the message. A frame longer than `max_frame_size` is refused
-    from its length field; after a `CorruptedStreamError` the decoder keeps raising it
-    and drops whatever is fed.
+    Bytes come in either copied by `feed(data)`, or read straight into `room(n)` (the
+    buffer's free tail) and then announced by `commit(count)`, which spares that copy.
+    Iterating yields every complete message. A `BufferResponse` payload is a memoryview
+    into the decoder's buffer, valid until the next `feed` or `room`: copy it into a network
+    buffer before that (Flink's decoder copies it into a pooled buffer). A frame longer
+    than `max_frame_size` is refused from its length field; after a `CorruptedStreamError`
+    the decoder keeps raising it and drops whatever is fed.
     """
 
-    __slots__ = ("_chunks", "_offset", "_available", "_max_frame_size", "_error")
+    __slots__ = ("_buffer", "_view", "_start", "_end", "_max_frame_size", "_error")
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
-        self._chunks: deque[memoryview] = deque()
-        self._offset = 0  # consumed bytes of the first chunk
-        self._available = 0
+        self._buffer = bytearray()
+        self._view = memoryview(self._buffer)
+        self._start = 0  # the first byte not decoded yet
+        self._end = 0  # the end of the bytes in the buffer
         self._max_frame_size = max_frame_size
         self._error: CorruptedStreamError | None = None
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Take a copy of `data`."""
         if len(data) and self._error is None:
-            self._chunks.append(memoryview(data).cast("B"))
-            self._available += len(data)
+            self.room(len(data))[:] = memoryview(data).cast("B")
+            self._end += len(data)
+
+    def room(self, size: int) -> memoryview:
+        """`size` writable bytes right after the undecoded ones; fill a prefix, then `commit`.
+        Moves the undecoded bytes to the front of the buffer (or into a larger one) when the
+        free tail is shorter than `size`; the payloads of earlier messages get overwritten."""
+        start, end = self._start, self._end
+        if start == end:
+            self._start = self._end = start = end = 0
+        if len(self._buffer) - end < size:
+            pending = end - start
+            undecoded = self._view[start:end]
+            if pending + size > len(self._buffer):
+                # a new buffer (payload views may still hold the old one), with room for
+                # a few more reads of `size` before the next move
+                self._buffer = bytearray(max(4 * size, pending + size, 2 * len(self._buffer)))
+                self._view = memoryview(self._buffer)
+            elif pending > start:
+                undecoded = undecoded.tobytes()  # it overlaps its new place
+            self._buffer[:pending] = undecoded
+            self._start, self._end = start, end = 0, pending
+        return self._view[end:end + size]
+
+    def commit(self, count: int) -> None:
+        """`count` bytes were written at the start of the last `room`."""
+        if self._error is None:
+            self._end += count
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes fed but not yet decoded (an incomplete frame)."""
-        return self._available
+        return self._end - self._start
 
     def __iter__(self) -> Iterator[NettyMessage]:
         return self
@@ -342,17 +371,16 @@ class FrameDecoder:
     def __next__(self) -> NettyMessage:
         if self._error is not None:
             raise self._error
-        if self._available < 4:
-            raise StopIteration
-        first = self._chunks[0]
-        offset = self._offset
-        if len(first) - offset >= FRAME_HEADER_LENGTH:
-            length, magic, msg_id = _FRAME_HEADER.unpack_from(first, offset)
-        elif self._available >= FRAME_HEADER_LENGTH:
-            length, magic, msg_id = _FRAME_HEADER.unpack(self._peek(FRAME_HEADER_LENGTH))
-        else:  # only the length has arrived: check it now, the rest once it is here
-            (length,) = _FRAME_LENGTH.unpack(self._peek(4))
+        start = self._start
+        available = self._end - start
+        if available < FRAME_HEADER_LENGTH:
+            if available < 4:
+                raise StopIteration
+            # only the length has arrived: check it now, the rest once it is here
+            (length,) = _FRAME_LENGTH.unpack_from(self._view, start)
             magic, msg_id = MAGIC_NUMBER, BufferResponse.ID
+        else:
+            length, magic, msg_id = _FRAME_HEADER.unpack_from(self._view, start)
         if not FRAME_HEADER_LENGTH <= length <= self._max_frame_size:
             self._fail(f"Network stream corrupted: frame length {length} "
                        f"(must be {FRAME_HEADER_LENGTH} to {self._max_frame_size} bytes)")
@@ -360,45 +388,16 @@ class FrameDecoder:
             self._fail("Network stream corrupted: received incorrect magic number.")
         if msg_id not in _BY_ID:
             self._fail(f"Received unknown message id {msg_id}")
-        if self._available < length:
+        if available < length:
             raise StopIteration
-        if len(first) - offset >= length:
-            frame = first[offset : offset + length]
-            self._consume(length)
-        else:
-            frame = memoryview(self._take(length))
+        self._start = start + length
         try:
-            return _decode_frame(frame, msg_id)
+            return _decode_frame(self._view[start : start + length], msg_id)
         except CorruptedStreamError as exc:
             self._fail(exc)
 
     def _fail(self, error: str | CorruptedStreamError) -> NoReturn:
         """Fail for good: drop the buffered bytes, raise `error` now and on every later call."""
         self._error = error if isinstance(error, CorruptedStreamError) else CorruptedStreamError(error)
-        self._chunks.clear()
-        self._offset = self._available = 0
+        self._start = self._end = 0
         raise self._error
-
-    def _peek(self, n: int) -> bytes:
-        parts, need, offset = [], n, self._offset
-        for chunk in self._chunks:
-            part = chunk[offset : offset + need]
-            parts.append(part)
-            need -= len(part)
-            offset = 0
-            if not need:
-                break
-        return b"".join(parts)
-
-    def _take(self, n: int) -> bytes:
-        data = self._peek(n)
-        self._consume(n)
-        return data
-
-    def _consume(self, n: int) -> None:
-        self._available -= n
-        chunks = self._chunks
-        offset = self._offset + n
-        while chunks and offset >= len(chunks[0]):
-            offset -= len(chunks.popleft())
-        self._offset = offset

@@ -3,10 +3,14 @@
 Addresses are `"host:port"` strings (`"[::1]:port"` for IPv6). Servers bind to the host
 of the address, or to the transport's `bind_host` (127.0.0.1 by default) when the host is
 empty; port 0 picks a free port, and `serve` reports the bound address.
+
+`SocketIO` reads and writes such a stream's socket for the Netty layer's hot path.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import socket
 from typing import Any
 
@@ -57,3 +61,81 @@ class TcpTransport:
         stream = await trio.open_tcp_stream(host, port)
         _set_nodelay(stream)
         return stream
+
+
+#: Reads (or writes) in a row that did not have to wait before `SocketIO` yields once anyway.
+FAIR_STREAK = 16
+
+
+class SocketIO:
+    """Non-blocking reads and writes on a TCP stream's socket, yielding only when needed.
+
+    trio's `SocketStream` passes through the scheduler on every `receive_some` and
+    `send_all`, also when the socket gives or takes the bytes at once: one scheduler pass
+    per frame or read on the Netty hot path. Here a call waits (and so yields) only when
+    the socket would block; after `FAIR_STREAK` calls in a row that did not, the next call
+    yields once first (a checkpoint: cancellation is delivered there, before any byte
+    moves, so a cancelled call has read or written nothing), so a busy connection cannot
+    starve the other tasks. One task reads and one task writes at a time (the Netty
+    layer's reader loop and its `OutboundWriter`). Errors are trio's: `ClosedResourceError`
+    once the socket is closed, `BrokenResourceError` for a failed connection.
+    """
+
+    __slots__ = ("_socket", "_read_streak", "_write_streak")
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._socket = stream.socket
+        self._read_streak = 0
+        self._write_streak = 0
+
+    async def receive_into(self, buffer: memoryview) -> int:
+        """Read what is there (at most `len(buffer)` bytes) into `buffer`, waiting for at least
+        one byte; 0 at the peer's EOF."""
+        if self._read_streak >= FAIR_STREAK:
+            self._read_streak = 0
+            await trio.lowlevel.checkpoint()
+        sock = self._socket
+        while True:
+            try:
+                count = os.readv(sock.fileno(), (buffer,))
+                break
+            except BlockingIOError:
+                self._read_streak = 0
+                await trio.lowlevel.wait_readable(sock)
+            except OSError as exc:
+                raise _stream_error(exc) from exc
+        self._read_streak += 1
+        return count
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        """Write all of `data`, waiting while the socket's send buffer is full."""
+        if self._write_streak >= FAIR_STREAK:
+            self._write_streak = 0
+            await trio.lowlevel.checkpoint()
+        sock = self._socket
+        view = memoryview(data)
+        while True:
+            try:
+                sent = os.write(sock.fileno(), view)
+            except BlockingIOError:
+                self._write_streak = 0
+                await trio.lowlevel.wait_writable(sock)
+                continue
+            except OSError as exc:
+                raise _stream_error(exc) from exc
+            if sent == len(view):
+                break
+            view = view[sent:]
+        self._write_streak += 1
+
+
+def _stream_error(exc: OSError) -> Exception:
+    """trio's error for a failed socket call: closed by us, or a broken connection."""
+    if exc.errno == errno.EBADF:
+        return trio.ClosedResourceError("this socket was already closed")
+    return trio.BrokenResourceError(f"socket connection broken: {exc}")
+
+
+def socket_io(stream: Any) -> SocketIO | None:
+    """A `SocketIO` for a TCP stream; None for any other stream (the simulated link)."""
+    return SocketIO(stream) if isinstance(stream, trio.SocketStream) else None

@@ -1,5 +1,6 @@
 """Netty message catalogue and framing (spec 3.1, 3.2)."""
 
+import itertools
 import struct
 
 import pytest
@@ -166,3 +167,82 @@ def test_any_chunking_round_trips(msgs, data):
             decoded.append(msg)
     assert decoded == msgs
     assert decoder.buffered_bytes == 0
+
+
+def _read_in_pieces(decoder, stream, read_sizes, room_size):
+    """Read `stream` into `decoder.room(room_size)` as a socket would, each read taking the
+    next of `read_sizes` (cycled) bytes at most; the decoded messages, payloads copied out
+    before the next read as handlers do."""
+    decoded, position = [], 0
+    for size in itertools.cycle(read_sizes):
+        if position == len(stream):
+            return decoded
+        room = decoder.room(room_size)
+        count = min(size, room_size, len(stream) - position)
+        room[:count] = stream[position:position + count]
+        decoder.commit(count)
+        position += count
+        for msg in decoder:
+            if isinstance(msg, BufferResponse):
+                msg.buffer = bytes(msg.buffer)
+            decoded.append(msg)
+
+
+def test_frames_split_across_reads_at_every_byte_boundary():
+    stream = b"".join(frame_bytes(m) for m in EXAMPLES)
+    for cut in range(1, len(stream)):
+        decoder = FrameDecoder()
+        assert _read_in_pieces(decoder, stream, [cut, len(stream)], len(stream)) == EXAMPLES
+        assert decoder.buffered_bytes == 0
+
+
+def test_many_frames_in_one_read_decode_from_the_read_buffer_without_copies():
+    msgs = [BufferResponse("ch", i, 0, DataType.DATA_BUFFER, bytes([i]) * 1000) for i in range(50)]
+    stream = b"".join(frame_bytes(m) for m in msgs)
+    decoder = FrameDecoder()
+    room = decoder.room(len(stream) + 10)
+    room[:len(stream)] = stream
+    decoder.commit(len(stream))
+    decoded = list(decoder)
+    assert decoded == msgs  # payload views compare equal to the bytes sent
+    assert all(m.buffer.obj is room.obj for m in decoded)  # views into the read buffer itself
+
+
+def test_a_frame_larger_than_the_buffer_grows_it_keeping_what_was_read():
+    big = BufferResponse("ch", 1, 0, DataType.DATA_BUFFER, bytes(range(256)) * 40)
+    msgs = [AddCredit(1, "ch"), big, AddCredit(2, "ch")]
+    stream = b"".join(frame_bytes(m) for m in msgs)
+    assert _read_in_pieces(FrameDecoder(), stream, [100], 100) == msgs
+
+
+def test_undecoded_bytes_move_to_the_front_also_onto_themselves():
+    """Reads of 100 into a 400-byte buffer: a partial frame moves to the front, overlapping
+    its old place when it is longer than what was decoded before it."""
+    msgs = [m for i in range(6) for m in (
+        BufferResponse("ch", i, 0, DataType.DATA_BUFFER, bytes([i]) * (150 + 40 * i)), AddCredit(i + 1, "ch"))]
+    stream = b"".join(frame_bytes(m) for m in msgs)
+    for read_sizes in ([100], [100, 37], [61, 100, 3]):
+        assert _read_in_pieces(FrameDecoder(), stream, read_sizes, 100) == msgs
+
+
+@given(st.lists(messages, max_size=12), st.lists(st.integers(1, 300), min_size=1, max_size=40),
+       st.integers(1, 300))
+def test_any_reads_into_the_buffer_round_trip(msgs, read_sizes, room_size):
+    stream = b"".join(frame_bytes(m) for m in msgs)
+    decoder = FrameDecoder()
+    assert _read_in_pieces(decoder, stream, read_sizes, room_size) == msgs
+    assert decoder.buffered_bytes == 0
+
+
+def test_a_failed_decoder_ignores_reads():
+    decoder = FrameDecoder()
+    room = decoder.room(4)
+    room[:] = struct.pack(">i", 3)
+    decoder.commit(4)
+    with pytest.raises(CorruptedStreamError, match="frame length 3"):
+        next(decoder)
+    decoder.commit(len(decoder.room(10)))
+    decoder.feed(frame_bytes(CloseRequest()))
+    assert decoder.buffered_bytes == 0
+    with pytest.raises(CorruptedStreamError, match="frame length 3"):
+        next(decoder)

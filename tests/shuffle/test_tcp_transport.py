@@ -5,7 +5,7 @@ import socket
 import pytest
 import trio
 
-from shuffle.transport.tcp import TcpTransport, format_address, parse_address
+from shuffle.transport.tcp import FAIR_STREAK, SocketIO, TcpTransport, format_address, parse_address, socket_io
 
 pytestmark = pytest.mark.tcp
 
@@ -78,3 +78,79 @@ def test_addresses():
     assert format_address("localhost", 1) == "localhost:1"
     with pytest.raises(ValueError, match="'nohost'"):
         parse_address("nohost")
+
+
+def stream_pair():
+    a, b = trio.socket.socketpair()
+    return trio.SocketStream(a), trio.SocketStream(b)
+
+
+async def test_socket_io_moves_more_than_the_socket_buffers_hold_both_ways():
+    left, right = stream_pair()
+    io_left, io_right = SocketIO(left), SocketIO(right)
+    payload = bytes(range(256)) * 8192  # 2 MiB: the writer must wait for the reader
+    received = bytearray()
+
+    async def read_all():
+        buffer = memoryview(bytearray(100_000))
+        while len(received) < len(payload):
+            count = await io_right.receive_into(buffer)
+            received.extend(buffer[:count])
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read_all)
+            await io_left.send_all(payload)
+    assert received == payload
+    await left.aclose()
+    with trio.fail_after(10):
+        assert await io_right.receive_into(memoryview(bytearray(10))) == 0  # the peer's EOF
+
+
+async def test_socket_io_errors_are_trios():
+    left, right = stream_pair()
+    io_left = SocketIO(left)
+    await right.aclose()
+    with pytest.raises(trio.BrokenResourceError):
+        for _ in range(100):  # the first writes may still land in the socket buffer
+            await io_left.send_all(b"x" * 65536)
+    await left.aclose()
+    with pytest.raises(trio.ClosedResourceError):
+        await io_left.receive_into(memoryview(bytearray(10)))
+    with pytest.raises(trio.ClosedResourceError):
+        await io_left.send_all(b"x")
+
+
+async def test_socket_io_yields_only_every_fair_streak_calls_while_bytes_are_waiting():
+    left, right = stream_pair()
+    reads = 3 * FAIR_STREAK + 1  # a checkpoint before reads 17, 33 and 49
+    await left.send_all(bytes(reads))  # all there before the first read
+    io, one = SocketIO(right), memoryview(bytearray(1))
+    other_steps = 0
+    done = False
+
+    async def other():
+        nonlocal other_steps
+        while not done:
+            other_steps += 1
+            await trio.lowlevel.checkpoint()
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(other)
+            await trio.lowlevel.checkpoint()  # `other` starts
+            other_steps = 0
+            for _ in range(reads):
+                assert await io.receive_into(one) == 1
+            done = True
+    # the other task ran: a step after each FAIR_STREAK reads (give or take trio's order of
+    # the tasks of one batch), not one per read
+    assert 2 <= other_steps <= 4
+
+
+async def test_socket_io_is_for_tcp_streams_only():
+    left, right = stream_pair()
+    assert isinstance(socket_io(left), SocketIO)
+    assert socket_io(object()) is None
+    await left.aclose()
+    await right.aclose()
