@@ -107,26 +107,38 @@ class GeneratorState:
     def next_batch(self, n: int, timestamp_ns: int | np.ndarray) -> FixedWidthRecords:
         """The next `n` records, stamped `timestamp_ns` (one for all, or one each), fewer at the
         end of a bounded source."""
+        batch = self.peek_batch(n, timestamp_ns)
+        self.advance(len(batch))
+        return batch
+
+    def peek_batch(self, n: int, timestamp_ns: int | np.ndarray) -> FixedWidthRecords:
+        """`next_batch` without moving past the records: until `advance`, the same records
+        (keys and sequence numbers) come again."""
         if self.remaining is not None:
             n = min(n, self.remaining)
-            self.remaining -= n
             if isinstance(timestamp_ns, np.ndarray):
                 timestamp_ns = timestamp_ns[:n]
         seqs = np.arange(self.next_seq, self.next_seq + n, dtype=np.int64)
-        self.next_seq += n
-        return FixedWidthRecords.make(self._next_keys(n), seqs, timestamp_ns, self.record_size)
+        return FixedWidthRecords.make(self._peek_keys(n), seqs, timestamp_ns, self.record_size)
 
-    def _next_keys(self, n: int) -> np.ndarray:
-        """The next n keys; drawn KEY_BLOCK at a time where that gives the same keys, since a
-        paced source asks for a few keys per wakeup and a draw costs ~7 us however small."""
-        if not self.keys.splittable:
-            return self.keys.sample(self.rng, n)
+    def advance(self, n: int) -> None:
+        """Move past the next `n` records (handed out)."""
+        if self.remaining is not None:
+            self.remaining -= n
+        self.next_seq += n
+        self._ahead_pos += n
+
+    def _peek_keys(self, n: int) -> np.ndarray:
+        """The next n keys. Splittable distributions draw KEY_BLOCK at a time (the same keys as
+        drawn batch by batch), since a paced source asks for a few keys per wakeup and a draw
+        costs ~7 us however small; others draw what is missing."""
         start = self._ahead_pos
-        if start + n > len(self._ahead):
+        missing = start + n - len(self._ahead)
+        if missing > 0:
             rest = self._ahead[start:]
-            self._ahead = np.concatenate([rest, self.keys.sample(self.rng, max(KEY_BLOCK, n - len(rest)))])
-            start = 0
-        self._ahead_pos = start + n
+            block = max(KEY_BLOCK, missing) if self.keys.splittable else missing
+            self._ahead = np.concatenate([rest, self.keys.sample(self.rng, block)])
+            self._ahead_pos = start = 0
         return self._ahead[start:start + n]
 
 

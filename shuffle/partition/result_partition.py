@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+import numpy as np
+
 from shuffle import kernel
 from shuffle.buffer.buffer_builder import BufferBuilder, BufferConsumer
 from shuffle.buffer.local_buffer_pool import LocalBufferPool
@@ -187,6 +189,41 @@ class ResultPartition:
         limit_per_channel = pool.max_buffers_per_channel - 1
         concentrated = min(room + (limit_per_channel - count) * size for room, count in zip(left, counts))
         return min(limit, min(spread, concentrated) // record_size + 1)
+
+    def records_before_unavailable_to(self, targets: np.ndarray, record_size: int) -> int:
+        """`records_before_unavailable`, exact, for records of `record_size` wire bytes going
+        to the subpartitions `targets` in order: up to and including the record that takes
+        the pool's last obtainable segment or brings a subpartition to its quota.
+
+        A record that overflows its subpartition's open builder takes new segments for
+        the rest (Flink's record continuation); a subpartition's new builders hold what
+        `_next_buffer_size` says (with debloating, exact while the announced size is at
+        least a record).
+        """
+        n = len(targets)
+        pool = self.buffer_pool
+        if pool is None or not pool.is_available() or n <= 1:
+            return min(n, 1)
+        channels = self.num_subpartitions
+        size = pool.network_pool.segment_size
+        if self.config.debloat:
+            capacity = np.array([min(size, max(sub.desired_buffer_size, record_size)) for sub in self.subpartitions])
+        else:
+            capacity = np.full(channels, size)
+        room = np.array([0 if b is None else b.writable_bytes for b in self._unicast])
+        # the k-th record (from 0) of its subpartition ends k + 1 records into it
+        per_channel = np.bincount(targets, minlength=channels)
+        order = np.argsort(targets.astype(np.uint16) if channels <= 65536 else targets, kind="stable")  # a radix sort
+        rank = np.empty(n, dtype=np.int64)
+        rank[order] = np.arange(n) - np.repeat(np.cumsum(per_channel) - per_channel, per_channel)
+        written = (rank + 1) * record_size - room[targets]
+        cap = capacity[targets]
+        taken = -(-np.maximum(written, 0) // cap)  # segments its subpartition took up to this record
+        before = -(-np.maximum(written - record_size, 0) // cap)
+        counts = np.asarray(pool.subpartition_buffer_counts())
+        stops = (np.cumsum(taken - before) >= pool.num_obtainable()) | (counts[targets] + taken >= pool.max_buffers_per_channel)
+        first = int(np.argmax(stops))
+        return first + 1 if stops[first] else n
 
     def _next_buffer_size(self, record_size: int, broadcast: bool) -> int:
         """The capacity new builders get: the segment, cut to what the consumers announced

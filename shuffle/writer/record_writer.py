@@ -56,6 +56,9 @@ class RecordWriter:
         self.next_flush_at = 0.0 if timeout > 0 else math.inf
         self.num_subpartitions = partition.num_subpartitions
         selector.setup(self.num_subpartitions)
+        #: Channels selected for records that were not written (`writable_prefix` cut their
+        #: batch): the same records come again first, and keep them (a selector may be stateful).
+        self._preselected: np.ndarray | None = None
 
     async def emit(self, value: Any, timestamp: int = 0) -> None:
         """Serialize one record and append it to its channel (all channels for broadcast)."""
@@ -82,7 +85,14 @@ class RecordWriter:
                 self.partition.flush_all()
             return
         small = len(batch) <= SMALL_BATCH
-        targets = self.selector.select_channel_list(batch) if small else self.selector.select_channels(batch)
+        if self._preselected is not None:
+            targets = self._select(batch)
+            self._preselected = targets[len(batch):] if len(targets) > len(batch) else None
+            targets = targets[:len(batch)]
+            if small:
+                targets = targets.tolist()
+        else:
+            targets = self.selector.select_channel_list(batch) if small else self.selector.select_channels(batch)
         if self.num_subpartitions == 1:
             await self.partition.emit_record(wire, 0, row)
             if self.flush_always:
@@ -92,6 +102,25 @@ class RecordWriter:
             await self.partition.emit_record(data, target, row)
             if self.flush_always:
                 self.partition.flush(target)
+
+    def writable_prefix(self, batch: FixedWidthRecords) -> int:
+        """Of `batch`, how many records Flink's per-record loop writes before the writer turns
+        unavailable: exact, from the channel of each record (kept for `emit_batch`)."""
+        if self.selector.is_broadcast or self.num_subpartitions == 1:
+            return self.records_before_unavailable(batch.format.wire_size, len(batch))
+        targets = self._preselected = self._select(batch)
+        return self.partition.records_before_unavailable_to(targets[:len(batch)], batch.format.wire_size)
+
+    def _select(self, batch: FixedWidthRecords) -> np.ndarray:
+        """The channels of `batch`: those kept from an earlier selection first, then new ones
+        (at least one per record of `batch`)."""
+        kept = self._preselected
+        if kept is None:
+            return self.selector.select_channels(batch)
+        if len(kept) >= len(batch):
+            return kept
+        rest = FixedWidthRecords(batch.rows[len(kept):], batch.format)
+        return np.concatenate([kept, self.selector.select_channels(rest)])
 
     def _runs(self, targets: np.ndarray, batch: FixedWidthRecords, wire: memoryview) -> list[tuple[int, memoryview]]:
         """The batch's wire bytes grouped by target channel (ascending), order kept per channel."""

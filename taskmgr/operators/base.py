@@ -108,6 +108,13 @@ class RecordWriterOutput:
             return limit
         return self.writer.records_before_unavailable(self.writer.serializer.format.wire_size, limit)
 
+    def writable_prefix(self, records: Records) -> int:
+        """`headroom`, exact for these records (their channels known); generic records are
+        not capped."""
+        if not self.fixed_width:
+            return len(records)
+        return self.writer.writable_prefix(records)
+
     async def write(self, records: Records) -> None:
         n = len(records)
         if n == 0:
@@ -137,6 +144,16 @@ class Output:
             limit = operator.output.headroom(limit)
         for _, writer in self.writers:
             limit = writer.headroom(limit)
+        return limit
+
+    def writable_prefix(self, records: Records) -> int:
+        """Of `records`, how many go out before an output turns unavailable: exact at the
+        record writers, `headroom`'s estimate through chained operators."""
+        limit = len(records)
+        for _, operator in self.chained:
+            limit = operator.output.headroom(limit)
+        for _, writer in self.writers:
+            limit = min(limit, writer.writable_prefix(records))
         return limit
 
     async def emit(self, records: Records, tag: OutputTag | None = None) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 
 from graph import CollectionSource, GeneratorSource, SequenceSource, StreamNode
 from shuffle import kernel
-from shuffle.serialization.records import FixedWidthFormat
+from shuffle.serialization.records import FixedWidthFormat, FixedWidthRecords
 from taskmgr.operators.base import OperatorContext, Output, StreamOperator
 from taskmgr.operators.records import Records
 from taskmgr.results import ORIGIN_SHIFT
@@ -100,13 +100,19 @@ class SourceOperator(StreamOperator):
         n = min(self.due(), self.batch_size)
         if n <= 0:
             return InputStatus.NOTHING_AVAILABLE
-        if not await self._emit_records(self.output.headroom(n)):
+        if not await self._emit_records(n):
             return InputStatus.END_OF_DATA  # ran out: end of data first, end of input at the next call
         return InputStatus.MORE_AVAILABLE
 
+    def take_records(self, n: int) -> Records | None:
+        """The next of up to `n` records that go out before the output turns unavailable
+        (Flink checks after every record; at least one); None at the end."""
+        return self.next_records(self.output.headroom(n))
+
     async def _emit_records(self, n: int) -> bool:
-        """Hand out and emit up to `n` records; False (and finished) at the end."""
-        records = self.next_records(n)
+        """Hand out and emit the next of up to `n` records (`take_records`); False (and
+        finished) at the end."""
+        records = self.take_records(n)
         if records is None:
             self.finished = True
             return False
@@ -165,9 +171,24 @@ class GeneratorSourceOperator(SourceOperator):
     def next_records(self, n: int) -> Records | None:
         if self.state.exhausted:
             return None
-        batch = self.state.next_batch(n, self._timestamps(n))
-        self.emitted += len(batch)
-        self.ctx.services.emitted_per_origin[self.ctx.origin] += len(batch)
+        batch = self.state.peek_batch(n, self._timestamps(n))
+        return self._hand_out(batch, len(batch))
+
+    def take_records(self, n: int) -> Records | None:
+        """Exact: the next n records are drawn, then cut where the output would turn
+        unavailable given the channel of each; the rest are drawn again next time."""
+        if self.state.exhausted:
+            return None
+        batch = self.state.peek_batch(n, self._timestamps(n))
+        return self._hand_out(batch, self.output.writable_prefix(batch))
+
+    def _hand_out(self, batch: FixedWidthRecords, n: int) -> FixedWidthRecords:
+        """The first `n` records of a drawn batch, now emitted (the generator moves past them)."""
+        if n < len(batch):
+            batch = FixedWidthRecords(batch.rows[:n], batch.format)
+        self.state.advance(n)
+        self.emitted += n
+        self.ctx.services.emitted_per_origin[self.ctx.origin] += n
         return batch
 
     def snapshot_state(self) -> dict[str, Any]:
@@ -247,7 +268,7 @@ class GeneratorSourceOperator(SourceOperator):
             if n <= 0:
                 self.slept = None
                 return
-            await self._emit_records(self.output.headroom(n))
+            await self._emit_records(n)
             if not all(writer.is_available() for writer in self.writers):
                 return  # back-pressured: the rest goes out as the task's output allows
 

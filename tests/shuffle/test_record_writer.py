@@ -1,11 +1,18 @@
-"""RecordWriter's grouping of a fixed-width batch by target channel: the Python path for
-small batches gives the same runs as the numpy path."""
+"""RecordWriter's grouping of a fixed-width batch by target channel (the Python path for
+small batches gives the same runs as the numpy path), and batches cut where the writer
+turns unavailable."""
 
 import numpy as np
 import pytest
 
+from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+from shuffle.config import NetworkConfig
+from shuffle.partition.result_partition import ResultPartition
+from shuffle.partition.result_partition_type import ResultPartitionType
+from shuffle.partitioner.channel_selectors import RebalancePartitioner
+from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import FixedWidthRecords
-from shuffle.writer.record_writer import SMALL_BATCH, _small_runs
+from shuffle.writer.record_writer import SMALL_BATCH, RecordWriter, _small_runs
 
 
 def numpy_runs(targets: np.ndarray, batch: FixedWidthRecords) -> list[tuple[int, bytes]]:
@@ -23,3 +30,35 @@ def test_small_batches_group_as_the_numpy_path(seed):
     targets = rng.integers(0, int(rng.integers(1, 6)), n)
     runs = [(target, bytes(data)) for target, data in _small_runs(targets.tolist(), batch.to_wire(), batch.format.wire_size)]
     assert runs == numpy_runs(targets, batch)
+
+
+async def test_cut_batches_keep_a_stateful_selectors_order(sim_kernel):
+    """writable_prefix selects the channel of every record of a batch; when the batch is cut,
+    the channels of the records left are kept for when they come again, so a round robin
+    goes on as if each record had been selected once, in order."""
+    partition = ResultPartition("p", 3, ResultPartitionType.PIPELINED_BOUNDED, NetworkConfig(buffer_size=4096))
+    partition.setup(NetworkBufferPool(200, 4096))
+    records = FixedWidthRecords.make(np.arange(5_000), np.arange(5_000), 0, 64)
+    writer = RecordWriter(partition, RebalancePartitioner(np.random.default_rng(3)),
+                          RecordSerializer(records.format), -1)
+    reference = RebalancePartitioner(np.random.default_rng(3))
+    reference.setup(3)
+    sent, cuts = 0, 0
+    while sent < 3_000:
+        batch = FixedWidthRecords(records.rows[sent:sent + 700], records.format)
+        n = writer.writable_prefix(batch)
+        cuts += n < len(batch)
+        await writer.emit_batch(FixedWidthRecords(batch.rows[:n], batch.format))
+        sent += n
+        _drain(partition)  # the consumers take everything: room again
+    partition.flush_all()
+    _drain(partition)
+    assert cuts > 0
+    expected = np.bincount(reference.select_channels(records)[:sent], minlength=3) * records.format.wire_size
+    assert [sub.total_number_of_bytes for sub in partition.subpartitions] == expected.tolist()
+
+
+def _drain(partition: ResultPartition) -> None:
+    for sub in partition.subpartitions:
+        while (polled := sub.poll_buffer()) is not None:
+            polled.buffer.recycle()

@@ -100,3 +100,26 @@ async def test_broadcast_buffers_count_against_subpartition_zeros_quota(sim_kern
     assert written == 10
     assert pool.subpartition_buffer_counts()[0] == 10 == pool.max_buffers_per_channel
     assert pool.num_buffers == 16 and pool.num_obtainable() == 6
+
+
+@pytest.mark.parametrize("pattern", ["round_robin", "one_channel", "random", "skewed"])
+@pytest.mark.parametrize("record_size,debloat", [(21, False), (21, True), (5000, False), (700, True)])
+async def test_with_the_channels_known_the_cut_is_flinks_stop(sim_kernel, pattern, record_size, debloat):
+    """records_before_unavailable_to: the record after which Flink's per-record loop finds
+    the writer unavailable, exactly (records spanning buffers, debloated sizes at least a record)."""
+    import random
+    import numpy as np
+    config = NetworkConfig(buffer_size=4096, debloat=debloat, min_segment_size=256, starting_segment_size=1024)
+    partition = ResultPartition("p", 4, ResultPartitionType.PIPELINED_BOUNDED, config)
+    partition.setup(NetworkBufferPool(200, 4096))
+    if debloat:
+        for sub, size in zip(partition.subpartitions, (4096, 1024, 2048, 1500)):
+            sub.set_desired_buffer_size(size)
+    rng = random.Random(11)
+    for i in range(6):  # open builders, partly filled
+        await partition.emit_record(bytes(record_size), i % 3)
+    targets = {"round_robin": [i % 4 for i in range(5000)], "one_channel": [2] * 5000,
+               "random": [rng.randrange(4) for _ in range(5000)],
+               "skewed": [0 if rng.random() < 0.7 else rng.randrange(1, 4) for _ in range(5000)]}[pattern]
+    predicted = partition.records_before_unavailable_to(np.array(targets), record_size)
+    assert predicted == await _emit_in_order_until_unavailable(partition, record_size, targets)

@@ -76,13 +76,13 @@ def test_latency_and_throughput_match_per_step_pacing(case: str) -> None:
 def test_a_source_sleeps_through_the_steps_between_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
     """2,000 records/s in 100 ms flushes: ~10 emissions a second instead of one per 1 ms step."""
     emissions = []
-    emit = GeneratorSourceOperator.next_records
+    hand_out = GeneratorSourceOperator._hand_out
 
-    def counting(self, n):
+    def counting(self, batch, n):
         emissions.append(n)
-        return emit(self, n)
+        return hand_out(self, batch, n)
 
-    monkeypatch.setattr(GeneratorSourceOperator, "next_records", counting)
+    monkeypatch.setattr(GeneratorSourceOperator, "_hand_out", counting)
     result = run("keyed4_r2000_t100_ckpt")
     per_source_second = len(emissions) / 4 / 3
     assert per_source_second < 40  # flushes, metric samples and checkpoints; per-step: ~1,000
