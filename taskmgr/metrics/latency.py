@@ -12,7 +12,7 @@ the run, that the JobManager merges per sink vertex for summary.json's `latency_
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -65,6 +65,25 @@ def bucket_upper_bounds() -> np.ndarray:
 _UPPER = bucket_upper_bounds()
 
 
+class _Bucketed(NamedTuple):
+    """A batch of values (ns, >= 0) as a histogram adds them: bucket indices of a small
+    batch (plain Python is cheaper than numpy for a few), or the counts per bucket."""
+
+    buckets: list[int]
+    counts: np.ndarray | None
+    count: int
+    total: int | float
+    largest: int
+
+    @staticmethod
+    def of(values: np.ndarray | list[int]) -> _Bucketed:
+        if len(values) <= _SMALL:
+            plain = values if isinstance(values, list) else values.tolist()
+            return _Bucketed([_bucket_index(value) for value in plain], None, len(plain), sum(plain), max(plain))
+        return _Bucketed([], np.bincount(bucket_indices(values), minlength=NUM_BUCKETS), len(values),
+                         float(values.sum()), int(values.max()))
+
+
 class LatencyHistogram:
     """Counts of latency values (ns) with their exact count, sum and max."""
 
@@ -92,22 +111,18 @@ class LatencyHistogram:
 
     def record_clipped(self, values: np.ndarray) -> None:
         """`record` of a non-empty int64 array whose values are all >= 0."""
-        if len(values) <= _SMALL:
-            plain = values.tolist()
-            self.record_buckets([_bucket_index(value) for value in plain], len(plain), sum(plain), max(plain))
-            return
-        self._counts += np.bincount(bucket_indices(values), minlength=NUM_BUCKETS)
-        self.count += len(values)
-        self.total += float(values.sum())
-        self.max = max(self.max, int(values.max()))
+        self.add(_Bucketed.of(values))
 
-    def record_buckets(self, buckets: list[int], count: int, total: int, largest: int) -> None:
-        """Count values already bucketed (a small batch: plain Python is cheaper than numpy)."""
-        self._pending.extend(buckets)
-        self.count += count
-        self.total += float(total)
-        if largest > self.max:
-            self.max = largest
+    def add(self, values: _Bucketed) -> None:
+        """Count values already bucketed (once for all the histograms they go to)."""
+        if values.counts is None:
+            self._pending.extend(values.buckets)
+        else:
+            self._counts += values.counts
+        self.count += values.count
+        self.total += float(values.total)
+        if values.largest > self.max:
+            self.max = values.largest
 
     def merge(self, other: LatencyHistogram) -> None:
         counts = self.counts
@@ -163,28 +178,24 @@ class LatencyMetrics:
         self.steady = steady  # shared by the vertex's subtasks in this TaskManager
 
     def record(self, values_ns: np.ndarray, in_steady_state: bool) -> None:
-        if not len(values_ns):
-            return
-        values = _non_negative(values_ns)
-        self.period.record_clipped(values)
-        if in_steady_state:
-            self.steady.record_clipped(values)
+        if len(values_ns):
+            self._add(_Bucketed.of(_non_negative(values_ns)), in_steady_state)
 
     def record_since(self, now_ns: int, created_ns: np.ndarray, in_steady_state: bool) -> None:
         """`record` of the latencies `now_ns - created_ns` (a sink's batch: usually a few
-        records, bucketed once in plain Python for both histograms)."""
+        records, computed in plain Python)."""
         n = len(created_ns)
         if n > _SMALL:
             self.record(now_ns - created_ns.astype(np.int64), in_steady_state)
-            return
-        if not n:
-            return
-        values = [now_ns - created if created < now_ns else 0 for created in created_ns.tolist()]
-        buckets = [_bucket_index(value) for value in values]
-        total, largest = sum(values), max(values)
-        self.period.record_buckets(buckets, n, total, largest)
+        elif n:
+            values = [now_ns - created if created < now_ns else 0 for created in created_ns.tolist()]
+            self._add(_Bucketed.of(values), in_steady_state)
+
+    def _add(self, values: _Bucketed, in_steady_state: bool) -> None:
+        """Into the period's histogram and, in the steady state, the steady one: bucketed once."""
+        self.period.add(values)
         if in_steady_state:
-            self.steady.record_buckets(buckets, n, total, largest)
+            self.steady.add(values)
 
     def snapshot(self) -> dict[str, float]:
         """The period's percentiles (nothing if no record arrived), then a fresh period."""
