@@ -24,6 +24,7 @@ from scenarios.outputs import TRACE_FILE, write_metrics, write_plan, write_summa
 from scenarios.report import write_report
 from scenarios.scenario_file import Scenario, ScenarioError, settings_of
 from shuffle import kernel
+from shuffle.buffer.network_buffer_pool import InsufficientBuffersError
 from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport.auth import secret_from_text
 from taskmgr.cluster import ClusterConfig, ProgressCallback, StopCheck, run_job
@@ -88,11 +89,24 @@ def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
     }
     summary |= restarts_summary(result)
     if result.error is not None:
-        summary["error"] = f"{type(result.error).__name__}: {result.error}"
+        summary["error"] = failure_text(scenario, result.error)
     if result.stopped_early:
         summary["interrupted"] = {"at_s": result.duration,
                                   "note": "the run was stopped before its duration; results cover 0..at_s"}
     return summary
+
+
+def failure_text(scenario: Scenario, error: BaseException) -> str:
+    """The root cause of a failed job; for too little network memory, the scenario keys to change
+    (the runtime's message names Flink's configuration keys)."""
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, InsufficientBuffersError):
+        network = scenario.network_config()
+        text += (f" In the scenario: cluster.network_memory ({network.network_memory} bytes per TaskManager) holds "
+                 f"{network.network_memory // network.buffer_size} buffers of network.buffer_size "
+                 f"({network.buffer_size} bytes): raise cluster.network_memory, or lower network.buffer_size, "
+                 f"network.exclusive_buffers_per_channel or network.floating_buffers_per_gate.")
+    return text
 
 
 def restarts_summary(result: JobResult) -> dict[str, Any]:
@@ -185,6 +199,8 @@ def _check_faults(scenario: Scenario, graph: ExecutionGraph) -> None:
 
 def make_out_dir(out_dir: Path) -> None:
     """Create `out_dir` if needed; `OutputDirError` if it cannot be created or written."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputDirError(f"--out {out_dir}: a file, not a folder")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -110,11 +110,14 @@ _as_size = _with_units(parse_size, "size", '"32kb"', numbers_ok=True)
 _as_bandwidth = _with_units(parse_bandwidth, "bandwidth", '"10gbit"')
 
 
-def _at_least(convert: Callable[[Any], float], low: float, *, strict: bool = False) -> Callable[[Any], Any]:
+def _at_least(convert: Callable[[Any], float], low: float, *, strict: bool = False,
+              shown: str | None = None) -> Callable[[Any], Any]:
+    """`convert`, then at least `low` (`shown` says the bound in the file's units)."""
+
     def checked(value: Any) -> Any:
         result = convert(value)
         if result < low or (strict and result == low):
-            raise _BadValue(f"{_show(value)} must be {'>' if strict else '>='} {low:g}")
+            raise _BadValue(f"{_show(value)} must be {'>' if strict else '>='} {shown or format(low, 'g')}")
         return result
 
     return checked
@@ -191,6 +194,8 @@ def _program(value: Any) -> str:
 
 DURATION = _leaf(_at_least(_as_duration, 0))
 POSITIVE_DURATION = _leaf(_at_least(_as_duration, 0, strict=True))
+#: Flink's MINIMAL_CHECKPOINT_TIME: checkpoint intervals and timeouts are at least 10 ms.
+CHECKPOINT_TIME = _leaf(_at_least(_as_duration, 0.010, shown='"10ms" (Flink\'s minimum)'))
 FLUSH_TIMEOUT = _leaf(_flush_timeout)
 TEXT = _leaf(_as_text)
 BOOL = _leaf(_as_bool)
@@ -222,7 +227,7 @@ def check_keys(table: Mapping[str, Any], known: Iterable[str], where: Where) -> 
     for key in table:
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+            hint = f"did you mean {where.child(close[0]).key!r}?" if close else f"known keys: {', '.join(known)}"
             raise UnknownKeyError(f"{where.file}: unknown key {where.child(key).key!r} ({hint})")
 
 
@@ -324,11 +329,11 @@ class CheckpointSettings:
     network (`taskmgr.checkpointing.checkpoint_costs`; defaults as measured on Flink 2.3)."""
 
     #: Seconds between checkpoints; None: no checkpoints.
-    interval: float | None = field(default=None, metadata=_opt(POSITIVE_DURATION))
+    interval: float | None = field(default=None, metadata=_opt(CHECKPOINT_TIME))
     mode: str = field(default="aligned", metadata=_opt(_leaf(_choice(*CHECKPOINT_MODES))))
     #: Unaligned mode only: start aligned, switch to unaligned after this long (0: at once).
     aligned_timeout: float = field(default=0.0, metadata=_opt(DURATION))
-    timeout: float = field(default=600.0, metadata=_opt(POSITIVE_DURATION))
+    timeout: float = field(default=600.0, metadata=_opt(CHECKPOINT_TIME))
     max_concurrent: int = field(default=1, metadata=_opt(_int_from(1)))
     min_pause: float = field(default=0.0, metadata=_opt(DURATION))
     #: Flink's execution.checkpointing.checkpoints-after-tasks-finish (default true).
@@ -604,9 +609,22 @@ def settings_of(value: Any) -> Any:
     return value
 
 
+#: Metric samples a run may take (duration / metrics.sample_period): more is a typo, not a study.
+MAX_SAMPLES = 100_000
+
+
 def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
     where = Where(str(path), "")
+    if "scenario" in raw and ("grid" in raw or "points" in raw):
+        raise where.error("this is a sweep file (it has 'scenario' and a [grid] or [[points]]): "
+                          "run it with 'shufflesim sweep'")
     scenario = _build(Scenario, raw, where, source_path=path, name=path.stem)
+    samples = scenario.duration / scenario.metrics.sample_period
+    if samples > MAX_SAMPLES:
+        raise where.child("metrics.sample_period").error(
+            f"a duration of {scenario.duration:g} s sampled every {scenario.metrics.sample_period:g} s is "
+            f"{samples:.3g} samples, at most {MAX_SAMPLES:,} are allowed: lengthen metrics.sample_period "
+            f"or shorten duration")
     memory = scenario.cluster.network_memory
     if memory is not None and memory < scenario.network.buffer_size:
         raise where.child("cluster.network_memory").error(
@@ -667,17 +685,26 @@ def _split_key(key: str) -> list[str]:
     return parts
 
 
-def _select_stage(stages: Any, selector: str) -> dict[str, Any]:
-    if not isinstance(stages, list):
-        raise _BadValue("only job.stages can be indexed")
+def _join_key(parts: list[str]) -> str:
+    """['job', 'stages', '[1]'] -> 'job.stages[1]' (the inverse of `_split_key`)."""
+    return "".join(part if part.startswith("[") or i == 0 else f".{part}" for i, part in enumerate(parts))
+
+
+def _select_item(items: Any, selector: str, path: str) -> dict[str, Any]:
+    """The table `path[selector]` of a list of tables (job.stages, faults): by index, or by name."""
+    if not isinstance(items, list):
+        raise _BadValue(f"{path!r} is not a list of tables in the scenario")
     if selector.isdigit():
-        if int(selector) >= len(stages):
-            raise _BadValue(f"there is no stage {selector} ({len(stages)} stages)")
-        return stages[int(selector)]
-    for stage in stages:
-        if isinstance(stage, dict) and stage.get("name") == selector:
-            return stage
-    raise _BadValue(f"there is no stage named {selector!r}")
+        if int(selector) >= len(items):
+            raise _BadValue(f"there is no {path}[{selector}] (the scenario has {len(items)}, numbered from 0)")
+        return items[int(selector)]
+    named = {item["name"]: item for item in items if isinstance(item, dict) and isinstance(item.get("name"), str)}
+    if selector in named:
+        return named[selector]
+    close = difflib.get_close_matches(selector, named, n=1)
+    hint = (f"did you mean {close[0]!r}?" if close else f"names: {', '.join(named)}" if named
+            else f"give an index from 0 to {len(items) - 1}" if items else "the list is empty")
+    raise _BadValue(f"there is no {path}[{selector}] ({hint})")
 
 
 def _set(raw: dict[str, Any], key: str, value: Any) -> None:
@@ -686,7 +713,7 @@ def _set(raw: dict[str, Any], key: str, value: Any) -> None:
     node: Any = raw
     for i, part in enumerate(parts[:-1]):
         if part.startswith("["):
-            node = _select_stage(node, part[1:-1])
+            node = _select_item(node, part[1:-1], _join_key(parts[:i]))
             continue
         if parts[i + 1].startswith("["):
             node = node.get(part) if isinstance(node, dict) else None

@@ -122,7 +122,8 @@ def load_run(folder: Path | str) -> Run:
     """Read a run folder; `RunFolderError` names what is missing or broken."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise RunFolderError(f"{folder}: no such folder (give the --out folder of a 'shufflesim run')")
+        what = "a file, not a folder" if folder.exists() else "no such folder"
+        raise RunFolderError(f"{folder}: {what} (give the --out folder of a 'shufflesim run')")
     summary = _read_json(folder / SUMMARY_FILE)
     plan = _read_json(folder / PLAN_FILE) if (folder / PLAN_FILE).exists() else None
     metrics = MetricSeries(read_metrics(folder))
