@@ -158,3 +158,15 @@ def test_every_command_and_option_has_help() -> None:
     for name, sub in commands.choices.items():
         missing += [f"{name} {action.dest}" for action in sub._actions if not action.help]
     assert set(helps) == set(commands.choices) and missing == []
+
+
+def test_a_task_manager_dropped_for_a_protocol_error_says_which(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Internal failures propagate with their root cause: here the job report of 3000 samples per
+    metric is larger than an RPC frame may be, and the JobManager drops the connection."""
+    argv = ["run", str(SLOW_MAP), "--out", str(tmp_path / "o"), "--quiet", "--set", "duration=3s",
+            "--set", "metrics.sample_period=1ms"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "is lost (the JobManager closed its connection: message length" in err
+    assert "(must be 1 to 10485760 bytes))" in err
