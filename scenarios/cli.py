@@ -179,6 +179,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.engine == "local" and args.master is not None:
         raise UserError(f"--master {args.master} needs --engine spark")
     args.master = args.master or "local[*]"
+    _check_master(args.master)
     engine = _spark_engine(args, scenario) if args.engine == "spark" else None
     progress = None if args.quiet else ProgressPrinter(scenario.name, scenario.duration, sys.stderr)
     try:
@@ -280,6 +281,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from scenarios.sweep_file import load_sweep
     from scenarios.sweep_report import SweepProgress, format_results_table
 
+    _check_master(args.master, serial_ok=True)
     sweep = load_sweep(args.sweep)
     try:
         make_out_dir(Path(args.out))
@@ -311,6 +313,14 @@ def _sweep(args: argparse.Namespace) -> int:
             print(f"  {result.point}: {result.status}: {result.error}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def _check_master(master: str, serial_ok: bool = False) -> None:
+    """A --master Spark would refuse (after seconds of starting, with a Java stack trace) is refused here."""
+    if master == "yarn" or master.startswith(("local", "spark://", "k8s://")) or (serial_ok and master == SERIAL):
+        return
+    forms = "local[*], local[N], spark://HOST:PORT, yarn, k8s://..." + (f" or '{SERIAL}'" if serial_ok else "")
+    raise UserError(f"--master {master}: not a Spark master ({forms})")
 
 
 def _start_spark(master: str, verbose: bool = False) -> Any:

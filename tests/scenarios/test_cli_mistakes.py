@@ -170,3 +170,15 @@ def test_a_task_manager_dropped_for_a_protocol_error_says_which(tmp_path: Path,
     err = capsys.readouterr().err
     assert "is lost (the JobManager closed its connection: message length" in err
     assert "(must be 1 to 10485760 bytes))" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["sweep", "missing.toml", "--master", "bogus"],
+    ["run", str(SLOW_MAP), "--engine", "spark", "--master", "Local", "--set", "mode=realtime"],
+])
+def test_a_master_spark_would_refuse_is_refused_before_spark_starts(
+        argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    assert f"--master {argv[-1] if argv[0] == 'sweep' else 'Local'}: not a Spark master (local[*], local[N]" \
+        in one_error_line(capsys)
+    assert not (tmp_path / "o").exists()
