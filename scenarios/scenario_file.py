@@ -123,21 +123,33 @@ def _at_least(convert: Callable[[Any], float], low: float, *, strict: bool = Fal
     return checked
 
 
+def _quoted(value: Any, *types: type) -> str:
+    """A hint for a string holding a TOML literal of `types` ("2", "true"): quotes make it a string."""
+    if isinstance(value, str):
+        try:
+            literal = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            return ""
+        if type(literal) in types:
+            return " (write it without quotes)"
+    return ""
+
+
 def _as_int(value: Any) -> int:
     if type(value) is not int:
-        raise _BadValue(f"{_show(value)} is not an integer")
+        raise _BadValue(f"{_show(value)} is not an integer{_quoted(value, int)}")
     return value
 
 
 def _as_number(value: Any) -> float:
     if type(value) not in (int, float):
-        raise _BadValue(f"{_show(value)} is not a number")
+        raise _BadValue(f"{_show(value)} is not a number{_quoted(value, int, float)}")
     return float(value)
 
 
 def _as_bool(value: Any) -> bool:
     if type(value) is not bool:
-        raise _BadValue(f"{_show(value)} is not true or false")
+        raise _BadValue(f"{_show(value)} is not true or false{_quoted(value, bool)}")
     return value
 
 

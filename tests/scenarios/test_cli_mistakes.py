@@ -46,6 +46,12 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=1ns", "--set", "duration=1s"],
      "metrics.sample_period: a duration of 1 s sampled every 1e-09 s is 1e+09 samples, at most 100,000"),
     (["plan", str(SLOW_MAP), "--set", "duration=1000000s"], "is 1e+06 samples, at most 100,000"),
+    # numbers and booleans in quotes are strings in TOML
+    (["plan", str(SLOW_MAP), "--set", 'network.debloat="false"'],
+     "network.debloat: 'false' is not true or false (write it without quotes)"),
+    (["plan", str(SLOW_MAP), "--set", 'job.stages[1].parallelism="2"'],
+     "job.stages[1].parallelism: '2' is not an integer (write it without quotes)"),
+    (["plan", str(SLOW_MAP), "--set", 'job.stages[0].rate="1e3"'], "'1e3' is not a number (write it without quotes)"),
     # the wrong kind of file for the command
     (["run", str(LIBRARY / "sweeps" / "source-rate.toml"), "--out", "x"],
      "source-rate.toml: this is a sweep file (it has 'scenario' and a [grid] or [[points]]): run it with "
