@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from graph import ExecutionGraph, plan_json
 from scenarios.build import build_program
-from scenarios.outputs import TRACE_FILE, write_metrics, write_plan, write_summary
-from scenarios.report import write_report
+from scenarios.outputs import (METRICS_FILE, PLAN_FILE, SUMMARY_FILE, TRACE_FILE, write_metrics, write_plan,
+                               write_summary)
+from scenarios.perfetto import PERFETTO_FILE
+from scenarios.report import REPORT_FILE, write_report
 from scenarios.scenario_file import Scenario, ScenarioError, settings_of
 from shuffle import kernel
 from shuffle.buffer.network_buffer_pool import InsufficientBuffersError
@@ -51,6 +53,11 @@ TABLE_COLUMNS = (
 
 #: Where a cluster's secret comes from when the scenario does not give one.
 SECRET_VARIABLE = "SHUFFLESIM_SECRET"
+
+
+#: The files of a run folder: one this run did not write is a previous run's, and is removed
+#: (a stale trace.jsonl would otherwise show up in this run's report).
+RUN_FILES = (PLAN_FILE, SUMMARY_FILE, METRICS_FILE, TRACE_FILE, REPORT_FILE, PERFETTO_FILE)
 
 
 class OutputDirError(ValueError):
@@ -234,8 +241,11 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
     staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=out_dir))
     try:
         outcome = _run_into(scenario, env, graph, network, staging, trace, progress, should_stop, engine)
-        for path in sorted(staging.iterdir()):
+        written = sorted(staging.iterdir())
+        for path in written:
             os.replace(path, out_dir / path.name)
+        for name in set(RUN_FILES) - {path.name for path in written}:
+            (out_dir / name).unlink(missing_ok=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return outcome

@@ -188,3 +188,15 @@ def test_a_master_spark_would_refuse_is_refused_before_spark_starts(
     assert f"--master {argv[-1] if argv[0] == 'sweep' else 'Local'}: not a Spark master (local[*], local[N]" \
         in one_error_line(capsys)
     assert not (tmp_path / "o").exists()
+
+
+def test_a_run_into_the_folder_of_an_earlier_run_leaves_none_of_its_files(tmp_path: Path) -> None:
+    """An earlier run's trace.jsonl (or trace.perfetto.json) next to this run's metrics would show
+    in this run's report and trace as if this run had made it."""
+    out = tmp_path / "o"
+    assert main(["run", str(SLOW_MAP), "--out", str(out), "--quiet", "--trace", "--set", "duration=1s"]) == 0
+    assert main(["trace", str(out)]) == 0
+    (out / "notes.txt").write_text("mine")
+    assert main(["run", str(SLOW_MAP), "--out", str(out), "--quiet", "--set", "duration=1s"]) == 0
+    assert sorted(path.name for path in out.iterdir()) == [
+        "metrics.parquet", "notes.txt", "plan.json", "report.html", "summary.json"]
