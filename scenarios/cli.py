@@ -176,6 +176,7 @@ def _run(args: argparse.Namespace) -> int:
     from scenarios.run import OutputDirError, format_checkpoints, format_restarts, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
+    _warn_of_late_faults(scenario)
     if args.engine == "local" and args.master is not None:
         raise UserError(f"--master {args.master} needs --engine spark")
     args.master = args.master or "local[*]"
@@ -222,6 +223,14 @@ def _run(args: argparse.Namespace) -> int:
     if "interrupted" in summary:
         return EXIT_INTERRUPTED
     return EXIT_FAILED if summary["invariants"]["violations"] else 0
+
+
+def _warn_of_late_faults(scenario: Any) -> None:
+    """A fault at or after the end of the run never happens: likely a shortened `duration`."""
+    for i, fault in enumerate(scenario.faults):
+        if fault.at >= scenario.duration:
+            print(f"shufflesim: warning: {scenario.source_path}: faults[{i}] at {fault.at:g} s is not before the end "
+                  f"of the run ({scenario.duration:g} s): it will not happen", file=sys.stderr)
 
 
 def _spark_engine(args: argparse.Namespace, scenario: Any) -> Any:

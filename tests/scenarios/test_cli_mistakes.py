@@ -200,3 +200,18 @@ def test_a_run_into_the_folder_of_an_earlier_run_leaves_none_of_its_files(tmp_pa
     assert main(["run", str(SLOW_MAP), "--out", str(out), "--quiet", "--set", "duration=1s"]) == 0
     assert sorted(path.name for path in out.iterdir()) == [
         "metrics.parquet", "notes.txt", "plan.json", "report.html", "summary.json"]
+
+
+def test_a_fault_after_the_end_of_the_run_is_pointed_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import scenarios.run
+
+    def interrupted(*args, **kwargs):  # the warning comes before the run; no need to run it
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scenarios.run, "run_scenario", interrupted)
+    scenario = LIBRARY / "link-failure.toml"
+    assert main(["run", str(scenario), "--out", str(tmp_path / "o"), "--set", "duration=2s"]) == 130
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"shufflesim: warning: {scenario}: faults[0] at 5 s is not before the end of the run (2 s): "
+        "it will not happen")
