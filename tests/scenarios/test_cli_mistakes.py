@@ -215,3 +215,15 @@ def test_a_fault_after_the_end_of_the_run_is_pointed_out(tmp_path: Path, monkeyp
     assert capsys.readouterr().err.splitlines()[0] == (
         f"shufflesim: warning: {scenario}: faults[0] at 5 s is not before the end of the run (2 s): "
         "it will not happen")
+
+
+def test_a_sweep_into_the_folder_of_an_earlier_sweep_keeps_only_its_own_points(tmp_path: Path) -> None:
+    """The earlier sweep's p01 ran; this sweep's p01 is INVALID: its folder must not hold the old run."""
+    out = tmp_path / "out"
+    first, second = tmp_path / "first.toml", tmp_path / "second.toml"
+    first.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s", "2s"]\n')
+    second.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s", "10 parsecs"]\n')
+    assert main(["sweep", str(first), "--out", str(out), "--master", "serial", "--quiet"]) == 0
+    assert sorted(path.name for path in (out / "points").iterdir()) == ["p00", "p01"]
+    assert main(["sweep", str(second), "--out", str(out), "--master", "serial", "--quiet"]) == 1
+    assert sorted(path.name for path in (out / "points").iterdir()) == ["p00"]
