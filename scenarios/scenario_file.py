@@ -719,13 +719,16 @@ def _select_item(items: Any, selector: str, path: str) -> dict[str, Any]:
     raise _BadValue(f"there is no {path}[{selector}] ({hint})")
 
 
-def _set(raw: dict[str, Any], key: str, value: Any) -> None:
-    """Set a dotted key in a raw scenario dict, creating tables on the way."""
+def _set(raw: dict[str, Any], key: str, value: Any) -> str:
+    """Set a dotted key in a raw scenario dict, creating tables on the way; the key as error
+    messages name it (stages by index: 'job.stages[1].cost' for 'job.stages[SlowMap].cost')."""
     parts = _split_key(key)
     node: Any = raw
     for i, part in enumerate(parts[:-1]):
         if part.startswith("["):
-            node = _select_item(node, part[1:-1], _join_key(parts[:i]))
+            item = _select_item(node, part[1:-1], _join_key(parts[:i]))
+            parts[i] = f"[{next(j for j, other in enumerate(node) if other is item)}]"
+            node = item
             continue
         if parts[i + 1].startswith("["):
             node = node.get(part) if isinstance(node, dict) else None
@@ -736,6 +739,7 @@ def _set(raw: dict[str, Any], key: str, value: Any) -> None:
     if parts[-1].startswith("[") or not isinstance(node, dict):
         raise _BadValue(f"{key!r} does not name a value")
     node[parts[-1]] = value
+    return _join_key(parts)
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -750,13 +754,18 @@ def parse_override(item: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def _apply(raw: Mapping[str, Any], overrides: Mapping[str, Any], origin: str) -> dict[str, Any]:
+def _apply(raw: Mapping[str, Any], overrides: Mapping[str, Any], origin: str,
+           named: dict[str, str] | None = None) -> dict[str, Any]:
+    """A copy of `raw` with `overrides`; `named` (if given) gets, per override, the key as error
+    messages name it -> the override as given."""
     result = copy.deepcopy(dict(raw))
     for key, value in overrides.items():
         try:
-            _set(result, key, value)
+            resolved = _set(result, key, value)
         except _BadValue as e:
             raise UnknownKeyError(f"{origin} {key}={_show(value)}: {e}") from None
+        if named is not None:
+            named[resolved] = f"{origin} {key}={show_value(value)}"
     return result
 
 
@@ -777,7 +786,17 @@ def scenario_from_raw(raw: Mapping[str, Any], path: Path, overrides: Mapping[str
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     """Read, override (`--set KEY=VALUE` items) and validate a scenario file."""
     path = Path(path)
-    return _scenario(apply_overrides(read_toml(path), overrides), path)
+    named: dict[str, str] = {}
+    raw = _apply(read_toml(path), dict(parse_override(item) for item in overrides), "--set", named)
+    try:
+        return _scenario(raw, path)
+    except ScenarioError as e:
+        # The file does not hold a value an override gave: say where it came from.
+        given = [item for key, item in named.items()
+                 if any(f"{before}{key}{after}" in str(e) for before in " '" for after in ":.'")]
+        if not given:
+            raise
+        raise type(e)(f"{e} (from {', '.join(given)})") from None
 
 
 def show_value(value: Any) -> str:

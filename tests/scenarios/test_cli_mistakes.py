@@ -46,6 +46,12 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=1ns", "--set", "duration=1s"],
      "metrics.sample_period: a duration of 1 s sampled every 1e-09 s is 1e+09 samples, at most 100,000"),
     (["plan", str(SLOW_MAP), "--set", "duration=1000000s"], "is 1e+06 samples, at most 100,000"),
+    # a bad value from --set says so: the file holds another value
+    (["plan", str(SLOW_MAP), "--set", "seed=3", "--set", "job.stages[SlowMap].cost=abc"],
+     "slow-map.toml: job.stages[1].cost: 'abc' is not a duration (e.g. \"100ms\") "
+     "(from --set job.stages[SlowMap].cost=abc)"),
+    (["plan", str(SLOW_MAP), "--set", "network.bufer_size=1kb"],
+     "(did you mean 'network.buffer_size'?) (from --set network.bufer_size=1kb)"),
     # numbers and booleans in quotes are strings in TOML
     (["plan", str(SLOW_MAP), "--set", 'network.debloat="false"'],
      "network.debloat: 'false' is not true or false (write it without quotes)"),
