@@ -56,8 +56,19 @@ def _out_file(text: str) -> str:
     return text
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("shufflesim")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "(not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shufflesim", description="Simulate Flink's network data exchange.")
+    parser.add_argument("--version", action="version", version=f"shufflesim {_version()}",
+                        help="print shufflesim's version")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run a scenario and write its outputs",
@@ -179,6 +190,8 @@ def _run(args: argparse.Namespace) -> int:
     _warn_of_late_faults(scenario)
     if args.engine == "local" and args.master is not None:
         raise UserError(f"--master {args.master} needs --engine spark")
+    if args.engine == "local" and args.verbose:
+        raise UserError("--verbose shows Spark's log: it needs --engine spark")
     args.master = args.master or "local[*]"
     _check_master(args.master)
     engine = _spark_engine(args, scenario) if args.engine == "spark" else None

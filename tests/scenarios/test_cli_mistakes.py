@@ -233,3 +233,11 @@ def test_a_sweep_into_the_folder_of_an_earlier_sweep_keeps_only_its_own_points(t
     assert sorted(path.name for path in (out / "points").iterdir()) == ["p00", "p01"]
     assert main(["sweep", str(second), "--out", str(out), "--master", "serial", "--quiet"]) == 1
     assert sorted(path.name for path in (out / "points").iterdir()) == ["p00"]
+
+
+def test_version_and_flags_that_need_another(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.startswith("shufflesim ")
+    assert main(["run", str(SLOW_MAP), "--out", "x", "--verbose"]) == 2
+    assert "--verbose shows Spark's log: it needs --engine spark" in one_error_line(capsys)
