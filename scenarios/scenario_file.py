@@ -757,7 +757,7 @@ def parse_override(item: str) -> tuple[str, Any]:
 def _apply(raw: Mapping[str, Any], overrides: Mapping[str, Any], origin: str,
            named: dict[str, str] | None = None) -> dict[str, Any]:
     """A copy of `raw` with `overrides`; `named` (if given) gets, per override, the key as error
-    messages name it -> the override as given."""
+    messages name it -> where it came from ("--set KEY")."""
     result = copy.deepcopy(dict(raw))
     for key, value in overrides.items():
         try:
@@ -765,7 +765,7 @@ def _apply(raw: Mapping[str, Any], overrides: Mapping[str, Any], origin: str,
         except _BadValue as e:
             raise UnknownKeyError(f"{origin} {key}={_show(value)}: {e}") from None
         if named is not None:
-            named[resolved] = f"{origin} {key}={show_value(value)}"
+            named[resolved] = f"{origin} {key}"  # no value: the message shows it, unless it is a secret
     return result
 
 
