@@ -769,9 +769,11 @@ def _apply(raw: Mapping[str, Any], overrides: Mapping[str, Any], origin: str,
     return result
 
 
-def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """A copy of a raw scenario dict with `--set KEY=VALUE` items applied (validated on load)."""
-    return _apply(raw, dict(parse_override(item) for item in overrides), "--set")
+def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str],
+                    named: dict[str, str] | None = None) -> dict[str, Any]:
+    """A copy of a raw scenario dict with `--set KEY=VALUE` items applied (validated on load);
+    `named` as `_apply`'s."""
+    return _apply(raw, dict(parse_override(item) for item in overrides), "--set", named)
 
 
 def scenario_from_raw(raw: Mapping[str, Any], path: Path, overrides: Mapping[str, Any],
@@ -787,7 +789,7 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     """Read, override (`--set KEY=VALUE` items) and validate a scenario file."""
     path = Path(path)
     named: dict[str, str] = {}
-    raw = _apply(read_toml(path), dict(parse_override(item) for item in overrides), "--set", named)
+    raw = apply_overrides(read_toml(path), overrides, named)
     try:
         return _scenario(raw, path)
     except ScenarioError as e:
