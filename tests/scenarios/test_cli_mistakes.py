@@ -241,3 +241,13 @@ def test_version_and_flags_that_need_another(capsys: pytest.CaptureFixture[str])
     assert info.value.code == 0 and capsys.readouterr().out.startswith("shufflesim ")
     assert main(["run", str(SLOW_MAP), "--out", "x", "--verbose"]) == 2
     assert "--verbose shows Spark's log: it needs --engine spark" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("command", ["report", "trace"])
+def test_a_folder_of_runs_given_as_a_run_names_one_of_them(command: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "points" / "p00").mkdir(parents=True)
+    (tmp_path / "points" / "p00" / "summary.json").write_text("{}")
+    assert main([command, str(tmp_path)]) == 2
+    assert f"no such file ({tmp_path} holds runs: give one, e.g. {tmp_path / 'points' / 'p00'})" \
+        in one_error_line(capsys)
