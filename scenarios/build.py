@@ -105,6 +105,9 @@ def call_program(function: Callable[[StreamExecutionEnvironment], Any], env: Str
         function(env)
     except Exception as e:
         raise ScenarioError(f"{where} failed: {describe_user_error(e)}") from e
+    if not env.transformations:
+        raise ScenarioError(f"{where} added no operators to the environment it was given "
+                            f"(e.g. env.from_sequence(1, 100).sink_to(DiscardingSink()))")
 
 
 def _key_distribution(keys: KeySpec) -> KeyDistribution:

@@ -42,16 +42,41 @@ class UserError(Exception):
     """A mistake on the command line or in the files it names."""
 
 
+def _path(text: str) -> str:
+    """A file or folder argument: not empty (an empty --out would write into the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
+
+def _out_file(text: str) -> str:
+    """An output file argument: a path, not an existing folder."""
+    if Path(_path(text)).is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    return text
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("shufflesim")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "(not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="shufflesim", description="Simulate Flink's network data exchange.")
+    parser.add_argument("--version", action="version", version=f"shufflesim {_version()}",
+                        help="print shufflesim's version")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run a scenario and write its outputs",
                               description="Run a scenario file; write plan.json, metrics.parquet, summary.json, "
                                           "report.html (and trace.jsonl with --trace) into --out, print a "
                                           "per-vertex table.")
-    run.add_argument("scenario", metavar="SCENARIO", help="scenario file (.toml)")
-    run.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    run.add_argument("scenario", type=_path, metavar="SCENARIO", help="scenario file (.toml)")
+    run.add_argument("--out", type=_path, required=True, metavar="DIR", help="output folder")
     run.add_argument("--trace", action="store_true", help="also write trace.jsonl (network events)")
     run.add_argument("--quiet", action="store_true", help="no progress while the run goes on")
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -69,7 +94,9 @@ def _parser() -> argparse.ArgumentParser:
                                description="Print the StreamGraph, JobGraph and ExecutionGraph of a DataStream "
                                            "program ('module:function' taking a StreamExecutionEnvironment) "
                                            "or of a scenario file.")
-    plan.add_argument("program", metavar="PROGRAM_OR_SCENARIO")
+    plan.add_argument("program", type=_path, metavar="PROGRAM_OR_SCENARIO",
+                      help="a scenario file (.toml), or a program 'module:function' (the module is looked up "
+                           "from the current folder)")
     output = plan.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print plan.json's content instead")
     output.add_argument("--dot", action="store_true", help="print the JobGraph in Graphviz DOT instead")
@@ -78,29 +105,31 @@ def _parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="(re)make a run's report.html from its files",
                                  description="Write report.html (plots of the run) into a run folder.")
-    report.add_argument("run_dir", metavar="RUN_DIR", help="the --out folder of a run")
-    report.add_argument("--out", metavar="FILE", help="write here instead of RUN_DIR/report.html")
+    report.add_argument("run_dir", type=_path, metavar="RUN_DIR", help="the --out folder of a run")
+    report.add_argument("--out", type=_out_file, metavar="FILE", help="write here instead of RUN_DIR/report.html")
 
     compare = commands.add_parser("compare", help="what differs between runs (settings, steady state)",
                                   description="Print the settings and steady-state results that differ between "
                                               "runs (changes against the first); write an HTML page with the "
                                               "runs' plots overlaid.")
-    compare.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="--out folders of runs (two or more)")
-    compare.add_argument("--out", default="compare.html", metavar="FILE",
+    compare.add_argument("run_dirs", type=_path, nargs="+", metavar="RUN_DIR",
+                         help="--out folders of runs (two or more)")
+    compare.add_argument("--out", type=_out_file, default="compare.html", metavar="FILE",
                          help="the HTML comparison (default: compare.html in the current folder)")
 
     trace = commands.add_parser("trace", help="write a run's Perfetto / Chrome trace (trace.perfetto.json)",
                                 description="Convert a run's metrics.parquet (task states) and trace.jsonl "
                                             "(channels, with --trace) into trace-event JSON for ui.perfetto.dev.")
-    trace.add_argument("run_dir", metavar="RUN_DIR", help="the --out folder of a run")
-    trace.add_argument("--out", metavar="FILE", help="write here instead of RUN_DIR/trace.perfetto.json")
+    trace.add_argument("run_dir", type=_path, metavar="RUN_DIR", help="the --out folder of a run")
+    trace.add_argument("--out", type=_out_file, metavar="FILE",
+                       help="write here instead of RUN_DIR/trace.perfetto.json")
     sweep = commands.add_parser("sweep", help="run every point of a sweep file (on Spark) and collect the results",
                                 description="Run each point of a sweep file (a scenario and a grid of overrides) as "
                                             "one sim run in a Spark task; write DIR/results.parquet (one row per "
                                             "point and vertex), DIR/points/<point>/ (each run's files) and "
                                             "DIR/sweep.png; print a table. Exit code 1 if a point failed.")
-    sweep.add_argument("sweep", metavar="SWEEP", help="sweep file (.toml)")
-    sweep.add_argument("--out", required=True, metavar="DIR", help="output folder")
+    sweep.add_argument("sweep", type=_path, metavar="SWEEP", help="sweep file (.toml)")
+    sweep.add_argument("--out", type=_path, required=True, metavar="DIR", help="output folder")
     sweep.add_argument("--master", default="local[*]", metavar="URL",
                        help="Spark master: local[*] (default), local[N], spark://HOST:PORT, yarn, k8s://...; "
                             f"'{SERIAL}' runs the points one by one in this process, without Spark")
@@ -108,7 +137,8 @@ def _parser() -> argparse.ArgumentParser:
 
     bench = commands.add_parser("bench", help="print performance figures as JSON lines",
                                 description="Compute performance figures; one JSON object per line.")
-    bench.add_argument("figures", nargs="*", metavar="FIGURE", help="figures to compute (default: all)")
+    bench.add_argument("figures", nargs="*", metavar="FIGURE",
+                       help="figures to compute (default: all; an unknown name lists them)")
 
     fuzz = commands.add_parser("fuzz", help="fuzz the Netty and RPC decoders with mutated frames",
                                description="Feed mutated valid frames and random bytes to the decoders of peer "
@@ -116,9 +146,11 @@ def _parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--inputs", type=int, metavar="N", help="inputs in total (default: 100000 unless --seconds)")
     fuzz.add_argument("--seconds", type=float, metavar="S", help="stop after S seconds")
     fuzz.add_argument("--seed", type=int, default=0, help="seed of the mutations (default 0)")
-    fuzz.add_argument("--out", default="fuzz-findings", metavar="DIR",
+    fuzz.add_argument("--out", type=_path, default="fuzz-findings", metavar="DIR",
                       help="where inputs that raised another exception are saved (default fuzz-findings)")
-    fuzz.add_argument("--replay", metavar="FILE", help="decode one saved input again and show what it raises")
+    fuzz.add_argument("--replay", type=_path, metavar="FILE",
+                      help="decode one saved input (a .bin in --out) again and show what it raises; "
+                           "takes no --inputs or --seconds")
     return parser
 
 
@@ -155,9 +187,13 @@ def _run(args: argparse.Namespace) -> int:
     from scenarios.run import OutputDirError, format_checkpoints, format_restarts, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
+    _warn_of_late_faults(scenario)
     if args.engine == "local" and args.master is not None:
         raise UserError(f"--master {args.master} needs --engine spark")
+    if args.engine == "local" and args.verbose:
+        raise UserError("--verbose shows Spark's log: it needs --engine spark")
     args.master = args.master or "local[*]"
+    _check_master(args.master)
     engine = _spark_engine(args, scenario) if args.engine == "spark" else None
     progress = None if args.quiet else ProgressPrinter(scenario.name, scenario.duration, sys.stderr)
     try:
@@ -200,6 +236,14 @@ def _run(args: argparse.Namespace) -> int:
     if "interrupted" in summary:
         return EXIT_INTERRUPTED
     return EXIT_FAILED if summary["invariants"]["violations"] else 0
+
+
+def _warn_of_late_faults(scenario: Any) -> None:
+    """A fault at or after the end of the run never happens: likely a shortened `duration`."""
+    for i, fault in enumerate(scenario.faults):
+        if fault.at >= scenario.duration:
+            print(f"shufflesim: warning: {scenario.source_path}: faults[{i}] at {fault.at:g} s is not before the end "
+                  f"of the run ({scenario.duration:g} s): it will not happen", file=sys.stderr)
 
 
 def _spark_engine(args: argparse.Namespace, scenario: Any) -> Any:
@@ -259,6 +303,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from scenarios.sweep_file import load_sweep
     from scenarios.sweep_report import SweepProgress, format_results_table
 
+    _check_master(args.master, serial_ok=True)
     sweep = load_sweep(args.sweep)
     try:
         make_out_dir(Path(args.out))
@@ -292,6 +337,14 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_master(master: str, serial_ok: bool = False) -> None:
+    """A --master Spark would refuse (after seconds of starting, with a Java stack trace) is refused here."""
+    if master == "yarn" or master.startswith(("local", "spark://", "k8s://")) or (serial_ok and master == SERIAL):
+        return
+    forms = "local[*], local[N], spark://HOST:PORT, yarn, k8s://..." + (f" or '{SERIAL}'" if serial_ok else "")
+    raise UserError(f"--master {master}: not a Spark master ({forms})")
+
+
 def _start_spark(master: str, verbose: bool = False) -> Any:
     """A SparkSession on `master`; a master Spark cannot start on is the user's mistake."""
     from py4j.protocol import Py4JError
@@ -319,10 +372,16 @@ def _bench(args: argparse.Namespace) -> int:
 def _fuzz(args: argparse.Namespace) -> int:
     import time
 
-    from scenarios.fuzz import format_report, fuzz, replay
+    from scenarios.fuzz import ReplayError, format_report, fuzz, replay
 
     if args.replay:
-        print(replay(Path(args.replay)))
+        if args.inputs is not None or args.seconds is not None:
+            raise UserError("--replay decodes one saved input: it takes no --inputs or --seconds")
+        try:
+            decoded, outcome = replay(Path(args.replay))
+        except ReplayError as e:
+            raise UserError(str(e)) from None
+        print(f"{args.replay}: {decoded} messages decoded, then {outcome}")
         return 0
     if (args.inputs is not None and args.inputs < 1) or (args.seconds is not None and args.seconds <= 0):
         raise UserError("--inputs and --seconds must be positive")

@@ -224,13 +224,27 @@ def _save(out: Path, name: str, index: int, data: bytes, cuts: list[int]) -> Pat
     return path
 
 
+class ReplayError(ValueError):
+    """A saved input cannot be replayed: a file is missing or not what `fuzz` saved; the message names it."""
+
+
 def replay(path: Path) -> tuple[int, str]:
     """Decode a saved input again, in its chunks; an exception that is not the protocol's propagates."""
-    info = Path(path).with_suffix(".txt").read_text().splitlines()
-    name = info[0].removeprefix("decoder: ")
+    path = Path(path)
+    info_path = path.with_suffix(".txt")
+    try:
+        data = path.read_bytes()
+        info = info_path.read_text().splitlines()
+    except OSError as e:
+        raise ReplayError(f"{e.filename}: cannot read: {e.strerror} (give an input fuzz saved: NAME.bin, "
+                          f"next to its NAME.txt)") from None
+    by_name = {t.name: t for t in targets()}
+    name = info[0].removeprefix("decoder: ") if info else ""
+    if len(info) < 2 or name not in by_name or not info[1].startswith("cuts: "):
+        raise ReplayError(f"{info_path}: not what fuzz saves (lines 'decoder: NAME', NAME one of "
+                          f"{', '.join(by_name)}, then 'cuts: [...]')")
     cuts = [int(c) for c in re.findall(r"\d+", info[1])]
-    target = next(t for t in targets() if t.name == name)
-    return decode(target, Path(path).read_bytes(), cuts)
+    return decode(by_name[name], data, cuts)
 
 
 def format_report(reports: dict[str, TargetReport], wall: float) -> str:

@@ -65,11 +65,20 @@ def write_metrics(out_dir: Path, metrics: pa.Table) -> Path:
     return path
 
 
+def missing_run_file(path: Path) -> RunFolderError:
+    """The error for a run file that is not there; a folder holding runs (a sweep's) names one."""
+    folder = path.parent
+    inside = sorted(folder.glob(f"*/{SUMMARY_FILE}")) or sorted(folder.glob(f"*/*/{SUMMARY_FILE}"))
+    hint = f"{folder} holds runs: give one, e.g. {inside[0].parent}" if inside else \
+        f"is {folder} the --out folder of a run?"
+    return RunFolderError(f"{path}: no such file ({hint})")
+
+
 def read_metrics(out_dir: Path) -> pa.Table:
     """The metric table of a finished run; `RunFolderError` if it is missing or unreadable."""
     path = Path(out_dir) / METRICS_FILE
     if not path.is_file():
-        raise RunFolderError(f"{path}: no such file (is {out_dir} the --out folder of a run?)")
+        raise missing_run_file(path)
     try:
         return pq.read_table(path, schema=SCHEMA)
     except (OSError, pa.ArrowException) as e:

@@ -20,10 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from graph import ExecutionGraph, plan_json
 from scenarios.build import build_program
-from scenarios.outputs import TRACE_FILE, write_metrics, write_plan, write_summary
-from scenarios.report import write_report
+from scenarios.outputs import (METRICS_FILE, PLAN_FILE, SUMMARY_FILE, TRACE_FILE, write_metrics, write_plan,
+                               write_summary)
+from scenarios.perfetto import PERFETTO_FILE
+from scenarios.report import REPORT_FILE, write_report
 from scenarios.scenario_file import Scenario, ScenarioError, settings_of
 from shuffle import kernel
+from shuffle.buffer.network_buffer_pool import InsufficientBuffersError
 from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport.auth import secret_from_text
 from taskmgr.cluster import ClusterConfig, ProgressCallback, StopCheck, run_job
@@ -50,6 +53,11 @@ TABLE_COLUMNS = (
 
 #: Where a cluster's secret comes from when the scenario does not give one.
 SECRET_VARIABLE = "SHUFFLESIM_SECRET"
+
+
+#: The files of a run folder: one this run did not write is a previous run's, and is removed
+#: (a stale trace.jsonl would otherwise show up in this run's report).
+RUN_FILES = (PLAN_FILE, SUMMARY_FILE, METRICS_FILE, TRACE_FILE, REPORT_FILE, PERFETTO_FILE)
 
 
 class OutputDirError(ValueError):
@@ -88,11 +96,24 @@ def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
     }
     summary |= restarts_summary(result)
     if result.error is not None:
-        summary["error"] = f"{type(result.error).__name__}: {result.error}"
+        summary["error"] = failure_text(scenario, result.error)
     if result.stopped_early:
         summary["interrupted"] = {"at_s": result.duration,
                                   "note": "the run was stopped before its duration; results cover 0..at_s"}
     return summary
+
+
+def failure_text(scenario: Scenario, error: BaseException) -> str:
+    """The root cause of a failed job; for too little network memory, the scenario keys to change
+    (the runtime's message names Flink's configuration keys)."""
+    text = f"{type(error).__name__}: {error}"
+    if isinstance(error, InsufficientBuffersError):
+        network = scenario.network_config()
+        text += (f" In the scenario: cluster.network_memory ({network.network_memory} bytes per TaskManager) holds "
+                 f"{network.network_memory // network.buffer_size} buffers of network.buffer_size "
+                 f"({network.buffer_size} bytes): raise cluster.network_memory, or lower network.buffer_size, "
+                 f"network.exclusive_buffers_per_channel or network.floating_buffers_per_gate.")
+    return text
 
 
 def restarts_summary(result: JobResult) -> dict[str, Any]:
@@ -185,6 +206,8 @@ def _check_faults(scenario: Scenario, graph: ExecutionGraph) -> None:
 
 def make_out_dir(out_dir: Path) -> None:
     """Create `out_dir` if needed; `OutputDirError` if it cannot be created or written."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputDirError(f"--out {out_dir}: a file, not a folder")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -218,8 +241,11 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
     staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=out_dir))
     try:
         outcome = _run_into(scenario, env, graph, network, staging, trace, progress, should_stop, engine)
-        for path in sorted(staging.iterdir()):
+        written = sorted(staging.iterdir())
+        for path in written:
             os.replace(path, out_dir / path.name)
+        for name in set(RUN_FILES) - {path.name for path in written}:
+            (out_dir / name).unlink(missing_ok=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return outcome

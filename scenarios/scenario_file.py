@@ -110,31 +110,46 @@ _as_size = _with_units(parse_size, "size", '"32kb"', numbers_ok=True)
 _as_bandwidth = _with_units(parse_bandwidth, "bandwidth", '"10gbit"')
 
 
-def _at_least(convert: Callable[[Any], float], low: float, *, strict: bool = False) -> Callable[[Any], Any]:
+def _at_least(convert: Callable[[Any], float], low: float, *, strict: bool = False,
+              shown: str | None = None) -> Callable[[Any], Any]:
+    """`convert`, then at least `low` (`shown` says the bound in the file's units)."""
+
     def checked(value: Any) -> Any:
         result = convert(value)
         if result < low or (strict and result == low):
-            raise _BadValue(f"{_show(value)} must be {'>' if strict else '>='} {low:g}")
+            raise _BadValue(f"{_show(value)} must be {'>' if strict else '>='} {shown or format(low, 'g')}")
         return result
 
     return checked
 
 
+def _quoted(value: Any, *types: type) -> str:
+    """A hint for a string holding a TOML literal of `types` ("2", "true"): quotes make it a string."""
+    if isinstance(value, str):
+        try:
+            literal = tomllib.loads(f"v = {value}")["v"]
+        except tomllib.TOMLDecodeError:
+            return ""
+        if type(literal) in types:
+            return " (write it without quotes)"
+    return ""
+
+
 def _as_int(value: Any) -> int:
     if type(value) is not int:
-        raise _BadValue(f"{_show(value)} is not an integer")
+        raise _BadValue(f"{_show(value)} is not an integer{_quoted(value, int)}")
     return value
 
 
 def _as_number(value: Any) -> float:
     if type(value) not in (int, float):
-        raise _BadValue(f"{_show(value)} is not a number")
+        raise _BadValue(f"{_show(value)} is not a number{_quoted(value, int, float)}")
     return float(value)
 
 
 def _as_bool(value: Any) -> bool:
     if type(value) is not bool:
-        raise _BadValue(f"{_show(value)} is not true or false")
+        raise _BadValue(f"{_show(value)} is not true or false{_quoted(value, bool)}")
     return value
 
 
@@ -191,6 +206,8 @@ def _program(value: Any) -> str:
 
 DURATION = _leaf(_at_least(_as_duration, 0))
 POSITIVE_DURATION = _leaf(_at_least(_as_duration, 0, strict=True))
+#: Flink's MINIMAL_CHECKPOINT_TIME: checkpoint intervals and timeouts are at least 10 ms.
+CHECKPOINT_TIME = _leaf(_at_least(_as_duration, 0.010, shown='"10ms" (Flink\'s minimum)'))
 FLUSH_TIMEOUT = _leaf(_flush_timeout)
 TEXT = _leaf(_as_text)
 BOOL = _leaf(_as_bool)
@@ -222,7 +239,7 @@ def check_keys(table: Mapping[str, Any], known: Iterable[str], where: Where) -> 
     for key in table:
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+            hint = f"did you mean {where.child(close[0]).key!r}?" if close else f"known keys: {', '.join(known)}"
             raise UnknownKeyError(f"{where.file}: unknown key {where.child(key).key!r} ({hint})")
 
 
@@ -324,11 +341,11 @@ class CheckpointSettings:
     network (`taskmgr.checkpointing.checkpoint_costs`; defaults as measured on Flink 2.3)."""
 
     #: Seconds between checkpoints; None: no checkpoints.
-    interval: float | None = field(default=None, metadata=_opt(POSITIVE_DURATION))
+    interval: float | None = field(default=None, metadata=_opt(CHECKPOINT_TIME))
     mode: str = field(default="aligned", metadata=_opt(_leaf(_choice(*CHECKPOINT_MODES))))
     #: Unaligned mode only: start aligned, switch to unaligned after this long (0: at once).
     aligned_timeout: float = field(default=0.0, metadata=_opt(DURATION))
-    timeout: float = field(default=600.0, metadata=_opt(POSITIVE_DURATION))
+    timeout: float = field(default=600.0, metadata=_opt(CHECKPOINT_TIME))
     max_concurrent: int = field(default=1, metadata=_opt(_int_from(1)))
     min_pause: float = field(default=0.0, metadata=_opt(DURATION))
     #: Flink's execution.checkpointing.checkpoints-after-tasks-finish (default true).
@@ -604,9 +621,22 @@ def settings_of(value: Any) -> Any:
     return value
 
 
+#: Metric samples a run may take (duration / metrics.sample_period): more is a typo, not a study.
+MAX_SAMPLES = 100_000
+
+
 def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
     where = Where(str(path), "")
+    if "scenario" in raw and ("grid" in raw or "points" in raw):
+        raise where.error("this is a sweep file (it has 'scenario' and a [grid] or [[points]]): "
+                          "run it with 'shufflesim sweep'")
     scenario = _build(Scenario, raw, where, source_path=path, name=path.stem)
+    samples = scenario.duration / scenario.metrics.sample_period
+    if samples > MAX_SAMPLES:
+        raise where.child("metrics.sample_period").error(
+            f"a duration of {scenario.duration:g} s sampled every {scenario.metrics.sample_period:g} s is "
+            f"{samples:.3g} samples, at most {MAX_SAMPLES:,} are allowed: lengthen metrics.sample_period "
+            f"or shorten duration")
     memory = scenario.cluster.network_memory
     if memory is not None and memory < scenario.network.buffer_size:
         raise where.child("cluster.network_memory").error(
@@ -667,26 +697,38 @@ def _split_key(key: str) -> list[str]:
     return parts
 
 
-def _select_stage(stages: Any, selector: str) -> dict[str, Any]:
-    if not isinstance(stages, list):
-        raise _BadValue("only job.stages can be indexed")
+def _join_key(parts: list[str]) -> str:
+    """['job', 'stages', '[1]'] -> 'job.stages[1]' (the inverse of `_split_key`)."""
+    return "".join(part if part.startswith("[") or i == 0 else f".{part}" for i, part in enumerate(parts))
+
+
+def _select_item(items: Any, selector: str, path: str) -> dict[str, Any]:
+    """The table `path[selector]` of a list of tables (job.stages, faults): by index, or by name."""
+    if not isinstance(items, list):
+        raise _BadValue(f"{path!r} is not a list of tables in the scenario")
     if selector.isdigit():
-        if int(selector) >= len(stages):
-            raise _BadValue(f"there is no stage {selector} ({len(stages)} stages)")
-        return stages[int(selector)]
-    for stage in stages:
-        if isinstance(stage, dict) and stage.get("name") == selector:
-            return stage
-    raise _BadValue(f"there is no stage named {selector!r}")
+        if int(selector) >= len(items):
+            raise _BadValue(f"there is no {path}[{selector}] (the scenario has {len(items)}, numbered from 0)")
+        return items[int(selector)]
+    named = {item["name"]: item for item in items if isinstance(item, dict) and isinstance(item.get("name"), str)}
+    if selector in named:
+        return named[selector]
+    close = difflib.get_close_matches(selector, named, n=1)
+    hint = (f"did you mean {close[0]!r}?" if close else f"names: {', '.join(named)}" if named
+            else f"give an index from 0 to {len(items) - 1}" if items else "the list is empty")
+    raise _BadValue(f"there is no {path}[{selector}] ({hint})")
 
 
-def _set(raw: dict[str, Any], key: str, value: Any) -> None:
-    """Set a dotted key in a raw scenario dict, creating tables on the way."""
+def _set(raw: dict[str, Any], key: str, value: Any) -> str:
+    """Set a dotted key in a raw scenario dict, creating tables on the way; the key as error
+    messages name it (stages by index: 'job.stages[1].cost' for 'job.stages[SlowMap].cost')."""
     parts = _split_key(key)
     node: Any = raw
     for i, part in enumerate(parts[:-1]):
         if part.startswith("["):
-            node = _select_stage(node, part[1:-1])
+            item = _select_item(node, part[1:-1], _join_key(parts[:i]))
+            parts[i] = f"[{next(j for j, other in enumerate(node) if other is item)}]"
+            node = item
             continue
         if parts[i + 1].startswith("["):
             node = node.get(part) if isinstance(node, dict) else None
@@ -697,6 +739,7 @@ def _set(raw: dict[str, Any], key: str, value: Any) -> None:
     if parts[-1].startswith("[") or not isinstance(node, dict):
         raise _BadValue(f"{key!r} does not name a value")
     node[parts[-1]] = value
+    return _join_key(parts)
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -711,19 +754,26 @@ def parse_override(item: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
-def _apply(raw: Mapping[str, Any], overrides: Mapping[str, Any], origin: str) -> dict[str, Any]:
+def _apply(raw: Mapping[str, Any], overrides: Mapping[str, Any], origin: str,
+           named: dict[str, str] | None = None) -> dict[str, Any]:
+    """A copy of `raw` with `overrides`; `named` (if given) gets, per override, the key as error
+    messages name it -> where it came from ("--set KEY")."""
     result = copy.deepcopy(dict(raw))
     for key, value in overrides.items():
         try:
-            _set(result, key, value)
+            resolved = _set(result, key, value)
         except _BadValue as e:
             raise UnknownKeyError(f"{origin} {key}={_show(value)}: {e}") from None
+        if named is not None:
+            named[resolved] = f"{origin} {key}"  # no value: the message shows it, unless it is a secret
     return result
 
 
-def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
-    """A copy of a raw scenario dict with `--set KEY=VALUE` items applied (validated on load)."""
-    return _apply(raw, dict(parse_override(item) for item in overrides), "--set")
+def apply_overrides(raw: Mapping[str, Any], overrides: Iterable[str],
+                    named: dict[str, str] | None = None) -> dict[str, Any]:
+    """A copy of a raw scenario dict with `--set KEY=VALUE` items applied (validated on load);
+    `named` as `_apply`'s."""
+    return _apply(raw, dict(parse_override(item) for item in overrides), "--set", named)
 
 
 def scenario_from_raw(raw: Mapping[str, Any], path: Path, overrides: Mapping[str, Any],
@@ -738,7 +788,17 @@ def scenario_from_raw(raw: Mapping[str, Any], path: Path, overrides: Mapping[str
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     """Read, override (`--set KEY=VALUE` items) and validate a scenario file."""
     path = Path(path)
-    return _scenario(apply_overrides(read_toml(path), overrides), path)
+    named: dict[str, str] = {}
+    raw = apply_overrides(read_toml(path), overrides, named)
+    try:
+        return _scenario(raw, path)
+    except ScenarioError as e:
+        # The file does not hold a value an override gave: say where it came from.
+        given = [item for key, item in named.items()
+                 if any(f"{before}{key}{after}" in str(e) for before in " '" for after in ":.'")]
+        if not given:
+            raise
+        raise type(e)(f"{e} (from {', '.join(given)})") from None
 
 
 def show_value(value: Any) -> str:

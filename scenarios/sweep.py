@@ -176,8 +176,19 @@ def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
     # same file whichever way the points ran, and lands on the driver's disk on a cluster.
     outcome = SweepOutcome(sweep, results, out_dir, results_table(results, sweep.keys))
     write_results(outcome.results_path, outcome.table)
+    _remove_stale_points(out_dir / POINTS_DIR, results)
     write_plot(results, sweep.keys, out_dir / PLOT_FILE, f"{sweep.source_path.name} ({sweep.scenario_path.name})")
     return outcome
+
+
+def _remove_stale_points(points_dir: Path, results: list[PointResult]) -> None:
+    """Remove the point folders of an earlier sweep into the same --out that this sweep did not
+    run (other points, or points now INVALID or ERROR): they would pass for this sweep's runs."""
+    ran = {result.point for result in results if result.status not in (INVALID, ERROR)}
+    if points_dir.is_dir():
+        for path in points_dir.iterdir():
+            if path.is_dir() and path.name not in ran:
+                shutil.rmtree(path)
 
 
 def read_results(out_dir: Path) -> pa.Table:

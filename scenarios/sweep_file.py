@@ -78,11 +78,32 @@ def _list(value: Any, where: Where, what: str) -> list[Any]:
     return value
 
 
+#: Scenario keys whose value is a table (a source's keys = {...}): not bare dotted keys.
+TABLE_VALUED = ("keys",)
+
+
+def _dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`table` with its nested tables flattened back into dotted keys.
+
+    In TOML a bare dotted key (network.buffer_timeout = ...) is a nested table: taken as
+    one, it would replace the scenario's whole [network] instead of setting one key.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in table.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and dotted.rpartition(".")[2] not in TABLE_VALUED:
+            flat |= _dotted(value, f"{dotted}.")
+        else:
+            flat[dotted] = value
+    return flat
+
+
 def _grid(value: Any, where: Where) -> list[dict[str, Any]]:
     if not isinstance(value, dict):
         raise where.error("must be a table of keys, each with a list of values")
     if not value:
         raise where.error("is empty: give at least one key with a list of values")
+    value = _dotted(value)
     columns = [_list(values, Where(where.file, f"grid {key!r}"), "values") for key, values in value.items()]
     return [dict(zip(value, combo)) for combo in itertools.product(*columns)]
 
@@ -92,7 +113,7 @@ def _explicit_points(value: Any, where: Where) -> list[dict[str, Any]]:
     for i, point in enumerate(points):
         if not isinstance(point, dict):
             raise where.item(i).error("must be a table of overrides, e.g. \"network.buffer_timeout\" = \"1ms\"")
-    return points
+    return [_dotted(point) for point in points]
 
 
 def _seeds(value: Any, where: Where) -> list[int]:
@@ -125,6 +146,9 @@ def load_sweep(path: str | Path) -> Sweep:
     path = Path(path)
     where = Where(str(path), "")
     raw = read_toml(path)
+    if "scenario" not in raw and ("duration" in raw or "job" in raw):
+        raise where.error("this is a scenario file: run it with 'shufflesim run', "
+                          "or name it in a sweep file's scenario = \"...\"")
     check_keys(raw, SWEEP_KEYS, where)
     if "scenario" not in raw:
         raise where.error("missing key 'scenario' (the scenario file the sweep varies)")

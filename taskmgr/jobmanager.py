@@ -178,9 +178,12 @@ class _JobExecution:
         self.reports[task_manager] = report
         self._notify()
 
-    def on_task_manager_lost(self, name: str) -> None:
+    def on_task_manager_lost(self, name: str, cause: RpcError | None = None) -> None:
+        """`cause`: the protocol error the JobManager closed the connection for, if it did."""
         if name in self.placement.values() and name not in self.reports:
-            self.fail(RuntimeError(f"TaskManager {name} is lost (its connection to the JobManager closed)"))
+            closed = (f"the JobManager closed its connection: {cause}" if cause is not None
+                      else "its connection to the JobManager closed")
+            self.fail(RuntimeError(f"TaskManager {name} is lost ({closed})"))
             for eid, task_manager in self.placement.items():  # its tasks are gone with it
                 if task_manager == name and not self.states[eid].is_terminal:
                     self.states[eid] = ExecutionState.FAILED
@@ -273,6 +276,7 @@ class JobManager:
                                    "executor_id": record.executor_id})
         self._registered.set()
         self._registered = kernel.Event()
+        cause: RpcError | None = None
         try:
             while True:
                 message = await connection.receive()
@@ -298,10 +302,13 @@ class JobManager:
                     job.on_report(record.name, report | {"metrics": load_table(message.metrics)})
                 elif isinstance(message, AttemptCancelled):
                     job.on_attempt_cancelled(record.name, message)
+        except RpcError as exc:
+            cause = exc
+            raise
         finally:
             self.task_managers.pop(record.name, None)
             for job in self._jobs.values():
-                job.on_task_manager_lost(record.name)
+                job.on_task_manager_lost(record.name, cause)
 
     def fail_jobs(self, cause: BaseException) -> bool:
         """Fail every running job with `cause` (unless it failed already); False if none runs."""

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from scenarios.outputs import PLAN_FILE, SUMMARY_FILE, TRACE_FILE, RunFolderError, read_metrics
+from scenarios.outputs import PLAN_FILE, SUMMARY_FILE, TRACE_FILE, RunFolderError, missing_run_file, read_metrics
 
 Aggregate = Literal["mean", "sum", "max"]
 
@@ -31,7 +31,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
-        raise RunFolderError(f"{path}: no such file (is {path.parent} the --out folder of a run?)") from None
+        raise missing_run_file(path) from None
     except OSError as e:
         raise RunFolderError(f"{path}: cannot read: {e.strerror}") from None
     except json.JSONDecodeError as e:
@@ -122,7 +122,8 @@ def load_run(folder: Path | str) -> Run:
     """Read a run folder; `RunFolderError` names what is missing or broken."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise RunFolderError(f"{folder}: no such folder (give the --out folder of a 'shufflesim run')")
+        what = "a file, not a folder" if folder.exists() else "no such folder"
+        raise RunFolderError(f"{folder}: {what} (give the --out folder of a 'shufflesim run')")
     summary = _read_json(folder / SUMMARY_FILE)
     plan = _read_json(folder / PLAN_FILE) if (folder / PLAN_FILE).exists() else None
     metrics = MetricSeries(read_metrics(folder))

@@ -130,7 +130,7 @@ partitioner = "rebalance"
 @pytest.mark.parametrize(
     "extra, message",
     [
-        ("[network]\nbufer_size = '32kb'", "scenario.toml: unknown key 'network.bufer_size' (did you mean 'buffer_size'?)"),
+        ("[network]\nbufer_size = '32kb'", "scenario.toml: unknown key 'network.bufer_size' (did you mean 'network.buffer_size'?)"),
         (
             "[network]\nbuffer_timeout = '10 parsecs'",
             "scenario.toml: network.buffer_timeout: '10 parsecs' is not a duration (e.g. \"100ms\") or \"off\"",
@@ -149,7 +149,7 @@ partitioner = "rebalance"
          "scenario.toml: network.min_segment_size: must not exceed buffer_size (32768 bytes), got 65536"),
         ("[network]\ndebloat = true\nstarting_segment_size = '100b'",
          "scenario.toml: network.starting_segment_size: must lie between min_segment_size (256) and buffer_size"),
-        ("[checkpoints]\ninterval = '0s'", "scenario.toml: checkpoints.interval: '0s' must be > 0"),
+        ("[checkpoints]\ninterval = '0s'", "scenario.toml: checkpoints.interval: '0s' must be >= \"10ms\" (Flink's minimum)"),
         ("[checkpoints]\nmode = 'exactly_once'", "scenario.toml: checkpoints.mode: 'exactly_once' is not one of"),
         ("[checkpoints]\ncheckpoints_after_tasks_finish = 'no'",
          "scenario.toml: checkpoints.checkpoints_after_tasks_finish: 'no' is not true or false"),
@@ -267,12 +267,12 @@ def test_apply_overrides_copies_and_parses_toml_literals():
 @pytest.mark.parametrize(
     "override, message",
     [
-        ("network.bufer_size=1kb", "scenario.toml: unknown key 'network.bufer_size' (did you mean 'buffer_size'?)"),
+        ("network.bufer_size=1kb", "scenario.toml: unknown key 'network.bufer_size' (did you mean 'network.buffer_size'?)"),
         ("network.buffer_timeout=10 parsecs", "network.buffer_timeout: '10 parsecs' is not a duration"),
         ("network", "--set 'network': expected KEY=VALUE"),
         ("duration.x=1", "--set duration.x=1: 'duration' is not a table"),
-        ("job.stages[7].cost=1ms", "--set job.stages[7].cost='1ms': there is no stage 7 (3 stages)"),
-        ("job.stages[Nope].cost=1ms", "there is no stage named 'Nope'"),
+        ("job.stages[7].cost=1ms", "--set job.stages[7].cost='1ms': there is no job.stages[7] (the scenario has 3, numbered from 0)"),
+        ("job.stages[Nope].cost=1ms", "there is no job.stages[Nope] (names: Seq, SlowMap)"),
         ("network..x=1", "is not a key like"),
     ],
 )

@@ -77,7 +77,7 @@ scenario = "scenario.toml"
     ('scenario = "missing.toml"\n[grid]\nseed = [1]', "sweep.toml: scenario: "),
     ('scenario = "scenario.toml"\n[grid]\n"network.bufer_size" = ["1kb"]',
      "sweep.toml: 'network.bufer_size': the scenario does not accept it"),
-    ('scenario = "scenario.toml"\n[grid]\n"job.stages[Nope].cost" = ["1ms"]', "there is no stage named 'Nope'"),
+    ('scenario = "scenario.toml"\n[grid]\n"job.stages[Nope].cost" = ["1ms"]', "there is no job.stages[Nope]"),
     ('scenario = "scenario.toml"\n[grid]\n"job.stages[Seq].cost" = ["1ms", "bad"]',
      "a 'source' stage takes no 'cost'"),
     ('scenario = "scenario.toml"\n[grid]\n"duration.x" = [1]', "'duration' is not a table"),

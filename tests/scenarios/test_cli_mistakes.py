@@ -1,0 +1,253 @@
+"""User mistakes a daily user of `shufflesim` makes: each is one clear line and exit code 2
+(argparse's usage errors: its usage and one line), never a traceback or a silent wrong run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+from scenarios.cli import _parser, main
+from scenarios.run import failure_text
+from scenarios.scenario_file import ScenarioError, load_scenario
+from scenarios.sweep_file import load_sweep
+from shuffle.buffer.network_buffer_pool import InsufficientBuffersError
+
+LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
+SLOW_MAP = LIBRARY / "slow-map.toml"
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("shufflesim: error:") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("argv, message", [
+    # typos get the full dotted key as the hint
+    (["plan", str(SLOW_MAP), "--set", "job.stage=1"], "unknown key 'job.stage' (did you mean 'job.stages'?)"),
+    (["plan", str(SLOW_MAP), "--set", "job.stages[SlowMap].cots=1ms"],
+     "unknown key 'job.stages[1].cots' (did you mean 'job.stages[1].cost'?)"),
+    # a stage name that does not exist: the names, or the close one
+    (["plan", str(SLOW_MAP), "--set", "job.stages[SlowMapp].cost=1ms"],
+     "--set job.stages[SlowMapp].cost='1ms': there is no job.stages[SlowMapp] (did you mean 'SlowMap'?)"),
+    (["plan", str(SLOW_MAP), "--set", "job.stages[-1].cost=1ms"], "(names: Seq, SlowMap, Sink)"),
+    # faults are indexed too, and are not stages
+    (["plan", str(LIBRARY / "link-failure.toml"), "--set", "faults[5].at=1s"],
+     "there is no faults[5] (the scenario has 1, numbered from 0)"),
+    (["plan", str(SLOW_MAP), "--set", "faults[0].at=1s"], "'faults' is not a list of tables in the scenario"),
+    # Flink's minimum checkpoint interval and timeout; 1ns would run (nearly) forever
+    (["plan", str(SLOW_MAP), "--set", "checkpoints.interval=1ns"],
+     "checkpoints.interval: '1ns' must be >= \"10ms\" (Flink's minimum)"),
+    (["plan", str(SLOW_MAP), "--set", "checkpoints.timeout=5ms"], "checkpoints.timeout: '5ms' must be >= \"10ms\""),
+    # a billion metric samples would run (nearly) forever
+    (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=1ns", "--set", "duration=1s"],
+     "metrics.sample_period: a duration of 1 s sampled every 1e-09 s is 1e+09 samples, at most 100,000"),
+    (["plan", str(SLOW_MAP), "--set", "duration=1000000s"], "is 1e+06 samples, at most 100,000"),
+    # a bad value from --set says so: the file holds another value
+    (["plan", str(SLOW_MAP), "--set", "seed=3", "--set", "job.stages[SlowMap].cost=abc"],
+     "slow-map.toml: job.stages[1].cost: 'abc' is not a duration (e.g. \"100ms\") "
+     "(from --set job.stages[SlowMap].cost)"),
+    (["plan", str(SLOW_MAP), "--set", "network.bufer_size=1kb"],
+     "(did you mean 'network.buffer_size'?) (from --set network.bufer_size)"),
+    # numbers and booleans in quotes are strings in TOML
+    (["plan", str(SLOW_MAP), "--set", 'network.debloat="false"'],
+     "network.debloat: 'false' is not true or false (write it without quotes)"),
+    (["plan", str(SLOW_MAP), "--set", 'job.stages[1].parallelism="2"'],
+     "job.stages[1].parallelism: '2' is not an integer (write it without quotes)"),
+    (["plan", str(SLOW_MAP), "--set", 'job.stages[0].rate="1e3"'], "'1e3' is not a number (write it without quotes)"),
+    # the wrong kind of file for the command
+    (["run", str(LIBRARY / "sweeps" / "source-rate.toml"), "--out", "x"],
+     "source-rate.toml: this is a sweep file (it has 'scenario' and a [grid] or [[points]]): run it with "
+     "'shufflesim sweep'"),
+    (["sweep", str(SLOW_MAP), "--out", "x", "--master", "serial"],
+     "slow-map.toml: this is a scenario file: run it with 'shufflesim run'"),
+])
+def test_scenario_and_override_mistakes(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert message in one_error_line(capsys)
+
+
+def test_a_program_that_adds_no_operators_is_a_user_mistake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty_prog.py").write_text("def build(env):\n    pass\n")
+    (tmp_path / "job.toml").write_text('duration = "1s"\n[job]\nprogram = "empty_prog:build"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "empty_prog", raising=False)
+    assert main(["run", "job.toml", "--out", "o"]) == 2
+    assert "job.toml: job.program 'empty_prog:build' added no operators" in one_error_line(capsys)
+    assert main(["plan", "empty_prog:build"]) == 2
+    assert "empty_prog:build added no operators" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", str(SLOW_MAP), "--out", ""], "argument --out: an empty path"),
+    (["sweep", "s.toml", "--out", " "], "argument --out: an empty path"),
+    (["report", "run", "--out", "."], "argument --out: . is a folder; give a file name"),
+    (["compare", "a", "b", "--out", "."], "argument --out: . is a folder; give a file name"),
+    (["trace", ""], "argument RUN_DIR: an empty path"),
+])
+def test_bad_path_arguments_are_usage_errors(argv: list[str], message: str, tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2 and message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []  # an empty --out used to write the run into the current folder
+
+
+def test_an_out_folder_that_is_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["run", str(SLOW_MAP), "--out", str(blocker)]) == 2
+    assert one_error_line(capsys).endswith(f"--out {blocker}: a file, not a folder")
+    assert main(["report", str(blocker)]) == 2
+    assert f"{blocker}: a file, not a folder (give the --out folder" in one_error_line(capsys)
+
+
+def test_fuzz_replay_mistakes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fuzz", "--replay", str(tmp_path / "nope.bin")]) == 2
+    assert f"{tmp_path / 'nope.bin'}: cannot read: No such file or directory" in one_error_line(capsys)
+    (tmp_path / "x.bin").write_bytes(b"\x00\x00\x00\x05ab")
+    (tmp_path / "x.txt").write_text("decoder: nope\ncuts: []\n")
+    assert main(["fuzz", "--replay", str(tmp_path / "x.bin")]) == 2
+    assert "x.txt: not what fuzz saves (lines 'decoder: NAME', NAME one of netty, rpc" in one_error_line(capsys)
+    assert main(["fuzz", "--replay", str(tmp_path / "x.bin"), "--inputs", "5"]) == 2
+    assert "--replay decodes one saved input: it takes no --inputs or --seconds" in one_error_line(capsys)
+    (tmp_path / "x.txt").write_text("decoder: netty\ncuts: [1]\n")
+    assert main(["fuzz", "--replay", str(tmp_path / "x.bin")]) == 0
+    assert capsys.readouterr().out.strip() == f"{tmp_path / 'x.bin'}: 0 messages decoded, then CorruptedStreamError: " \
+                                              "Network stream corrupted: frame length N"
+
+
+SCENARIO = SLOW_MAP.read_text().replace('buffer_timeout = "100ms"', 'buffer_timeout = "5ms"')
+
+
+def test_bare_dotted_keys_in_a_sweep_set_one_key_not_the_whole_table(tmp_path: Path) -> None:
+    """In TOML `network.buffer_size = ...` is a nested table: it must not replace the scenario's [network]."""
+    (tmp_path / "scenario.toml").write_text(SCENARIO)
+    (tmp_path / "sweep.toml").write_text('scenario = "scenario.toml"\n'
+                                         '[grid]\nnetwork.buffer_size = ["8kb", "16kb"]\n'
+                                         '[[points]]\nnetwork.floating_buffers_per_gate = 3\n'
+                                         '"job.stages[Seq]".rate = 10\n')
+    sweep = load_sweep(tmp_path / "sweep.toml")
+    assert sweep.keys == ("network.buffer_size", "network.floating_buffers_per_gate", "job.stages[Seq].rate")
+    scenarios = [sweep.scenario(point) for point in sweep.points]
+    assert [s.network.buffer_size for s in scenarios] == [8192, 16384, 32768]
+    assert all(s.network.buffer_timeout == pytest.approx(0.005) for s in scenarios)
+    assert scenarios[2].network.floating_buffers_per_gate == 3
+    assert scenarios[2].job.stages[0].rate == 10 and scenarios[2].job.stages[0].record_size == 16
+
+
+def test_too_little_network_memory_names_the_scenario_keys(tmp_path: Path) -> None:
+    scenario = load_scenario(SLOW_MAP, ["cluster.network_memory=64kb"])
+    text = failure_text(scenario, InsufficientBuffersError("Insufficient number of network buffers"))
+    assert text == ("InsufficientBuffersError: Insufficient number of network buffers In the scenario: "
+                    "cluster.network_memory (65536 bytes per TaskManager) holds 2 buffers of network.buffer_size "
+                    "(32768 bytes): raise cluster.network_memory, or lower network.buffer_size, "
+                    "network.exclusive_buffers_per_channel or network.floating_buffers_per_gate.")
+    assert failure_text(scenario, RuntimeError("boom")) == "RuntimeError: boom"
+
+
+def test_a_job_that_cannot_deploy_says_which_keys_to_change(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", str(SLOW_MAP), "--out", str(tmp_path / "o"), "--quiet", "--set", "duration=1s",
+            "--set", "cluster.network_memory=64kb"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("shufflesim: job failed: InsufficientBuffersError") and "\n" not in err
+    assert "raise cluster.network_memory, or lower network.buffer_size" in err
+
+
+def test_every_command_and_option_has_help() -> None:
+    parser = _parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    helps = {choice.dest: choice.help for choice in commands._choices_actions}
+    missing = [name for name, text in helps.items() if not text]
+    for name, sub in commands.choices.items():
+        missing += [f"{name} {action.dest}" for action in sub._actions if not action.help]
+    assert set(helps) == set(commands.choices) and missing == []
+
+
+def test_a_task_manager_dropped_for_a_protocol_error_says_which(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Internal failures propagate with their root cause: here the job report of 3000 samples per
+    metric is larger than an RPC frame may be, and the JobManager drops the connection."""
+    argv = ["run", str(SLOW_MAP), "--out", str(tmp_path / "o"), "--quiet", "--set", "duration=3s",
+            "--set", "metrics.sample_period=1ms"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "is lost (the JobManager closed its connection: message length" in err
+    assert "(must be 1 to 10485760 bytes))" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["sweep", "missing.toml", "--master", "bogus"],
+    ["run", str(SLOW_MAP), "--engine", "spark", "--master", "Local", "--set", "mode=realtime"],
+])
+def test_a_master_spark_would_refuse_is_refused_before_spark_starts(
+        argv: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    assert f"--master {argv[-1] if argv[0] == 'sweep' else 'Local'}: not a Spark master (local[*], local[N]" \
+        in one_error_line(capsys)
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_run_into_the_folder_of_an_earlier_run_leaves_none_of_its_files(tmp_path: Path) -> None:
+    """An earlier run's trace.jsonl (or trace.perfetto.json) next to this run's metrics would show
+    in this run's report and trace as if this run had made it."""
+    out = tmp_path / "o"
+    assert main(["run", str(SLOW_MAP), "--out", str(out), "--quiet", "--trace", "--set", "duration=1s"]) == 0
+    assert main(["trace", str(out)]) == 0
+    (out / "notes.txt").write_text("mine")
+    assert main(["run", str(SLOW_MAP), "--out", str(out), "--quiet", "--set", "duration=1s"]) == 0
+    assert sorted(path.name for path in out.iterdir()) == [
+        "metrics.parquet", "notes.txt", "plan.json", "report.html", "summary.json"]
+
+
+def test_a_fault_after_the_end_of_the_run_is_pointed_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import scenarios.run
+
+    def interrupted(*args, **kwargs):  # the warning comes before the run; no need to run it
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(scenarios.run, "run_scenario", interrupted)
+    scenario = LIBRARY / "link-failure.toml"
+    assert main(["run", str(scenario), "--out", str(tmp_path / "o"), "--set", "duration=2s"]) == 130
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"shufflesim: warning: {scenario}: faults[0] at 5 s is not before the end of the run (2 s): "
+        "it will not happen")
+
+
+def test_a_sweep_into_the_folder_of_an_earlier_sweep_keeps_only_its_own_points(tmp_path: Path) -> None:
+    """The earlier sweep's p01 ran; this sweep's p01 is INVALID: its folder must not hold the old run."""
+    out = tmp_path / "out"
+    first, second = tmp_path / "first.toml", tmp_path / "second.toml"
+    first.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s", "2s"]\n')
+    second.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s", "10 parsecs"]\n')
+    assert main(["sweep", str(first), "--out", str(out), "--master", "serial", "--quiet"]) == 0
+    assert sorted(path.name for path in (out / "points").iterdir()) == ["p00", "p01"]
+    assert main(["sweep", str(second), "--out", str(out), "--master", "serial", "--quiet"]) == 1
+    assert sorted(path.name for path in (out / "points").iterdir()) == ["p00"]
+
+
+def test_version_and_flags_that_need_another(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0 and capsys.readouterr().out.startswith("shufflesim ")
+    assert main(["run", str(SLOW_MAP), "--out", "x", "--verbose"]) == 2
+    assert "--verbose shows Spark's log: it needs --engine spark" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("command", ["report", "trace"])
+def test_a_folder_of_runs_given_as_a_run_names_one_of_them(command: str, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "points" / "p00").mkdir(parents=True)
+    (tmp_path / "points" / "p00" / "summary.json").write_text("{}")
+    assert main([command, str(tmp_path)]) == 2
+    assert f"no such file ({tmp_path} holds runs: give one, e.g. {tmp_path / 'points' / 'p00'})" \
+        in one_error_line(capsys)
