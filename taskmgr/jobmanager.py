@@ -43,8 +43,9 @@ from taskmgr.results import JobResult, JobStatus, merge_reports
 from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.rpc import (FIRST_MESSAGE_TIMEOUT, AbortCheckpoint, AcknowledgeCheckpoint, AttemptCancelled, CancelTask,
                          DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport,
-                         NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, RpcConnection, RpcError, RpcMessage,
-                         Shutdown, StopSources, TaskExecutionState, TriggerCheckpoint)
+                         JobReportPart, NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, ReportAssembler,
+                         RpcConnection, RpcError, RpcMessage, Shutdown, StopSources, TaskExecutionState,
+                         TriggerCheckpoint)
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
 
 log = logging.getLogger(__name__)
@@ -277,6 +278,7 @@ class JobManager:
         self._registered.set()
         self._registered = kernel.Event()
         cause: RpcError | None = None
+        reports = ReportAssembler()
         try:
             while True:
                 message = await connection.receive()
@@ -295,11 +297,14 @@ class JobManager:
                     coordinator.receive_acknowledge(message.execution_id, load_object(message.ack, "checkpoint ack"))
                 elif isinstance(message, DeclineCheckpoint) and coordinator is not None:
                     coordinator.receive_decline(message.execution_id, message.checkpoint_id, message.reason)
+                elif isinstance(message, JobReportPart):
+                    reports.add(message)
                 elif isinstance(message, JobReport):
-                    report = load_object(message.report, "job report")
+                    report_bytes, metrics_bytes = reports.complete(message)
+                    report = load_object(report_bytes, "job report")
                     if not isinstance(report, dict):
                         raise RpcError("job_report: the report is not a map")
-                    job.on_report(record.name, report | {"metrics": load_table(message.metrics)})
+                    job.on_report(record.name, report | {"metrics": load_table(metrics_bytes)})
                 elif isinstance(message, AttemptCancelled):
                     job.on_attempt_cancelled(record.name, message)
         except RpcError as exc:

@@ -139,13 +139,67 @@ class DeclineCheckpoint(RpcMessage):
 
 @_message("job_report")
 class JobReport(RpcMessage):
-    """What the TaskManager's tasks of a released job gathered (`taskmgr.results.TaskManagerReport`)."""
+    """What the TaskManager's tasks of a released job gathered (`taskmgr.results.TaskManagerReport`).
+    A report larger than a frame comes in `JobReportPart`s first (`job_report_messages`)."""
 
     job_id: str
     #: The report without its metrics (cloudpickle).
     report: bytes
     #: The sampled metrics (Arrow IPC stream).
     metrics: bytes
+
+
+@_message("job_report_part")
+class JobReportPart(RpcMessage):
+    """The start of a JobReport's `report` and `metrics` bytes, which the next parts and the
+    JobReport itself continue (a long run's metrics outgrow one frame)."""
+
+    job_id: str
+    report: bytes
+    metrics: bytes
+
+
+#: Payload bytes per JobReportPart: half a frame, the rest is ample for the fields around it.
+REPORT_PART_SIZE = MAX_FRAME_SIZE // 2
+#: The most a JobManager gathers of one report (parts included).
+MAX_REPORT_SIZE = 1 << 30
+
+
+def job_report_messages(job_id: str, report: bytes, metrics: bytes,
+                        part_size: int | None = None) -> list[JobReportPart | JobReport]:
+    """A report as frames of at most `part_size` (`REPORT_PART_SIZE`) payload bytes each:
+    parts, then the JobReport."""
+    part_size = part_size or REPORT_PART_SIZE
+    messages: list[JobReportPart | JobReport] = []
+    while len(report) + len(metrics) > part_size:
+        head = report[:part_size]
+        rest = metrics[:part_size - len(head)]
+        messages.append(JobReportPart(job_id, head, rest))
+        report, metrics = report[len(head):], metrics[len(rest):]
+    messages.append(JobReport(job_id, report, metrics))
+    return messages
+
+
+class ReportAssembler:
+    """Joins the JobReportParts of one connection's reports, per job."""
+
+    def __init__(self, max_size: int = MAX_REPORT_SIZE) -> None:
+        self.max_size = max_size
+        self._parts: dict[str, tuple[list[bytes], list[bytes], int]] = {}
+
+    def add(self, part: JobReportPart) -> None:
+        reports, metrics, size = self._parts.get(part.job_id, ([], [], 0))
+        size += len(part.report) + len(part.metrics)
+        if size > self.max_size:
+            raise RpcError(f"job_report of job {part.job_id}: more than {self.max_size} bytes")
+        reports.append(part.report)
+        metrics.append(part.metrics)
+        self._parts[part.job_id] = (reports, metrics, size)
+
+    def complete(self, report: JobReport) -> tuple[bytes, bytes]:
+        """The whole `report` and `metrics` bytes of a JobReport, its parts first."""
+        reports, metrics, _ = self._parts.pop(report.job_id, ([], [], 0))
+        return b"".join([*reports, report.report]), b"".join([*metrics, report.metrics])
 
 
 # --- JobManager -> TaskManager ----------------------------------------------------------------

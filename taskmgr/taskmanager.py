@@ -32,9 +32,9 @@ from taskmgr.metrics.table import MetricTable
 from taskmgr.operators.base import RunControl
 from taskmgr.payloads import dump_exception, dump_object, dump_table, load_object
 from taskmgr.rpc import (AbortCheckpoint, AcknowledgeCheckpoint, AttemptCancelled, CancelAttempt, CancelTask,
-                         DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport,
+                         DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest,
                          NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, RpcConnection, RpcError,
-                         RpcMessage, Shutdown, StopSources, TaskExecutionState, TriggerCheckpoint)
+                         RpcMessage, Shutdown, StopSources, TaskExecutionState, TriggerCheckpoint, job_report_messages)
 from taskmgr.task import Task
 from taskmgr.task_services import TaskServices
 
@@ -361,8 +361,9 @@ class TaskManager:
         report.update(task_manager=self.name, available_segments=pool.num_available_segments,
                       total_segments=pool.total_segments)
         metrics = report.pop("metrics", None)
-        self._outbox.put_nowait(JobReport(message.job_id, dump_object(report),
-                                          dump_table(metrics if metrics is not None else MetricTable().to_arrow())))
+        for part in job_report_messages(message.job_id, dump_object(report),
+                                        dump_table(metrics if metrics is not None else MetricTable().to_arrow())):
+            self._outbox.put_nowait(part)
 
     def _job_report(self, job: _JobSession) -> dict[str, Any]:
         contexts = [task.context for task in job.tasks.values() if task.context is not None]

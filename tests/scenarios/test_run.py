@@ -158,3 +158,15 @@ def test_runs_in_one_process_repeat_number_for_number(tmp_path: Path) -> None:
     for _ in range(3):  # nothing a run leaves in the process may change the next one
         vertices("network.buffer_timeout=1ms")
     assert vertices("job.stages[SlowMap].cost=1ms") == first
+
+
+def test_a_run_whose_metrics_outgrow_an_rpc_frame_ends_with_them(tmp_path: Path) -> None:
+    """4,000 samples of slow-map: each TaskManager's metrics are ~14 MB, more than one 10 MiB
+    RPC frame (the run used to fail at its end with the JobManager closing the connection)."""
+    out = tmp_path / "long"
+    assert main(["run", str(LIBRARY / "slow-map.toml"), "--out", str(out), "--quiet",
+                 "--set", "metrics.sample_period=50ms", "--set", "duration=200s"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "FINISHED"
+    times = read_metrics(out).column("t").to_pylist()
+    assert max(times) == pytest.approx(200, abs=0.01) and len(set(times)) > 3990  # every 50 ms sample

@@ -226,3 +226,46 @@ def test_an_all_to_all_graph_of_many_subtasks_travels():
     graph = load_object(dump_object(build_execution_graph(env.get_job_graph())), "job graph")
     assert sys.getrecursionlimit() == limit
     assert len(graph.all_execution_vertices) == 400
+
+
+def test_a_report_larger_than_a_frame_travels_in_parts():
+    """A long run's metrics outgrow the 10 MiB frame: the report goes as parts that each
+    fit a frame, and the JobManager joins them back byte for byte."""
+    from taskmgr.rpc import MAX_FRAME_SIZE, JobReport, JobReportPart, ReportAssembler, job_report_messages
+
+    rng = random.Random(3)
+    report = rng.randbytes(3 * 1024 * 1024)
+    metrics = rng.randbytes(21 * 1024 * 1024)
+    messages = job_report_messages("job-0", report, metrics)
+    assert [type(m) for m in messages] == [JobReportPart] * (len(messages) - 1) + [JobReport]
+    assert len(messages) == 5
+    assert all(len(encode(m)) <= MAX_FRAME_SIZE for m in messages)
+    assert [m.TYPE for m in decode(b"".join(encode(m) for m in messages), limit=MAX_FRAME_SIZE)] \
+        == [m.TYPE for m in messages]
+    assembler = ReportAssembler()
+    for part in messages[:-1]:
+        assembler.add(part)
+    assert assembler.complete(messages[-1]) == (report, metrics)
+    assert job_report_messages("job-0", b"r", b"m") == [JobReport("job-0", b"r", b"m")]  # small: one frame
+    with pytest.raises(RpcError, match="more than 1000 bytes"):
+        small = ReportAssembler(max_size=1000)
+        for part in job_report_messages("job-0", bytes(5000), b"", part_size=600)[:-1]:
+            small.add(part)
+
+
+def test_a_run_gets_its_whole_report_when_it_comes_in_parts(monkeypatch):
+    """The same run, its TaskManagers' reports cut into 4 KiB parts: the same results."""
+    from taskmgr import rpc
+    from taskmgr.cluster import execute
+
+    def run():
+        env = StreamExecutionEnvironment.get_execution_environment()
+        env.from_generator(rate=500).name("Gen").rebalance().map(cost="1ms").name("Work").sink_to(DiscardingSink())
+        return execute(env, duration=5, task_managers=2, seed=3).raise_for_status()
+
+    whole = run()
+    monkeypatch.setattr(rpc, "REPORT_PART_SIZE", 4096)
+    parted = run()
+    assert len(dump_table(whole.metrics)) > 4 * 4096  # a few parts per TaskManager
+    assert parted.metrics.equals(whole.metrics)
+    assert (parted.records_emitted, parted.records_received) == (whole.records_emitted, whole.records_received)
