@@ -289,6 +289,8 @@ class JobManager:
                     continue
                 job = self._jobs.get(getattr(message, "job_id", None))
                 if job is None:
+                    if isinstance(message, JobReport):
+                        reports.discard(message.job_id)
                     continue
                 coordinator = job.checkpoint_coordinator
                 if isinstance(message, TaskExecutionState):

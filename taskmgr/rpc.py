@@ -171,35 +171,44 @@ def job_report_messages(job_id: str, report: bytes, metrics: bytes,
     parts, then the JobReport."""
     part_size = part_size or REPORT_PART_SIZE
     messages: list[JobReportPart | JobReport] = []
-    while len(report) + len(metrics) > part_size:
-        head = report[:part_size]
-        rest = metrics[:part_size - len(head)]
+    report_view, metrics_view = memoryview(report), memoryview(metrics)
+    at_report = at_metrics = 0  # offsets: each part copies only its own bytes
+    while len(report) - at_report + len(metrics) - at_metrics > part_size:
+        head = bytes(report_view[at_report:at_report + part_size])
+        rest = bytes(metrics_view[at_metrics:at_metrics + part_size - len(head)])
         messages.append(JobReportPart(job_id, head, rest))
-        report, metrics = report[len(head):], metrics[len(rest):]
-    messages.append(JobReport(job_id, report, metrics))
+        at_report, at_metrics = at_report + len(head), at_metrics + len(rest)
+    messages.append(JobReport(job_id, bytes(report_view[at_report:]), bytes(metrics_view[at_metrics:])))
     return messages
 
 
 class ReportAssembler:
-    """Joins the JobReportParts of one connection's reports, per job."""
+    """Joins the JobReportParts of one connection's reports, per job; at most `max_size`
+    bytes of parts held at once, whatever the jobs."""
 
     def __init__(self, max_size: int = MAX_REPORT_SIZE) -> None:
         self.max_size = max_size
-        self._parts: dict[str, tuple[list[bytes], list[bytes], int]] = {}
+        self._parts: dict[str, tuple[list[bytes], list[bytes]]] = {}
+        self._size = 0
 
     def add(self, part: JobReportPart) -> None:
-        reports, metrics, size = self._parts.get(part.job_id, ([], [], 0))
-        size += len(part.report) + len(part.metrics)
-        if size > self.max_size:
-            raise RpcError(f"job_report of job {part.job_id}: more than {self.max_size} bytes")
+        self._size += len(part.report) + len(part.metrics)
+        if self._size > self.max_size:
+            raise RpcError(f"job_report of job {part.job_id}: more than {self.max_size} bytes of parts")
+        reports, metrics = self._parts.setdefault(part.job_id, ([], []))
         reports.append(part.report)
         metrics.append(part.metrics)
-        self._parts[part.job_id] = (reports, metrics, size)
 
     def complete(self, report: JobReport) -> tuple[bytes, bytes]:
         """The whole `report` and `metrics` bytes of a JobReport, its parts first."""
-        reports, metrics, _ = self._parts.pop(report.job_id, ([], [], 0))
+        reports, metrics = self._parts.pop(report.job_id, ([], []))
+        self._size -= sum(map(len, reports)) + sum(map(len, metrics))
         return b"".join([*reports, report.report]), b"".join([*metrics, report.metrics])
+
+    def discard(self, job_id: str) -> None:
+        """Forget the parts of a job that ended before its report did."""
+        reports, metrics = self._parts.pop(job_id, ([], []))
+        self._size -= sum(map(len, reports)) + sum(map(len, metrics))
 
 
 # --- JobManager -> TaskManager ----------------------------------------------------------------

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from graph import GeneratorSource, KeyDistribution
 
 
-#: Keys a generator draws at a time (see `GeneratorState._next_keys`).
+#: Keys a generator draws at a time (see `GeneratorState._peek_keys`).
 KEY_BLOCK = 1024
 
 
@@ -82,7 +82,8 @@ class GeneratorState:
     #: Records this subtask still emits; None: unbounded.
     remaining: int | None = None
     next_seq: int = 0
-    #: Keys drawn ahead (splittable distributions: the same keys as drawn batch by batch).
+    #: Keys drawn ahead: a block at a time for splittable distributions (the same keys as
+    #: drawn batch by batch), and those of records peeked but not handed out yet.
     _ahead: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), init=False, repr=False,
                                compare=False)
     _ahead_pos: int = field(default=0, init=False, repr=False, compare=False)

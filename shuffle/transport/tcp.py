@@ -74,9 +74,10 @@ class SocketIO:
     `send_all`, also when the socket gives or takes the bytes at once: one scheduler pass
     per frame or read on the Netty hot path. Here a call waits (and so yields) only when
     the socket would block; after `FAIR_STREAK` calls in a row that did not, the next call
-    yields once first (a checkpoint: cancellation is delivered there, before any byte
-    moves, so a cancelled call has read or written nothing), so a busy connection cannot
-    starve the other tasks. One task reads and one task writes at a time (the Netty
+    yields once first (a checkpoint: a cancellation delivered there comes before any byte
+    of the call moved; one delivered while waiting for the socket may leave a write
+    partly done, as with trio's `send_all`), so a busy connection cannot starve the other
+    tasks. TCP exists only in realtime mode, so this calls trio directly. One task reads and one task writes at a time (the Netty
     layer's reader loop and its `OutboundWriter`). Errors are trio's: `ClosedResourceError`
     once the socket is closed, `BrokenResourceError` for a failed connection.
     """

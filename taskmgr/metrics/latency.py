@@ -49,6 +49,8 @@ def _non_negative(values_ns: np.ndarray) -> np.ndarray:
     return np.maximum(np.asarray(values_ns, dtype=np.int64), 0)
 
 
+#: Bucket indices a histogram keeps before it adds them to its counts.
+_MAX_PENDING = 1 << 16
 #: Batches up to this many values are bucketed in plain Python (numpy's per-call overhead
 #: dominates them: a sink of a paced job sees a few records per buffer).
 _SMALL = 16
@@ -101,9 +103,12 @@ class LatencyHistogram:
     def counts(self) -> np.ndarray:
         """The count of each bucket."""
         if self._pending:
-            self._counts += np.bincount(self._pending, minlength=NUM_BUCKETS)
-            self._pending.clear()
+            self._fold_pending()
         return self._counts
+
+    def _fold_pending(self) -> None:
+        self._counts += np.bincount(self._pending, minlength=NUM_BUCKETS)
+        self._pending.clear()
 
     def record(self, values_ns: np.ndarray) -> None:
         if len(values_ns):
@@ -117,6 +122,8 @@ class LatencyHistogram:
         """Count values already bucketed (once for all the histograms they go to)."""
         if values.counts is None:
             self._pending.extend(values.buckets)
+            if len(self._pending) >= _MAX_PENDING:  # the steady histogram is read only at the end
+                self._fold_pending()
         else:
             self._counts += values.counts
         self.count += values.count

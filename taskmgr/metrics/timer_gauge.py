@@ -3,9 +3,9 @@
 Time is read from the runtime's clock (``kernel.current_time`` by default, injectable for
 tests and for code outside a trio run), in seconds. Unlike Flink, which reports a 60 s
 moving window, this gauge keeps the running total; per-period rates are derived from it by
-the metric sampler. The longest single interval is Flink's: the longest within the last
-complete update interval (Flink's metric views update every 5 s), an interval still
-running counting up to that interval's end.
+the metric sampler. The longest single interval is Flink's: the longest of those that
+ended in the last complete update interval (Flink's metric views update every 5 s) or
+were still running at its end, each measured from its start.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ class TimerGauge:
         self._total = 0.0
         #: The update interval in progress ends here (intervals from the gauge's creation).
         self._window_end = clock() + UPDATE_INTERVAL
-        self._window_max = 0.0  # longest interval (part) in the update interval in progress
+        self._window_max = 0.0  # longest interval ended in the update interval in progress
         self._previous_max = 0.0  # ... in the last complete one: what Flink reports
 
     @property
@@ -51,7 +51,7 @@ class TimerGauge:
             if now >= self._window_end:
                 self._update(now)
             self._total += now - start
-            self._window_max = max(self._window_max, now - max(start, self._window_end - UPDATE_INTERVAL))
+            self._window_max = max(self._window_max, now - start)
             self._start = None
 
     def _update(self, now: float) -> None:
@@ -60,7 +60,7 @@ class TimerGauge:
             end = self._window_end
             longest = self._window_max
             if self._start is not None:
-                longest = max(longest, end - max(self._start, end - UPDATE_INTERVAL))
+                longest = max(longest, end - self._start)  # from its start, as Flink's update()
             self._previous_max = longest
             self._window_max = 0.0
             self._window_end = end + UPDATE_INTERVAL
@@ -70,8 +70,8 @@ class TimerGauge:
         return self._total + (0.0 if self._start is None else self._clock() - self._start)
 
     def max_single(self) -> float:
-        """Flink's `getMaxSingleMeasurement`: the longest interval within the last complete
-        update interval (a running one counted up to its end)."""
+        """Flink's `getMaxSingleMeasurement`: the longest interval that ended in the last
+        complete update interval or ran through its end (counted from its start)."""
         now = self._clock()
         if now >= self._window_end:
             self._update(now)

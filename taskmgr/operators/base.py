@@ -147,13 +147,15 @@ class Output:
         return limit
 
     def writable_prefix(self, records: Records) -> int:
-        """Of `records`, how many go out before an output turns unavailable: exact at the
-        record writers, `headroom`'s estimate through chained operators."""
+        """Of `records` (for the main output), how many go out before an output turns
+        unavailable: exact at the record writers, `headroom`'s estimate through chained
+        operators."""
         limit = len(records)
         for _, operator in self.chained:
             limit = operator.output.headroom(limit)
-        for _, writer in self.writers:
-            limit = min(limit, writer.writable_prefix(records))
+        for tag, writer in self.writers:
+            if tag is None:  # a side output's writer gets none of them (and keeps no channels)
+                limit = min(limit, writer.writable_prefix(records))
         return limit
 
     async def emit(self, records: Records, tag: OutputTag | None = None) -> None:

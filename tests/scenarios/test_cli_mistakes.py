@@ -172,10 +172,14 @@ def test_every_command_and_option_has_help() -> None:
     assert set(helps) == set(commands.choices) and missing == []
 
 
-def test_a_task_manager_dropped_for_a_protocol_error_says_which(tmp_path: Path,
+def test_a_task_manager_dropped_for_a_protocol_error_says_which(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """Internal failures propagate with their root cause: here the job report of 3000 samples per
-    metric is larger than an RPC frame may be, and the JobManager drops the connection."""
+    metric, sent whole (as before reports went in parts), is larger than an RPC frame may be,
+    and the JobManager drops the connection."""
+    from taskmgr import rpc
+
+    monkeypatch.setattr(rpc, "REPORT_PART_SIZE", 64 * rpc.MAX_FRAME_SIZE)
     argv = ["run", str(SLOW_MAP), "--out", str(tmp_path / "o"), "--quiet", "--set", "duration=3s",
             "--set", "metrics.sample_period=1ms"]
     assert main(argv) == 1

@@ -1,6 +1,9 @@
 """ResultPartition: what it refuses (spec 2.3), and where a batch of records stops as
 Flink's per-record availability check would."""
 
+import random
+
+import numpy as np
 import pytest
 
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
@@ -61,7 +64,6 @@ async def _emit_in_order_until_unavailable(partition: ResultPartition, record_si
 @pytest.mark.parametrize("pattern", ["round_robin", "one_channel", "random"])
 @pytest.mark.parametrize("debloat", [False, True])
 async def test_over_several_subpartitions_the_cap_never_passes_flinks_stop(sim_kernel, pattern, debloat):
-    import random
     config = NetworkConfig(buffer_size=4096, debloat=debloat, min_segment_size=256, starting_segment_size=1024)
     partition = ResultPartition("p", 4, ResultPartitionType.PIPELINED_BOUNDED, config)
     partition.setup(NetworkBufferPool(200, 4096))
@@ -107,8 +109,6 @@ async def test_broadcast_buffers_count_against_subpartition_zeros_quota(sim_kern
 async def test_with_the_channels_known_the_cut_is_flinks_stop(sim_kernel, pattern, record_size, debloat):
     """records_before_unavailable_to: the record after which Flink's per-record loop finds
     the writer unavailable, exactly (records spanning buffers, debloated sizes at least a record)."""
-    import random
-    import numpy as np
     config = NetworkConfig(buffer_size=4096, debloat=debloat, min_segment_size=256, starting_segment_size=1024)
     partition = ResultPartition("p", 4, ResultPartitionType.PIPELINED_BOUNDED, config)
     partition.setup(NetworkBufferPool(200, 4096))

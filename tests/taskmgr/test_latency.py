@@ -119,3 +119,15 @@ def test_latencies_since_creation_count_as_the_recorded_differences(batch):
         assert (a.counts == b.counts).all()
         assert (a.count, a.total, a.max) == (b.count, b.total, b.max)
         assert a.summary_ms() == b.summary_ms()
+
+
+def test_a_histogram_of_small_batches_keeps_few_pending_values():
+    """Small batches are bucketed in Python and added to the counts in bulk; a steady-state
+    histogram, read only at the job's end, must not keep one pending value per record."""
+    histogram, reference = LatencyHistogram(), LatencyHistogram()
+    values = np.random.default_rng(2).integers(0, 1 << 30, 300_000)
+    for start in range(0, len(values), 3):
+        histogram.record(values[start:start + 3])
+    reference.record(values)
+    assert len(histogram._pending) < 1 << 16
+    assert (histogram.counts == reference.counts).all() and histogram.count == reference.count

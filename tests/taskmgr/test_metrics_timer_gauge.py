@@ -27,8 +27,8 @@ async def test_running_interval_counts_up_to_now(sim_kernel):
 
 
 async def test_max_single_is_the_longest_interval_of_the_last_update_interval(sim_kernel):
-    """As Flink's getMaxSingleMeasurement: per 5 s update interval, a running interval
-    counted up to the interval's end (and from its start in the next); it can go down."""
+    """As Flink's getMaxSingleMeasurement: per 5 s update interval, the longest interval
+    that ended in it or ran through its end, measured from its start; it can go down."""
     gauge = TimerGauge()
     gauge.mark_start()
     await kernel.sleep(1)
@@ -37,11 +37,11 @@ async def test_max_single_is_the_longest_interval_of_the_last_update_interval(si
     gauge.mark_start()
     await kernel.sleep(2)
     assert gauge.max_single() == 0.0  # no update interval complete yet
-    await kernel.sleep(5)  # running 2-9: [0, 5) saw 3 s of it
+    await kernel.sleep(5)  # running 2-9: 3 s long at the end of [0, 5)
     assert gauge.max_single() == 3.0
     gauge.mark_end()
-    await kernel.sleep(1)  # at 10: [5, 10) saw 4 s of it (5-9)
-    assert gauge.max_single() == 4.0
+    await kernel.sleep(1)  # at 10: it ended in [5, 10), 7 s long
+    assert gauge.max_single() == 7.0
     gauge.mark_start()
     await kernel.sleep(0.5)
     gauge.mark_end()
@@ -50,8 +50,8 @@ async def test_max_single_is_the_longest_interval_of_the_last_update_interval(si
     await kernel.sleep(20)  # nothing measured since
     assert gauge.max_single() == 0.0
     gauge.mark_start()
-    await kernel.sleep(12)  # from 35.5 through [40, 45)
-    assert gauge.max_single() == 5.0
+    await kernel.sleep(12)  # from 35.5: 9.5 s long at the end of [40, 45)
+    assert gauge.max_single() == 9.5
     assert gauge.accumulated() == 1.0 + 7.0 + 0.5 + 12.0
 
 
@@ -84,7 +84,7 @@ async def test_task_io_metrics_busy_is_elapsed_minus_idle_and_backpressure(sim_k
     snap = group.snapshot()
     assert snap["accumulateBusyTimeMs"] == 2000.0
     assert snap["accumulateBackPressuredTimeMs"] == 3500.0
-    assert snap["maxSoftBackPressureTimeMs"] == 2000.0  # [0, 5) saw 3-5 of it
+    assert snap["maxSoftBackPressureTimeMs"] == 2000.0  # 3-6: 2 s long at the update at 5
     assert snap["numRecordsOut"] == 7.0
     assert snap["isBackPressured"] == 0.0
     assert COUNTERS <= snap.keys()
