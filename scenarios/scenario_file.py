@@ -31,6 +31,7 @@ from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from graph.api.environment import MINIMAL_CHECKPOINT_TIME
 from graph.api.workload import MIN_RECORD_SIZE
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from graph.units import parse_bandwidth, parse_duration, parse_size
@@ -207,7 +208,7 @@ def _program(value: Any) -> str:
 DURATION = _leaf(_at_least(_as_duration, 0))
 POSITIVE_DURATION = _leaf(_at_least(_as_duration, 0, strict=True))
 #: Flink's MINIMAL_CHECKPOINT_TIME: checkpoint intervals and timeouts are at least 10 ms.
-CHECKPOINT_TIME = _leaf(_at_least(_as_duration, 0.010, shown='"10ms" (Flink\'s minimum)'))
+CHECKPOINT_TIME = _leaf(_at_least(_as_duration, MINIMAL_CHECKPOINT_TIME, shown='"10ms" (Flink\'s minimum)'))
 FLUSH_TIMEOUT = _leaf(_flush_timeout)
 TEXT = _leaf(_as_text)
 BOOL = _leaf(_as_bool)

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from graph.stream_graph import StreamGraph
 
 DEFAULT_BUFFER_TIMEOUT = 0.1  # Flink's execution.buffer-timeout: 100 ms
+#: Flink's CheckpointConfig.MINIMAL_CHECKPOINT_TIME: the shortest checkpoint interval and timeout (s).
+MINIMAL_CHECKPOINT_TIME = 0.010
 
 
 class RuntimeExecutionMode(Enum):
@@ -74,8 +76,8 @@ class CheckpointConfig:
 
     def set_checkpoint_timeout(self, timeout: str | float) -> "CheckpointConfig":
         seconds = _non_negative_duration("checkpoint timeout", timeout)
-        if seconds <= 0:
-            raise ValueError(f"checkpoint timeout must be > 0, got {timeout!r}")
+        if seconds < MINIMAL_CHECKPOINT_TIME:
+            raise ValueError(f"checkpoint timeout must be at least 10 ms (Flink's minimum), got {timeout!r}")
         self.timeout = seconds
         return self
 
@@ -183,8 +185,9 @@ class StreamExecutionEnvironment:
         """Checkpoint every ``interval`` (seconds or "3s"); ``force`` allows iterations
         (Flink's deprecated force flag)."""
         seconds = parse_duration(interval)
-        if seconds <= 0:
-            raise ValueError(f"StreamExecutionEnvironment: checkpoint interval must be > 0, got {interval!r}")
+        if seconds < MINIMAL_CHECKPOINT_TIME:
+            raise ValueError(f"StreamExecutionEnvironment: checkpoint interval must be at least 10 ms "
+                             f"(Flink's minimum), got {interval!r}")
         self._checkpoint_config.interval = seconds
         self._checkpoint_config.force = bool(force)
         if mode is not None:

@@ -101,6 +101,12 @@ def test_environment_settings_are_validated(env):
         env.set_buffer_timeout(-5)
     with pytest.raises(ValueError, match="checkpoint interval"):
         env.enable_checkpointing(0)
+    # Flink's MINIMAL_CHECKPOINT_TIME: 10 ms for the interval and the timeout
+    with pytest.raises(ValueError, match="checkpoint interval must be at least 10 ms"):
+        env.enable_checkpointing("9ms")
+    env.enable_checkpointing("10ms")
+    with pytest.raises(ValueError, match="checkpoint timeout must be at least 10 ms"):
+        env.get_checkpoint_config().set_checkpoint_timeout("1ms")
 
 
 def test_sources_are_validated(env):
