@@ -61,15 +61,22 @@ async def _emit_in_order_until_unavailable(partition: ResultPartition, record_si
     raise AssertionError("the pool never turned unavailable")
 
 
-@pytest.mark.parametrize("pattern", ["round_robin", "one_channel", "random"])
-@pytest.mark.parametrize("debloat", [False, True])
-async def test_over_several_subpartitions_the_cap_never_passes_flinks_stop(sim_kernel, pattern, debloat):
+def four_subpartitions(debloat: bool, announced: tuple[int, ...]) -> ResultPartition:
+    """A partition of 4 subpartitions over 4 KiB segments; with debloating, its consumers
+    announced the buffer sizes `announced`."""
     config = NetworkConfig(buffer_size=4096, debloat=debloat, min_segment_size=256, starting_segment_size=1024)
     partition = ResultPartition("p", 4, ResultPartitionType.PIPELINED_BOUNDED, config)
     partition.setup(NetworkBufferPool(200, 4096))
     if debloat:
-        for sub, size in zip(partition.subpartitions, (4096, 512, 700, 1024)):
+        for sub, size in zip(partition.subpartitions, announced):
             sub.set_desired_buffer_size(size)
+    return partition
+
+
+@pytest.mark.parametrize("pattern", ["round_robin", "one_channel", "random"])
+@pytest.mark.parametrize("debloat", [False, True])
+async def test_over_several_subpartitions_the_cap_never_passes_flinks_stop(sim_kernel, pattern, debloat):
+    partition = four_subpartitions(debloat, (4096, 512, 700, 1024))
     rng = random.Random(7)
     for i in range(5):  # some open builders, partly filled
         await partition.emit_record(bytes(21), i % 4)
@@ -109,12 +116,7 @@ async def test_broadcast_buffers_count_against_subpartition_zeros_quota(sim_kern
 async def test_with_the_channels_known_the_cut_is_flinks_stop(sim_kernel, pattern, record_size, debloat):
     """records_before_unavailable_to: the record after which Flink's per-record loop finds
     the writer unavailable, exactly (records spanning buffers, debloated sizes at least a record)."""
-    config = NetworkConfig(buffer_size=4096, debloat=debloat, min_segment_size=256, starting_segment_size=1024)
-    partition = ResultPartition("p", 4, ResultPartitionType.PIPELINED_BOUNDED, config)
-    partition.setup(NetworkBufferPool(200, 4096))
-    if debloat:
-        for sub, size in zip(partition.subpartitions, (4096, 1024, 2048, 1500)):
-            sub.set_desired_buffer_size(size)
+    partition = four_subpartitions(debloat, (4096, 1024, 2048, 1500))
     rng = random.Random(11)
     for i in range(6):  # open builders, partly filled
         await partition.emit_record(bytes(record_size), i % 3)
