@@ -22,7 +22,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -31,6 +31,7 @@ from scenarios.run import make_out_dir, run_scenario
 from scenarios.scenario_file import ScenarioError
 from scenarios.sweep_file import Sweep, SweepPoint
 from scenarios.sweep_report import PLOT_FILE, write_plot
+from taskmgr.cluster import ProgressCallback
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -40,7 +41,10 @@ POINTS_DIR = "points"
 INVALID = "INVALID"
 ERROR = "ERROR"
 
-Progress = Callable[[int, int], None]
+class Progress(Protocol):
+    """Told the points done of the total, and (run one by one) how far the running one is."""
+
+    def __call__(self, done: int, total: int, running: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -75,12 +79,14 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def run_point(sweep: Sweep, point: SweepPoint, points_dir: str) -> PointResult:
-    """Run one point into `points_dir/<point id>/`; every failure becomes the result's status."""
+def run_point(sweep: Sweep, point: SweepPoint, points_dir: str,
+              progress: ProgressCallback | None = None) -> PointResult:
+    """Run one point into `points_dir/<point id>/`; every failure becomes the result's status.
+    `progress` is the run's (virtual time, records emitted)."""
     values = {key: value for key, value in point.written().items() if key in sweep.keys}
     result = functools.partial(PointResult, point.id, point.seed, values)
     try:
-        outcome = run_scenario(sweep.scenario(point), Path(points_dir) / point.id)
+        outcome = run_scenario(sweep.scenario(point), Path(points_dir) / point.id, progress=progress)
     except ScenarioError as e:
         return result(INVALID, str(e))
     except Exception as e:  # the run itself crashed: report it, let the other points run
@@ -164,10 +170,15 @@ def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
     task = functools.partial(run_point, sweep, points_dir=str(out_dir / POINTS_DIR))
     if spark is None:
         results = []
+        total = len(sweep.points)
         for point in sweep.points:
-            results.append(task(point))
+            within = None
             if on_progress is not None:
-                on_progress(len(results), len(sweep.points))
+                def within(job_time: float, _: int | None, done: int = len(results), name: str = point.id) -> None:
+                    on_progress(done, total, f"{name} at {job_time:.0f} s")
+            results.append(task(point, progress=within))
+            if on_progress is not None:
+                on_progress(len(results), total)
     else:
         from scenarios.spark_session import run_tasks
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import TYPE_CHECKING, TextIO
 
-from scenarios.progress import StatusLine
+from scenarios.progress import PLAIN_INTERVAL, StatusLine
 
 if TYPE_CHECKING:
     from scenarios.sweep import PointResult
@@ -44,10 +44,17 @@ class SweepProgress:
         self.clock = clock
         self.start = clock()
         self.last_done = -1
+        self._last_shown = self.start
 
-    def __call__(self, done: int, total: int) -> None:
-        if self.status.on_terminal or done != self.last_done:
-            self.status.show(progress_line(done, total, self.clock() - self.start))
+    def __call__(self, done: int, total: int, running: str | None = None) -> None:
+        """Points done of `total`; `running`: how far the point running now is (one by one).
+        Off a terminal, a line per point done, and one every PLAIN_INTERVAL on a long point."""
+        if not (self.status.on_terminal or done != self.last_done
+                or (running is not None and self.clock() - self._last_shown >= PLAIN_INTERVAL)):
+            return
+        self._last_shown = now = self.clock()
+        line = progress_line(done, total, now - self.start)
+        self.status.show(line if running is None else f"{line}; {running}")
         self.last_done = done
 
     def close(self) -> None:

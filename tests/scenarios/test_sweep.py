@@ -100,6 +100,30 @@ def test_progress_lines() -> None:
                                              "2/2 points done, 0:10 elapsed, about 0:00 left"]
 
 
+def test_a_long_point_shows_how_far_it_is() -> None:
+    """Run one by one, the running point's virtual time shows: on a log at most every 5 s."""
+    now = iter([0.0, 1.0, 2.0, 6.0, 6.0, 7.0])
+    lines = io.StringIO()
+    printer = SweepProgress(lines, clock=lambda: next(now))
+    printer(0, 2, "p00 at 10 s")  # 1.0: the first line
+    printer(0, 2, "p00 at 20 s")  # 2.0: too soon
+    printer(0, 2, "p00 at 30 s")  # 6.0: 5 s after the last line
+    printer(1, 2)  # 7.0: a point done
+    assert lines.getvalue().splitlines() == [
+        "0/2 points done, 0:01 elapsed, time left not known yet; p00 at 10 s",
+        "0/2 points done, 0:06 elapsed, time left not known yet; p00 at 30 s",
+        "1/2 points done, 0:07 elapsed, about 0:07 left"]
+
+
+def test_a_serial_sweep_reports_the_running_point(sweep_path: Path, tmp_path: Path) -> None:
+    seen: list[tuple[int, int, str | None]] = []
+    run_sweep(load_sweep(sweep_path), tmp_path, on_progress=lambda done, total, running=None:
+              seen.append((done, total, running)))
+    running = [r for _, _, r in seen if r is not None]
+    assert running and all(r.startswith("p0") and r.endswith(" s") for r in running)
+    assert seen[-1][:2] == (seen[-1][1], seen[-1][1]) and seen[-1][2] is None
+
+
 def test_progress_on_a_terminal_redraws_one_line() -> None:
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -119,10 +143,10 @@ def test_a_run_that_crashes_is_an_error_row_and_the_others_run(sweep_path: Path,
 
     real = sweep_module.run_scenario
 
-    def crashing(scenario: Any, out_dir: Path) -> Any:
+    def crashing(scenario: Any, out_dir: Path, **kwargs: Any) -> Any:
         if out_dir.name == "p01":
             raise RuntimeError("disk on fire")
-        return real(scenario, out_dir)
+        return real(scenario, out_dir, **kwargs)
 
     monkeypatch.setattr(sweep_module, "run_scenario", crashing)
     outcome = run_sweep(load_sweep(sweep_path), tmp_path)
