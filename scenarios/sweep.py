@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -40,6 +40,7 @@ RESULTS_FILE = "results.parquet"
 POINTS_DIR = "points"
 INVALID = "INVALID"
 ERROR = "ERROR"
+
 
 class Progress(Protocol):
     """Told the points done of the total, and (run one by one) how far the running one is."""
@@ -172,10 +173,7 @@ def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
         results = []
         total = len(sweep.points)
         for point in sweep.points:
-            within = None
-            if on_progress is not None:
-                def within(job_time: float, _: int | None, done: int = len(results), name: str = point.id) -> None:
-                    on_progress(done, total, f"{name} at {job_time:.0f} s")
+            within = None if on_progress is None else _running_point(on_progress, len(results), total, point.id)
             results.append(task(point, progress=within))
             if on_progress is not None:
                 on_progress(len(results), total)
@@ -190,6 +188,13 @@ def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
     _remove_stale_points(out_dir / POINTS_DIR, results)
     write_plot(results, sweep.keys, out_dir / PLOT_FILE, f"{sweep.source_path.name} ({sweep.scenario_path.name})")
     return outcome
+
+
+def _running_point(on_progress: Progress, done: int, total: int, name: str) -> ProgressCallback:
+    """The progress callback of the point `name` run one by one: how far it is, in the sweep's line."""
+    def within(job_time: float, _records: int | None) -> None:
+        on_progress(done, total, f"{name} at {job_time:.0f} s")
+    return within
 
 
 def _remove_stale_points(points_dir: Path, results: list[PointResult]) -> None:

@@ -112,11 +112,7 @@ class LatencyHistogram:
 
     def record(self, values_ns: np.ndarray) -> None:
         if len(values_ns):
-            self.record_clipped(_non_negative(values_ns))
-
-    def record_clipped(self, values: np.ndarray) -> None:
-        """`record` of a non-empty int64 array whose values are all >= 0."""
-        self.add(_Bucketed.of(values))
+            self.add(_Bucketed.of(_non_negative(values_ns)))
 
     def add(self, values: _Bucketed) -> None:
         """Count values already bucketed (once for all the histograms they go to)."""
