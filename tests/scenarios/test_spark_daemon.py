@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from scenarios.spark_daemon import prefer_installed_pyspark
+
 PROBE = """
 import os
 from scenarios.spark_daemon import preload
@@ -21,3 +23,19 @@ def test_the_preloaded_daemon_has_one_thread_when_it_forks():
            if key not in ("OPENBLAS_NUM_THREADS", "JE_ARROW_MALLOC_CONF")}
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True)
     assert int(done.stdout) == 1
+
+
+def test_the_zips_of_an_installed_pyspark_go_last(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    lib = site / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    bundled = [str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")]
+    other_zip = str(tmp_path / "deps.zip")  # a user's own zip stays where it is
+    path = ["", *bundled, other_zip, str(tmp_path / "userFiles"), str(site)]
+    assert prefer_installed_pyspark(path) == ["", other_zip, str(tmp_path / "userFiles"), str(site), *bundled]
+
+
+def test_the_zips_stay_first_when_no_installed_pyspark_is_on_the_path(tmp_path: Path) -> None:
+    lib = tmp_path / "spark-home" / "pyspark" / "python" / "lib"
+    path = [str(lib / "pyspark.zip"), str(tmp_path / "elsewhere")]
+    assert prefer_installed_pyspark(path) == path

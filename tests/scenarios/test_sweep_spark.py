@@ -90,13 +90,19 @@ def test_run_tasks_keeps_order_and_a_failing_task_gives_its_root_cause(
 
 
 def test_local_workers_are_forked_with_the_project_imported(spark: Any) -> None:
-    def preloaded(_: int) -> tuple[bool, bool]:  # defined here: shipped by value, imports nothing of ours
+    def preloaded(_: int) -> tuple[bool, bool, str]:  # defined here: shipped by value, imports nothing of ours
         import gc
         import sys
 
-        return "scenarios.sweep" in sys.modules and "scenarios.spark_run" in sys.modules, gc.get_freeze_count() > 0
+        import pyspark
 
-    assert run_tasks(spark, preloaded, [0, 1]) == [(True, True)] * 2
+        return ("scenarios.sweep" in sys.modules and "scenarios.spark_run" in sys.modules,
+                gc.get_freeze_count() > 0, pyspark.__file__)
+
+    (imported, frozen, pyspark_file), second = run_tasks(spark, preloaded, [0, 1])
+    assert imported and frozen and second == (imported, frozen, pyspark_file)
+    # the installed pyspark, with its bytecode caches, not the source-only pyspark.zip Spark puts first
+    assert ".zip" not in pyspark_file
 
 
 def test_project_code_zip_holds_the_packages(tmp_path: Path) -> None:
