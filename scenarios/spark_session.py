@@ -3,7 +3,9 @@ Python task per item with progress.
 
 Local masters (`local`, `local[N]`, `local[*]`) are set up as measured on our machines:
 the workers run this interpreter (`PYSPARK_PYTHON`), which has the project installed,
-and are forked from a daemon that imported it once (scenarios/spark_daemon.py); driver and block manager bind to 127.0.0.1; the JVM compiles with its quick JIT only.
+and are forked from a daemon that imported it once (scenarios/spark_daemon.py); driver and
+block manager bind to 127.0.0.1; the JVM compiles with its quick JIT only and maps the
+class archive of Spark's classes if one was made (scenarios/spark_class_archive.py).
 Always: no UI, no console progress bars; Spark logs errors only (unless asked: `verbose`,
 $SHUFFLESIM_SPARK_VERBOSE); a failing task fails its job at once (no retries: a sim run
 that failed once fails again), and so does a barrier stage with more tasks than the
@@ -26,6 +28,8 @@ import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+
+from scenarios.spark_class_archive import archive_options, record_options
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -68,15 +72,19 @@ def verbose_from_environment() -> bool:
     return os.environ.get(VERBOSE_VARIABLE, "") not in ("", "0")
 
 
-def spark_session(master: str = "local[*]", app_name: str = "shufflesim", verbose: bool = False) -> SparkSession:
+def spark_session(master: str = "local[*]", app_name: str = "shufflesim", verbose: bool = False,
+                  record_classes_to: Path | None = None) -> SparkSession:
     """A SparkSession on `master`, configured for shufflesim's tasks (see the module docstring);
-    `verbose` (or $SHUFFLESIM_SPARK_VERBOSE) keeps Spark's own log at its default level."""
+    `verbose` (or $SHUFFLESIM_SPARK_VERBOSE) keeps Spark's own log at its default level.
+    A local master's JVM starts from the class archive if one was made, or records one into
+    `record_classes_to` (scenarios/spark_class_archive.py)."""
     from pyspark.sql import SparkSession
 
     verbose = verbose or verbose_from_environment()
     java_options = "" if verbose else f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}"
     if is_local(master):
-        java_options += LOCAL_JVM_OPTIONS
+        java_options += LOCAL_JVM_OPTIONS + (archive_options(LOCAL_JVM_OPTIONS) if record_classes_to is None
+                                             else record_options(record_classes_to))
         os.environ["PYSPARK_PYTHON"] = sys.executable
         os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     builder = (SparkSession.builder.master(master).appName(app_name)

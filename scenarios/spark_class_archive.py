@@ -1,0 +1,172 @@
+"""The class-data archive of local Spark sessions: Spark's classes as the driver JVM loaded
+them, written once and mapped by every later driver JVM (Java's dynamic CDS, JDK 13+).
+
+A local session's start-up is mostly its JVM loading and verifying Spark's classes:
+7.7-8.0 s on our 2-core machines, 4.1-4.2 s with the archive. The archive fits one Java
+build, one pyspark release and one set of JVM options, so `archive_path` names it by all
+three: another Java or pyspark looks for another file (and a JVM given an archive that does
+not fit ignores it without a word). Recording one takes a session of its own (~20 s: the
+JVM loads classes more slowly while it records, and writes the archive as it exits);
+scripts/bootstrap.sh makes it, `python -m scenarios.spark_class_archive` makes it again.
+Without an archive, sessions start as before; cluster masters never use one (their JVMs
+run elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.metadata
+import os
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+#: Where the archive is kept (else $XDG_CACHE_HOME/shufflesim, else ~/.cache/shufflesim).
+CACHE_VARIABLE = "SHUFFLESIM_CACHE_DIR"
+
+#: How long recording may take (the session, then the JVM writing the archive as it exits).
+RECORD_TIMEOUT = 300.0
+
+
+_PID_LINE = "recording JVM:"
+
+
+class ClassArchiveError(RuntimeError):
+    """The archive could not be made; the message says why."""
+
+
+def cache_dir() -> Path:
+    """The folder shufflesim keeps machine-local caches in."""
+    if os.environ.get(CACHE_VARIABLE):
+        return Path(os.environ[CACHE_VARIABLE])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "shufflesim"
+
+
+def java_executable() -> Path | None:
+    """The `java` Spark starts: $JAVA_HOME's, else the one on PATH (None if neither)."""
+    home = os.environ.get("JAVA_HOME")
+    found = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    return Path(found).resolve() if found and Path(found).exists() else None
+
+
+def archive_path(jvm_options: str) -> Path | None:
+    """The archive for this machine's Java and pyspark and `jvm_options` (None without Java)."""
+    java = java_executable()
+    if java is None:
+        return None
+    fits = f"{java}|{java.stat().st_mtime_ns}|{importlib.metadata.version('pyspark')}|{jvm_options.strip()}"
+    return cache_dir() / f"spark-classes-{hashlib.sha256(fits.encode()).hexdigest()[:16]}.jsa"
+
+
+def archive_options(jvm_options: str) -> str:
+    """The JVM option that maps the archive, if one was made ("" otherwise: a JVM given a
+    missing archive would also drop the JDK's own)."""
+    path = archive_path(jvm_options)
+    return f" -XX:SharedArchiveFile={path}" if path is not None and path.is_file() else ""
+
+
+def record_options(path: Path) -> str:
+    """The JVM option that records the classes it loads into `path` as it exits."""
+    return f" -XX:ArchiveClassesAtExit={path}"
+
+
+def make_archive(jvm_options: str, timeout: float = RECORD_TIMEOUT) -> Path:
+    """Record the archive: a child process runs a local session through the kinds of jobs
+    shufflesim runs, and its JVM writes the classes as it exits; then the archive is moved
+    into place (a concurrent maker's is replaced whole). `ClassArchiveError` if it fails."""
+    final = archive_path(jvm_options)
+    if final is None:
+        raise ClassArchiveError("no Java found ($JAVA_HOME or java on PATH)")
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        recording = Path(tempfile.mkstemp(dir=final.parent, prefix=".recording-", suffix=".jsa")[1])
+    except OSError as e:
+        raise ClassArchiveError(f"cannot write to {final.parent}: {e.strerror}") from None
+    recording.unlink()  # the JVM creates it
+    deadline = time.monotonic() + timeout
+    try:
+        child = subprocess.run([sys.executable, "-m", "scenarios.spark_class_archive", "--record-into", str(recording)],
+                               capture_output=True, text=True, timeout=timeout)
+        if child.returncode != 0:
+            raise ClassArchiveError(f"the recording session failed: {_last_line(child.stderr)}")
+        jvm = next(int(line.split()[-1]) for line in child.stdout.splitlines() if line.startswith(_PID_LINE))
+        if not _wait_for_exit(jvm, deadline - time.monotonic()):  # it writes the archive as it exits
+            raise ClassArchiveError(f"the JVM (pid {jvm}) did not write the archive within {timeout:.0f} s")
+        if not recording.is_file() or recording.stat().st_size == 0:
+            raise ClassArchiveError("the JVM wrote no archive (does this Java support -XX:ArchiveClassesAtExit?)")
+        os.replace(recording, final)
+    except subprocess.TimeoutExpired:
+        raise ClassArchiveError(f"the recording session took longer than {timeout:.0f} s") from None
+    finally:
+        recording.unlink(missing_ok=True)
+    return final
+
+
+def _wait_for_exit(pid: int, timeout: float) -> bool:
+    """Whether process `pid` (not our child) ended within `timeout` seconds (Linux's pidfd)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], max(0.0, timeout))[0])
+    finally:
+        os.close(fd)
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def _record(path: Path) -> int:
+    """In the child: a local session that records into `path`, through a Python job, a
+    barrier stage and a DataFrame (the classes sweeps, distributed runs and results use).
+    Prints the JVM's pid."""
+    from scenarios.spark_session import run_tasks, spark_session
+
+    spark = spark_session("local[2]", record_classes_to=path)
+    run_tasks(spark, abs, [-1, -2, -3, -4])
+    spark.sparkContext.parallelize(range(2), 2).barrier().mapPartitions(lambda rows: rows).collect()
+    spark.createDataFrame([(1, "a")], ["n", "s"]).count()
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    spark.stop()
+    print(_PID_LINE, pid, flush=True)  # the JVM, which shares this stdout, may print after it
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from scenarios.spark_session import LOCAL_JVM_OPTIONS
+
+    parser = argparse.ArgumentParser(
+        prog="python -m scenarios.spark_class_archive",
+        description="Make the class-data archive that local Spark sessions start from "
+                    "(~4 s instead of ~8 s here); kept in $SHUFFLESIM_CACHE_DIR or ~/.cache/shufflesim.")
+    parser.add_argument("--if-missing", action="store_true", help="do nothing if the archive exists")
+    parser.add_argument("--record-into", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.record_into is not None:
+        return _record(args.record_into)
+    path = archive_path(LOCAL_JVM_OPTIONS)
+    if args.if_missing and path is not None and path.is_file():
+        print(f"Spark class archive: {path} (exists)")
+        return 0
+    print("Making the Spark class archive (once per Java and pyspark, ~40 s) ...", file=sys.stderr, flush=True)
+    start = time.monotonic()
+    try:
+        path = make_archive(LOCAL_JVM_OPTIONS)
+    except ClassArchiveError as e:
+        print(f"Spark class archive not made: {e}; local Spark sessions start without it", file=sys.stderr)
+        return 1
+    print(f"Spark class archive: {path} ({path.stat().st_size / 2**20:.0f} MiB, made in {time.monotonic() - start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
