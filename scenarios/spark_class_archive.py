@@ -83,6 +83,8 @@ def make_archive(jvm_options: str, timeout: float = RECORD_TIMEOUT) -> Path:
     final = archive_path(jvm_options)
     if final is None:
         raise ClassArchiveError("no Java found ($JAVA_HOME or java on PATH)")
+    if not hasattr(os, "pidfd_open"):
+        raise ClassArchiveError("making it needs Linux (it waits for the JVM to exit through a pidfd)")
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         recording = Path(tempfile.mkstemp(dir=final.parent, prefix=".recording-", suffix=".jsa")[1])
@@ -95,7 +97,9 @@ def make_archive(jvm_options: str, timeout: float = RECORD_TIMEOUT) -> Path:
                                capture_output=True, text=True, timeout=timeout)
         if child.returncode != 0:
             raise ClassArchiveError(f"the recording session failed: {_last_line(child.stderr)}")
-        jvm = next(int(line.split()[-1]) for line in child.stdout.splitlines() if line.startswith(_PID_LINE))
+        jvm = next((int(line.split()[-1]) for line in child.stdout.splitlines() if line.startswith(_PID_LINE)), None)
+        if jvm is None:
+            raise ClassArchiveError("the recording session did not say which JVM it ran")
         if not _wait_for_exit(jvm, deadline - time.monotonic()):  # it writes the archive as it exits
             raise ClassArchiveError(f"the JVM (pid {jvm}) did not write the archive within {timeout:.0f} s")
         if not recording.is_file() or recording.stat().st_size == 0:
