@@ -3,7 +3,10 @@ and the start-up of that Spark session (`spark_startup_local2_s`)."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -66,20 +69,52 @@ def _import_plotting() -> None:
     import matplotlib.pyplot  # noqa: F401
 
 
-def sweep_speedup_local2(duration: str = "150s") -> list[dict[str, Any]]:
-    """Wall time of the 8-point sweep run one by one in this process (`--master serial`,
-    each point what `shufflesim run` runs) over its wall time on a fresh `local[2]` session.
+def sweep_speedup_local2(duration: str = "150s", pairs: int = 3) -> list[dict[str, Any]]:
+    """Wall time of the 8-point sweep run one by one in-process (`--master serial`, each point
+    what `shufflesim run` runs) over its wall time on a fresh `local[2]` session, measured
+    `pairs` times, each pair in a process of its own (so each Spark side starts its own JVM,
+    as a `shufflesim sweep` does). The value is the median pair's ratio, with every pair's
+    ratio in `ratios`: this machine's speed drifts by ±20 % within a minute, which one
+    pair (~30 s) cannot tell from Spark's cost.
 
     The Spark side counts everything after the session is up: starting the Python workers,
     shipping the points, running them, collecting the results and writing
     results.parquet and sweep.png (as the serial side does; matplotlib is imported before
-    either side is timed). The session's start-up is a
-    figure of its own, `spark_startup_local2_s`; `speedup_with_startup` counts it too.
+    either side is timed). The session's start-up is a figure of its own,
+    `spark_startup_local2_s` (the median pair's); `speedup_with_startup` counts it too.
     `serial_cpu_s` / `spark_cpu_s` are the CPU seconds each side used (on Spark: driver,
     JVM and Python workers): their difference is Spark's overhead in CPU, which other work
     on the machine blurs less than the wall times (the cores are shared; `load_average`,
-    1 min, taken before the runs, shows that other work).
+    1 min, taken before the first pair, shows that other work).
     """
+    load = os.getloadavg()[0]
+    measured = [_pair_in_a_process(duration) for _ in range(pairs)]
+    pair = sorted(measured, key=lambda one: one["serial_s"] / one["spark_s"])[len(measured) // 2]
+    serial, on_spark, startup = pair["serial_s"], pair["spark_s"], pair["startup_s"]
+    cpu = {"serial_cpu_s": pair["serial_cpu_s"], "spark_cpu_s": pair["spark_cpu_s"]}
+    return [{"figure": "sweep_speedup_local2", "value": round(serial / on_spark, 2), "target": 1.5,
+             "points": pair["points"], "serial_s": round(serial, 2), "spark_s": round(on_spark, 2),
+             "speedup_with_startup": round(serial / (startup + on_spark), 2),
+             **{key: None if value is None else round(value, 2) for key, value in cpu.items()},
+             "ratios": [round(one["serial_s"] / one["spark_s"], 2) for one in measured],
+             "identical_results": all(one["identical_results"] for one in measured), "load_average": round(load, 2)},
+            {"figure": "spark_startup_local2_s", "value": round(startup, 2), "master": "local[2]",
+             "values": [round(one["startup_s"], 2) for one in measured], "load_average": round(load, 2)}]
+
+
+def _pair_in_a_process(duration: str) -> dict[str, Any]:
+    """One pair, measured by a child process (`python -m scenarios.bench_sweep DURATION`)."""
+    child = subprocess.run([sys.executable, "-m", "scenarios.bench_sweep", duration],
+                           capture_output=True, text=True)
+    if child.returncode != 0:
+        lines = [line for line in child.stderr.splitlines() if line.strip()]
+        raise RuntimeError(f"a pair of the sweep figure failed: {lines[-1] if lines else child.returncode}")
+    return json.loads(child.stdout.splitlines()[-1])
+
+
+def measure_pair(duration: str) -> dict[str, Any]:
+    """In this process: the sweep one by one, then a fresh `local[2]` session's start-up
+    and the sweep on it (raw seconds)."""
     from scenarios.spark_session import spark_session
 
     with tempfile.TemporaryDirectory(prefix="shufflesim-bench-") as tmp:
@@ -87,7 +122,6 @@ def sweep_speedup_local2(duration: str = "150s") -> list[dict[str, Any]]:
         (folder / "sweep.toml").write_text(BENCH_SWEEP.format(scenario=LIBRARY / "slow-map.toml", duration=duration))
         sweep = load_sweep(folder / "sweep.toml")
         _import_plotting()
-        load = os.getloadavg()[0]
         serial, serial_cpu = _timed(run_sweep, sweep, folder / "serial")
         start = time.perf_counter()
         spark = spark_session("local[2]")
@@ -97,11 +131,9 @@ def sweep_speedup_local2(duration: str = "150s") -> list[dict[str, Any]]:
         finally:
             spark.stop()
         identical = read_results(folder / "serial").to_pylist() == read_results(folder / "spark").to_pylist()
-    cpu = {"serial_cpu_s": serial_cpu, "spark_cpu_s": spark_cpu}
-    return [{"figure": "sweep_speedup_local2", "value": round(serial / on_spark, 2), "target": 1.5,
-             "points": len(sweep.points), "serial_s": round(serial, 2), "spark_s": round(on_spark, 2),
-             "speedup_with_startup": round(serial / (startup + on_spark), 2),
-             **{key: None if value is None else round(value, 2) for key, value in cpu.items()},
-             "identical_results": identical, "load_average": round(load, 2)},
-            {"figure": "spark_startup_local2_s", "value": round(startup, 2), "master": "local[2]",
-             "load_average": round(load, 2)}]
+    return {"points": len(sweep.points), "serial_s": serial, "spark_s": on_spark, "startup_s": startup,
+            "serial_cpu_s": serial_cpu, "spark_cpu_s": spark_cpu, "identical_results": identical}
+
+
+if __name__ == "__main__":
+    print(json.dumps(measure_pair(sys.argv[1])))
