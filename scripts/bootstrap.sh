@@ -15,3 +15,8 @@ if [ ! -f "$stamp" ]; then
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
+# Byte-compile the project's own modules: an editable install leaves them as sources, and
+# where PYTHONDONTWRITEBYTECODE is set (as on the machines we develop on) every process compiled them
+# again: ~0.25 s of each command's, test process's and Spark daemon's start. Only changed
+# files are compiled again.
+.venv/bin/python -m compileall -q -j 0 graph shuffle taskmgr scenarios tests >/dev/null
