@@ -2,14 +2,14 @@
 them, written once and mapped by every later driver JVM (Java's dynamic CDS, JDK 13+).
 
 A local session's start-up is mostly its JVM loading and verifying Spark's classes:
-7.7-8.0 s on our 2-core machines, 4.1-4.2 s with the archive. The archive fits one Java
-build, one pyspark release and one set of JVM options, so `archive_path` names it by all
-three: another Java or pyspark looks for another file (and a JVM given an archive that does
-not fit ignores it without a word). Recording one takes a session of its own (~20 s: the
-JVM loads classes more slowly while it records, and writes the archive as it exits);
-scripts/bootstrap.sh makes it, `python -m scenarios.spark_class_archive` makes it again.
-Without an archive, sessions start as before; cluster masters never use one (their JVMs
-run elsewhere).
+7-8 s on our 2-core machines, 2.2-3.6 s with the archive (and a first job's tasks start
+~0.6 s sooner). The archive fits one Java build, one pyspark release and one set of JVM
+options, so `archive_path` names it by all three: another Java or pyspark looks for another
+file (and a JVM given an archive that does not fit ignores it without a word). Recording
+one takes a session of its own (~40 s: the JVM loads classes more slowly while it records,
+and writes the archive as it exits); `python -m scenarios.spark_class_archive` makes it,
+scripts/test.sh runs that. Without an archive, sessions start as before; cluster masters
+never use one (their JVMs run elsewhere).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ CACHE_VARIABLE = "SHUFFLESIM_CACHE_DIR"
 #: How long recording may take (the session, then the JVM writing the archive as it exits).
 RECORD_TIMEOUT = 300.0
 
-
+#: How the recording child names its JVM on its stdout.
 _PID_LINE = "recording JVM:"
 
 
