@@ -55,10 +55,15 @@ def sim_buffer_hops(buffers: int = 20000) -> list[dict[str, Any]]:
 PARTITION = "bench-partition"
 
 
+#: Longest the consuming child may take (~0.5 s for the default 10,000 buffers).
+CHILD_TIMEOUT = 120.0
+
+
 async def _child(*args: str) -> dict[str, float]:
     """Run the consuming side in a child process (the other TaskManager) and read its result."""
-    result = await trio.run_process([sys.executable, "-m", "scenarios.bench_network", *args],
-                                    capture_stdout=True)
+    with trio.fail_after(CHILD_TIMEOUT):
+        result = await trio.run_process([sys.executable, "-m", "scenarios.bench_network", *args],
+                                        capture_stdout=True)
     return json.loads(result.stdout)
 
 
@@ -150,13 +155,20 @@ def tcp_payload_ratio(buffers: int = 10000, pairs: int = 3) -> list[dict[str, An
 
     Both figures are taken the same way: this process produces, a child process consumes
     (so each side has a core of its own, as two TaskManagers do). The two are measured
-    alternately, `pairs` times (raw, then stack); the value is the median pair's ratio, so
-    that one stretch of a busy machine moves neither side alone (a side takes ~0.5 s).
+    alternately, `pairs` times, each side first in every other pair; the value is the
+    median pair's ratio (of an even count, the upper middle one), so that one stretch of a
+    busy machine moves neither side alone (a side takes ~0.5 s).
     """
+    if pairs < 1:
+        raise ValueError(f"pairs must be at least 1, not {pairs}")
     measured = []
-    for _ in range(pairs):
-        raw = trio.run(_produce_raw, buffers * BUFFER)
-        stack = trio.run(_produce_stack, buffers)
+    for pair in range(pairs):
+        if pair % 2 == 0:
+            raw = trio.run(_produce_raw, buffers * BUFFER)
+            stack = trio.run(_produce_stack, buffers)
+        else:
+            stack = trio.run(_produce_stack, buffers)
+            raw = trio.run(_produce_raw, buffers * BUFFER)
         if stack["bytes"] != buffers * BUFFER:
             raise RuntimeError(f"the consumer received {stack['bytes']} bytes, expected {buffers * BUFFER}")
         raw_rate, stack_rate = raw["bytes"] / raw["seconds"], stack["bytes"] / stack["seconds"]

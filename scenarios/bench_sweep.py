@@ -73,9 +73,9 @@ def sweep_speedup_local2(duration: str = "150s", pairs: int = 3) -> list[dict[st
     """Wall time of the 8-point sweep run one by one in-process (`--master serial`, each point
     what `shufflesim run` runs) over its wall time on a fresh `local[2]` session, measured
     `pairs` times, each pair in a process of its own (so each Spark side starts its own JVM,
-    as a `shufflesim sweep` does). The value is the median pair's ratio, with every pair's
-    ratio in `ratios`: this machine's speed drifts by ±20 % within a minute, which one
-    pair (~30 s) cannot tell from Spark's cost.
+    as a `shufflesim sweep` does). The value is the median pair's ratio (of an even count,
+    the upper middle one), with every pair's ratio in `ratios`: this machine's speed drifts
+    by ±20 % within a minute, which one pair (~30 s) cannot tell from Spark's cost.
 
     The Spark side counts everything after the session is up: starting the Python workers,
     shipping the points, running them, collecting the results and writing
@@ -87,6 +87,8 @@ def sweep_speedup_local2(duration: str = "150s", pairs: int = 3) -> list[dict[st
     on the machine blurs less than the wall times (the cores are shared; `load_average`,
     1 min, taken before the first pair, shows that other work).
     """
+    if pairs < 1:
+        raise ValueError(f"pairs must be at least 1, not {pairs}")
     load = os.getloadavg()[0]
     measured = [_pair_in_a_process(duration) for _ in range(pairs)]
     pair = sorted(measured, key=lambda one: one["serial_s"] / one["spark_s"])[len(measured) // 2]
@@ -102,14 +104,25 @@ def sweep_speedup_local2(duration: str = "150s", pairs: int = 3) -> list[dict[st
              "values": [round(one["startup_s"], 2) for one in measured], "load_average": round(load, 2)}]
 
 
+#: How the child process marks its result among what the JVM, which shares its stdout, prints.
+_RESULT_LINE = "sweep pair:"
+
+#: Longest a pair may take (two sweeps and a session, ~30 s on our machines).
+PAIR_TIMEOUT = 900.0
+
+
 def _pair_in_a_process(duration: str) -> dict[str, Any]:
     """One pair, measured by a child process (`python -m scenarios.bench_sweep DURATION`)."""
-    child = subprocess.run([sys.executable, "-m", "scenarios.bench_sweep", duration],
-                           capture_output=True, text=True)
-    if child.returncode != 0:
-        lines = [line for line in child.stderr.splitlines() if line.strip()]
-        raise RuntimeError(f"a pair of the sweep figure failed: {lines[-1] if lines else child.returncode}")
-    return json.loads(child.stdout.splitlines()[-1])
+    try:
+        child = subprocess.run([sys.executable, "-m", "scenarios.bench_sweep", duration],
+                               capture_output=True, text=True, timeout=PAIR_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"a pair of the sweep figure took longer than {PAIR_TIMEOUT:.0f} s") from None
+    result = next((line for line in child.stdout.splitlines() if line.startswith(_RESULT_LINE)), None)
+    if child.returncode != 0 or result is None:
+        tail = child.stderr.strip().splitlines()[-1:] or [f"exit status {child.returncode}"]
+        raise RuntimeError(f"a pair of the sweep figure failed: {tail[0]}")
+    return json.loads(result.removeprefix(_RESULT_LINE))
 
 
 def measure_pair(duration: str) -> dict[str, Any]:
@@ -136,4 +149,4 @@ def measure_pair(duration: str) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure_pair(sys.argv[1])))
+    print(_RESULT_LINE, json.dumps(measure_pair(sys.argv[1])), flush=True)

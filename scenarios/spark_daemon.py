@@ -31,12 +31,18 @@ from pathlib import Path
 def prefer_installed_pyspark(path: list[str]) -> list[str]:
     """`path` with the zips of an installed pyspark (`<dir>/pyspark/python/lib/*.zip`, `<dir>`
     also on `path`) moved to its end: imports then find that installed pyspark and py4j."""
-    entries = {str(Path(entry).resolve()) for entry in path if entry}
+    def resolved(entry: str) -> Path | None:
+        try:
+            return Path(entry).resolve()
+        except (OSError, RuntimeError):  # a symlink loop: left where it is
+            return None
+
+    entries = {str(located) for located in map(resolved, path) if located is not None}
 
     def bundled(entry: str) -> bool:
-        located = Path(entry).resolve()
-        return (located.suffix == ".zip" and located.parent.parts[-3:] == ("pyspark", "python", "lib")
-                and str(located.parents[3]) in entries)
+        located = resolved(entry)
+        return (located is not None and located.suffix == ".zip"
+                and located.parent.parts[-3:] == ("pyspark", "python", "lib") and str(located.parents[3]) in entries)
 
     return [entry for entry in path if not bundled(entry)] + [entry for entry in path if bundled(entry)]
 

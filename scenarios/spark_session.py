@@ -29,8 +29,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from scenarios.spark_class_archive import archive_options, record_options
-
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
@@ -80,6 +78,10 @@ def spark_session(master: str = "local[*]", app_name: str = "shufflesim", verbos
     `record_classes_to` (scenarios/spark_class_archive.py)."""
     from pyspark.sql import SparkSession
 
+    from scenarios.spark_class_archive import archive_options, record_options
+
+    if record_classes_to is not None and not is_local(master):
+        raise ValueError(f"only a local master's JVM records a class archive, not {master!r}'s")
     verbose = verbose or verbose_from_environment()
     java_options = "" if verbose else f"-Dlog4j2.configurationFile=file:{LOG_CONFIG}"
     if is_local(master):

@@ -16,8 +16,9 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
     echo "no chromium: the report tests will fail; install it (apt-get install -y chromium) as root" >&2
   fi
 fi
-# Local Spark sessions start from a class archive of Spark's classes (~4 s instead of ~8 s);
-# made once per machine (~40 s), kept in ~/.cache/shufflesim. Without it the tests still run.
+# Local Spark sessions start from a class archive of Spark's classes (~3 s instead of 7-8 s);
+# made once per machine (~40 s), kept in ~/.cache/shufflesim. Without it the tests still run;
+# a failed attempt is not repeated here (it says why).
 .venv/bin/python -m scenarios.spark_class_archive --if-missing \
   || echo "the Spark tests will start their sessions without the class archive" >&2
 exec .venv/bin/python -m pytest "$@"

@@ -14,12 +14,10 @@ from scenarios import bench, bench_sweep
 @pytest.mark.slow
 def test_sweep_speedup_figure_reports_consistent_numbers() -> None:
     assert bench.FIGURES["sweep_speedup_local2"] is bench_sweep.sweep_speedup_local2
-    figure, startup = bench_sweep.sweep_speedup_local2(duration="2s", pairs=3)
+    figure, startup = bench_sweep.sweep_speedup_local2(duration="2s", pairs=1)  # measured by a child process
     assert figure["figure"] == "sweep_speedup_local2" and figure["points"] == 8
     assert figure["value"] == pytest.approx(figure["serial_s"] / figure["spark_s"], rel=0.05)
-    # the median of three pairs, each measured by a process of its own
-    assert len(figure["ratios"]) == 3 and figure["value"] == sorted(figure["ratios"])[1]
-    assert len(startup["values"]) == 3 and startup["value"] in startup["values"]
+    assert figure["ratios"] == [figure["value"]] and startup["values"] == [startup["value"]]
     assert figure["identical_results"] is True
     # the Spark side's CPU counts the JVM and the Python workers, not only this process
     assert figure["serial_cpu_s"] > 0 and figure["spark_cpu_s"] > figure["serial_cpu_s"] / 2
@@ -37,3 +35,21 @@ def test_cpu_of_the_process_tree_counts_children() -> None:
         os._exit(0)
     os.waitpid(pid, 0)
     assert bench_sweep.cpu_seconds_of_process_tree() - before >= 0.25
+
+
+def test_the_sweep_figure_is_the_median_pair(monkeypatch: pytest.MonkeyPatch) -> None:
+    pairs = iter([(10.0, 5.0, 3.0), (10.0, 8.0, 2.0), (12.0, 6.0, 4.0)])  # ratios 2.0, 1.25, 2.0
+
+    def pair(_duration: str) -> dict[str, object]:
+        serial, spark, startup = next(pairs)
+        return {"points": 8, "serial_s": serial, "spark_s": spark, "startup_s": startup,
+                "serial_cpu_s": serial, "spark_cpu_s": spark, "identical_results": True}
+
+    monkeypatch.setattr(bench_sweep, "_pair_in_a_process", pair)
+    figure, startup = bench_sweep.sweep_speedup_local2(pairs=3)
+    assert figure["ratios"] == [2.0, 1.25, 2.0] and figure["value"] == 2.0
+    # the figures beside it are the median pair's own (the first of the two at 2.0)
+    assert (figure["serial_s"], figure["spark_s"], startup["value"]) == (10.0, 5.0, 3.0)
+    assert figure["speedup_with_startup"] == 1.25 and startup["values"] == [3.0, 2.0, 4.0]
+    with pytest.raises(ValueError, match="pairs must be at least 1"):
+        bench_sweep.sweep_speedup_local2(pairs=0)

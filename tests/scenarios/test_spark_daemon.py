@@ -21,7 +21,8 @@ print(len(os.listdir("/proc/self/task")))
 def test_the_preloaded_daemon_has_one_thread_when_it_forks():
     env = {key: value for key, value in __import__("os").environ.items()
            if key not in ("OPENBLAS_NUM_THREADS", "JE_ARROW_MALLOC_CONF")}
-    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True)
+    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=True,
+                          timeout=60)
     assert int(done.stdout) == 1
 
 
@@ -39,3 +40,11 @@ def test_the_zips_stay_first_when_no_installed_pyspark_is_on_the_path(tmp_path: 
     lib = tmp_path / "spark-home" / "pyspark" / "python" / "lib"
     path = [str(lib / "pyspark.zip"), str(tmp_path / "elsewhere")]
     assert prefer_installed_pyspark(path) == path
+
+
+def test_a_path_entry_that_cannot_be_resolved_stays_where_it_is(tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)  # resolving it raises
+    site = tmp_path / "site-packages"
+    bundled = str(site / "pyspark" / "python" / "lib" / "pyspark.zip")
+    assert prefer_installed_pyspark([str(loop), bundled, str(site)]) == [str(loop), str(site), bundled]
