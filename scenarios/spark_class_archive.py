@@ -3,8 +3,8 @@ them, written once and mapped by every later driver JVM (Java's dynamic CDS, JDK
 
 A local session's start-up is mostly its JVM loading and verifying Spark's classes:
 7-8 s on our 2-core machines, 2.2-3.6 s with the archive (and a first job's tasks start
-~0.6 s sooner). The archive fits one Java build, one pyspark release and one set of JVM
-options, so `archive_path` names it by all three: another Java or pyspark looks for another
+~0.6 s sooner). The archive fits one Java build, one Spark release and one set of JVM
+options, so `archive_path` names it by all three: another Java or Spark looks for another
 file (and a JVM given an archive that does not fit ignores it without a word). Recording
 one takes a session of its own (~40 s: the JVM loads classes more slowly while it records,
 and writes the archive as it exits); `python -m scenarios.spark_class_archive` makes it,
@@ -153,9 +153,7 @@ def _wait_for_exit(pid: int, timeout: float) -> bool:
     the child's output ended when the JVM exited."""
     try:
         fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    except (AttributeError, OSError):  # not Linux, or a kernel before 5.3
+    except (AttributeError, OSError):  # it ended already; or not Linux, or a kernel before 5.3
         return True
     try:
         poller = select.poll()
@@ -187,6 +185,7 @@ def _record(path: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`python -m scenarios.spark_class_archive [--if-missing]`: 0 once the archive exists."""
     from scenarios.spark_session import LOCAL_JVM_OPTIONS
 
     parser = argparse.ArgumentParser(
@@ -200,14 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.record_into is not None:
         return _record(args.record_into)
-    try:
-        path = archive_path(LOCAL_JVM_OPTIONS)
-    except OSError as e:
-        path, reason = None, f"cannot read {e.filename}: {e.strerror}"
-    else:
-        reason = "no Java found ($JAVA_HOME or java on PATH)"
+    path = archive_path(LOCAL_JVM_OPTIONS)
     if path is None:
-        print(f"Spark class archive not made: {reason}", file=sys.stderr)
+        print("Spark class archive not made: no Java found ($JAVA_HOME or java on PATH)", file=sys.stderr)
         return 1
     failed = path.with_suffix(".failed")
     if args.if_missing and path.is_file():
