@@ -7,7 +7,9 @@ runtime: ~1 s of CPU) before its first task; imported here once, the forked work
 it, and `gc.freeze()` keeps those objects out of the collections every worker makes
 (pyspark's worker loop runs `gc.collect()` after each task: ~0.1 s with them, ~0.02 s
 without). Only local masters use it: on a cluster the project's code arrives with the tasks
-(`addPyFile`), after the daemon started.
+(`addPyFile`), after the daemon started. A local session started a zygote beside its JVM
+that has done these imports already (scenarios/spark_zygote.py): the daemon hands its work
+to it, and does the work itself only if no zygote takes it.
 
 Spark puts pyspark's own `pyspark.zip` and `py4j-*-src.zip` first on the daemon's path. Those
 zips hold sources only, so every daemon compiled pyspark before its first task (~0.7 s of
@@ -57,6 +59,10 @@ def preload() -> None:
 
 
 if __name__ == "__main__":
+    from scenarios.spark_zygote import ZYGOTE_VARIABLE, hand_over
+
+    if os.environ.get(ZYGOTE_VARIABLE) and hand_over(os.environ[ZYGOTE_VARIABLE]) is not None:
+        sys.exit(0)  # the zygote was the daemon, and has ended
     sys.path[:] = prefer_installed_pyspark(sys.path)
     preload()
     from pyspark import daemon

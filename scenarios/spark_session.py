@@ -3,7 +3,9 @@ Python task per item with progress.
 
 Local masters (`local`, `local[N]`, `local[*]`) are set up as measured on our machines:
 the workers run this interpreter (`PYSPARK_PYTHON`), which has the project installed,
-and are forked from a daemon that imported it once (scenarios/spark_daemon.py); driver and
+and are forked from a daemon that imported it once (scenarios/spark_daemon.py), in a
+process started beside the JVM so that those imports overlap its start-up
+(scenarios/spark_zygote.py); driver and
 block manager bind to 127.0.0.1; the JVM compiles with its quick JIT only and maps the
 class archive of Spark's classes if one was made (scenarios/spark_class_archive.py).
 Always: no UI, no console progress bars; Spark logs errors only (unless asked: `verbose`,
@@ -76,9 +78,11 @@ def spark_session(master: str = "local[*]", app_name: str = "shufflesim", verbos
     `verbose` (or $SHUFFLESIM_SPARK_VERBOSE) keeps Spark's own log at its default level.
     A local master's JVM starts from the class archive if one was made, or records one into
     `record_classes_to` (scenarios/spark_class_archive.py)."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     from scenarios.spark_class_archive import archive_options, record_options
+    from scenarios.spark_zygote import ZYGOTE_VARIABLE, start_zygote
 
     if record_classes_to is not None and not is_local(master):
         raise ValueError(f"only a local master's JVM records a class archive, not {master!r}'s")
@@ -102,6 +106,9 @@ def spark_session(master: str = "local[*]", app_name: str = "shufflesim", verbos
                .config("spark.python.daemon.module", LOCAL_DAEMON_MODULE if is_local(master) else DAEMON_MODULE))
     if is_local(master):
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+        # a new session's daemon takes over a zygote (an existing session keeps its daemon)
+        zygote = start_zygote(verbose) if SparkContext._active_spark_context is None else None
+        builder = builder.config(f"spark.executorEnv.{ZYGOTE_VARIABLE}", zygote or "")
     spark = builder.getOrCreate()
     if not verbose:
         spark.sparkContext.setLogLevel("ERROR")

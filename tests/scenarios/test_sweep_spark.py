@@ -90,19 +90,24 @@ def test_run_tasks_keeps_order_and_a_failing_task_gives_its_root_cause(
 
 
 def test_local_workers_are_forked_with_the_project_imported(spark: Any) -> None:
-    def preloaded(_: int) -> tuple[bool, bool, str]:  # defined here: shipped by value, imports nothing of ours
+    def preloaded(_: int) -> tuple[bool, bool, str, str]:  # defined here: shipped by value, imports nothing of ours
         import gc
+        import os
         import sys
 
         import pyspark
 
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
+            forked_by = cmdline.read().replace(b"\0", b" ").decode()
         return ("scenarios.sweep" in sys.modules and "scenarios.spark_run" in sys.modules,
-                gc.get_freeze_count() > 0, pyspark.__file__)
+                gc.get_freeze_count() > 0, pyspark.__file__, forked_by)
 
-    (imported, frozen, pyspark_file), second = run_tasks(spark, preloaded, [0, 1])
-    assert imported and frozen and second == (imported, frozen, pyspark_file)
+    (imported, frozen, pyspark_file, forked_by), second = run_tasks(spark, preloaded, [0, 1])
+    assert imported and frozen and second == (imported, frozen, pyspark_file, forked_by)
     # the installed pyspark, with its bytecode caches, not the source-only pyspark.zip Spark puts first
     assert ".zip" not in pyspark_file
+    # the daemon was the zygote started with the session, which imported all that beside the JVM
+    assert "-m scenarios.spark_zygote " in forked_by
 
 
 def test_project_code_zip_holds_the_packages(tmp_path: Path) -> None:
