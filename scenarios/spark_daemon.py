@@ -49,10 +49,19 @@ def prefer_installed_pyspark(path: list[str]) -> list[str]:
     return [entry for entry in path if not bundled(entry)] + [entry for entry in path if bundled(entry)]
 
 
+#: Settings that keep numpy's and pyarrow's native libraries from starting threads.
+SINGLE_THREADED_NATIVE = {"OPENBLAS_NUM_THREADS": "1", "JE_ARROW_MALLOC_CONF": "background_thread:false"}
+
+
+def keep_native_libraries_single_threaded() -> None:
+    """Set `SINGLE_THREADED_NATIVE` where the environment does not say otherwise."""
+    for key, value in SINGLE_THREADED_NATIVE.items():
+        os.environ.setdefault(key, value)
+
+
 def preload() -> None:
     """Keep native libraries single-threaded, then import what the workers run."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
+    keep_native_libraries_single_threaded()
     import pyspark.worker  # noqa: F401  (the daemon imports it after each fork otherwise)
     import scenarios.spark_run  # noqa: F401  (a TaskManager of a distributed run)
     import scenarios.sweep  # noqa: F401  (a sweep point: the whole run path, outputs, report)

@@ -82,7 +82,7 @@ def spark_session(master: str = "local[*]", app_name: str = "shufflesim", verbos
     from pyspark.sql import SparkSession
 
     from scenarios.spark_class_archive import archive_options, record_options
-    from scenarios.spark_zygote import ZYGOTE_VARIABLE, start_zygote
+    from scenarios.spark_zygote import ZYGOTE_VARIABLE, start_zygote, stop_zygotes
 
     if record_classes_to is not None and not is_local(master):
         raise ValueError(f"only a local master's JVM records a class archive, not {master!r}'s")
@@ -104,12 +104,18 @@ def spark_session(master: str = "local[*]", app_name: str = "shufflesim", verbos
                .config("spark.driver.extraJavaOptions", java_options)
                # always set: a session inherits the settings of an earlier one in this process
                .config("spark.python.daemon.module", LOCAL_DAEMON_MODULE if is_local(master) else DAEMON_MODULE))
+    zygote = None
     if is_local(master):
         builder = builder.config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
         # a new session's daemon takes over a zygote (an existing session keeps its daemon)
         zygote = start_zygote(verbose) if SparkContext._active_spark_context is None else None
         builder = builder.config(f"spark.executorEnv.{ZYGOTE_VARIABLE}", zygote or "")
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except BaseException:
+        if zygote:
+            stop_zygotes()
+        raise
     if not verbose:
         spark.sparkContext.setLogLevel("ERROR")
     if not is_local(master):

@@ -5,18 +5,22 @@ Spark starts the daemon of a local master (scenarios/spark_daemon.py) only when 
 Python task needs a worker, and that daemon then spends ~0.9 s importing pyspark and the
 run path before it forks one: the first job waits for it. `start_zygote` runs those imports
 in a process of their own as the session starts, beside the JVM's own start-up. When the
-JVM launches the daemon, the daemon hands its standard streams, environment and working
-directory to the zygote (`hand_over`), which takes them and runs pyspark's daemon loop with
-everything imported; the launched process stays as the JVM's handle on the daemon: it lives
-as long as the zygote and passes a SIGTERM on.
+JVM launches the daemon, the daemon hands its standard streams, arguments, environment and
+working directory to the zygote (`hand_over`), which takes them and runs pyspark's daemon
+loop with everything imported; the launched process stays as the JVM's handle on the
+daemon: it lives as long as the zygote and passes a SIGTERM on.
 
-Anything that goes wrong before the zygote took the streams (no zygote, it died, it took
-too long) leaves the launched daemon to do its work itself, as without a zygote. An unused
-zygote ends when its driver process ends, or after `IDLE_TIMEOUT`.
+The driver binds the zygote's socket and passes it on, so a daemon can connect as soon as
+the zygote exists (it accepts once its imports are done), and a zygote that ended, or was
+used already, refuses at once. Anything that goes wrong before the zygote took the streams
+leaves the launched daemon to do its work itself, as without a zygote. A zygote that was
+not used ends when the next one starts, when its driver process ends, or after
+`IDLE_TIMEOUT`.
 """
 
 from __future__ import annotations
 
+import atexit
 import gc
 import json
 import os
@@ -29,7 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from scenarios.spark_daemon import prefer_installed_pyspark, preload
+
+from scenarios.spark_daemon import keep_native_libraries_single_threaded, prefer_installed_pyspark, preload
 
 #: The daemon's environment variable naming the zygote, "<pid>:<socket path>" (set through
 #: `spark.executorEnv`, so a session's daemon finds its own session's zygote).
@@ -40,76 +45,93 @@ IDLE_TIMEOUT = 300.0
 
 #: Longest a daemon waits for the zygote to take over (its imports take ~1 s).
 HAND_OVER_TIMEOUT = 60.0
-#: Longest a daemon waits for the zygote to listen (it does ~0.1 s after it started).
-CONNECT_TIMEOUT = 10.0
 
 _HEADER = struct.Struct("!I")
-_started: list[subprocess.Popen[bytes]] = []
+#: Zygotes this driver started, with their sockets' folders.
+_started: list[tuple[subprocess.Popen[bytes], str]] = []
 
 
 def start_zygote(verbose: bool = False) -> str | None:
     """Start a zygote for the next local session's daemon; the value for `ZYGOTE_VARIABLE`,
-    or None if it could not be started. Zygotes of earlier sessions that ended are reaped."""
-    _started[:] = [process for process in _started if process.poll() is None]
+    or None if it could not be started. Call it while no session runs: zygotes started
+    earlier are stopped (an unused one would wait for a daemon that will not come)."""
+    stop_zygotes()
     folder = tempfile.mkdtemp(prefix="shufflesim-zygote-")
     path = os.path.join(folder, "zygote.sock")
     # pyspark gives the daemon PYTHONHASHSEED=0 unless the driver has a value: so does this.
     env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0")}
     try:
-        process = subprocess.Popen([sys.executable, "-m", "scenarios.spark_zygote", path], env=env,
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=None if verbose else subprocess.DEVNULL)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(path)
+            listener.listen(1)
+            process = subprocess.Popen(
+                [sys.executable, "-m", "scenarios.spark_zygote", str(listener.fileno())],
+                env=env, pass_fds=[listener.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=None if verbose else subprocess.DEVNULL,
+                process_group=0)  # out of the terminal's group, as Spark's daemon goes: no Ctrl-C, Ctrl-\
     except OSError:
         shutil.rmtree(folder, ignore_errors=True)
         return None
-    _started.append(process)
+    _started.append((process, folder))
     return f"{process.pid}:{path}"
 
 
+def stop_zygotes() -> None:
+    """End the zygotes this driver started (used or not) and remove their sockets."""
+    while _started:
+        process, folder = _started.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+atexit.register(stop_zygotes)
+
+
 def hand_over(zygote: str, timeout: float = HAND_OVER_TIMEOUT) -> int | None:
-    """In the daemon Spark launched: give this process's standard streams, environment and
-    working directory to `zygote`; its pid once it has taken them over, else None (then
-    nothing was taken and this process does the daemon's work itself)."""
+    """In the daemon Spark launched: give this process's standard streams, arguments,
+    environment and working directory to `zygote`; its pid once it has taken them over,
+    else None (then nothing was taken and this process does the daemon's work itself)."""
     pid_text, _, path = zygote.partition(":")
     try:
         pid = int(pid_text)
     except ValueError:
         return None
-    start = time.monotonic()
-    deadline = start + timeout
+    os.setpgid(0, 0)  # out of the driver's process group, as pyspark's daemon goes
+    request = {"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "executable": sys.executable}
+    payload = json.dumps(request).encode()
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    connection.settimeout(5.0)
-    while True:  # a zygote that has only just started may not listen yet
-        try:
-            connection.connect(path)
-            break
-        except (FileNotFoundError, ConnectionRefusedError):
-            if _ends_within(pid, 0.05) or time.monotonic() > min(deadline, start + CONNECT_TIMEOUT):
-                return None
-        except OSError:
-            return None
     try:
-        payload = json.dumps({"env": dict(os.environ), "cwd": os.getcwd()}).encode()
+        connection.connect(path)
         socket.send_fds(connection, [_HEADER.pack(len(payload)) + payload], [0, 1, 2])
-    except OSError:
+        connection.settimeout(timeout)
+        ack = connection.recv(_HEADER.size)
+    except TimeoutError:
+        # It may still take the streams: stop it, then see whether it had (the ack comes
+        # before pyspark's loop writes anything to them).
+        _kill(pid, signal.SIGKILL)
+        connection.settimeout(None)
+        ack = _read_to_end(connection)
+        if ack:
+            raise SystemExit("the shufflesim zygote took the daemon's streams too late and was stopped")
         return None
-    connection.settimeout(0.2)
-    while True:
-        try:
-            ack = connection.recv(_HEADER.size)
-            break
-        except TimeoutError:
-            if not _alive(pid):
-                return None
-            if time.monotonic() > deadline:  # stop it before it could take the streams
-                _kill(pid, signal.SIGKILL)
-                return None
-        except OSError:
-            return None
+    except OSError:  # no zygote (ended, or used already), or it ended before taking over
+        return None
     if len(ack) != _HEADER.size or _HEADER.unpack(ack)[0] != pid:
         return None
     _handle_for_zygote(connection, pid)
     return pid
+
+
+def _read_to_end(connection: socket.socket) -> bytes:
+    data = b""
+    try:
+        while chunk := connection.recv(4096):
+            data += chunk
+    except OSError:
+        pass
+    return data
 
 
 def _handle_for_zygote(connection: socket.socket, pid: int) -> None:
@@ -121,36 +143,7 @@ def _handle_for_zygote(connection: socket.socket, pid: int) -> None:
 
     signal.signal(signal.SIGTERM, forward)
     connection.settimeout(None)
-    try:
-        while connection.recv(1):
-            pass
-    except OSError:
-        pass
-
-
-def _ends_within(pid: int, seconds: float) -> bool:
-    """Whether process `pid` has ended, or ends within `seconds` (waiting that long if not)."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    except (AttributeError, OSError):  # no pidfd (not Linux): look again after the wait
-        time.sleep(seconds)
-        return not _alive(pid)
-    try:
-        return bool(select.select([pidfd], [], [], seconds)[0])
-    finally:
-        os.close(pidfd)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    _read_to_end(connection)
 
 
 def _kill(pid: int, signum: int) -> None:
@@ -162,22 +155,21 @@ def _kill(pid: int, signum: int) -> None:
 
 # -- the zygote process ----------------------------------------------------------------------
 
-def _serve(path: str, idle_timeout: float) -> socket.socket | None:
+def _serve(listener: socket.socket, idle_timeout: float) -> socket.socket | None:
     """Import what the workers run, then wait for the daemon (or the end); the connection
     from it, with its streams in place, or None."""
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)
-    listener.listen(1)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # as Spark's JVM, and so its daemon, do
     parent = os.getppid()
+    hash_seed = os.environ.get("PYTHONHASHSEED")
     preload()
     gc.freeze()
     deadline = time.monotonic() + idle_timeout
+    path = listener.getsockname()
     try:
         while time.monotonic() < deadline and os.getppid() == parent:
             if select.select([listener], [], [], 1.0)[0]:
                 connection, _ = listener.accept()
-                if _take_over(connection):
+                if _take_over(connection, hash_seed):
                     return connection
                 connection.close()
         return None
@@ -186,43 +178,62 @@ def _serve(path: str, idle_timeout: float) -> socket.socket | None:
         shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
-def _take_over(connection: socket.socket) -> bool:
-    """Become the daemon that sent the connection: its streams, environment, directory."""
+def _take_over(connection: socket.socket, hash_seed: str | None) -> bool:
+    """Become the daemon that sent the connection: its streams, arguments, environment and
+    directory. False (nothing taken) for a daemon of another interpreter or hash seed,
+    whose workers this process could not stand in for."""
     connection.settimeout(10.0)
     try:
         data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
-        if len(fds) != 3 or len(data) < _HEADER.size:
-            for fd in fds:
-                os.close(fd)
-            return False
+    except OSError:
+        return False
+    request = _read_request(connection, data)
+    if (request is None or len(fds) != 3 or request.get("executable") != sys.executable
+            or request.get("env", {}).get("PYTHONHASHSEED") != hash_seed):
+        for fd in fds:
+            os.close(fd)
+        return False
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    sys.argv[1:] = request["argv"]  # pyspark's daemon reads its worker module there
+    os.environ.clear()
+    os.environ.update(request["env"])
+    keep_native_libraries_single_threaded()
+    os.chdir(request["cwd"])
+    # the daemon's PYTHONPATH entries come before site-packages, as in a daemon started with them
+    extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry and entry not in sys.path]
+    sys.path[1:1] = extra
+    sys.path[:] = prefer_installed_pyspark(sys.path)
+    # the workers forked from here must not keep the launched daemon's handle alive
+    os.register_at_fork(after_in_child=connection.close)
+    connection.settimeout(None)
+    try:
+        connection.sendall(_HEADER.pack(os.getpid()))
+    except OSError:  # the launched daemon is gone, and Spark with it: so is this daemon
+        os._exit(1)
+    return True
+
+
+def _read_request(connection: socket.socket, data: bytes) -> dict | None:
+    """The daemon's request: a length, then that many bytes of JSON (`data` is their start)."""
+    try:
         size = _HEADER.unpack_from(data)[0]
         data = data[_HEADER.size:]
         while len(data) < size:
             more = connection.recv(size - len(data))
             if not more:
-                raise ConnectionError("the daemon closed the connection")
+                return None
             data += more
         request = json.loads(data)
-    except (OSError, ValueError):
-        return False
-    for target, fd in enumerate(fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    os.environ.clear()
-    os.environ.update(request["env"])
-    os.chdir(request["cwd"])
-    extra = [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry and entry not in sys.path]
-    sys.path[:] = prefer_installed_pyspark(sys.path + extra)
-    # the workers forked from here must not keep the launched daemon's handle alive
-    os.register_at_fork(after_in_child=connection.close)
-    connection.settimeout(None)
-    connection.sendall(_HEADER.pack(os.getpid()))
-    return True
+    except (OSError, ValueError, struct.error):
+        return None
+    return request if isinstance(request, dict) else None
 
 
-def main(path: str, idle_timeout: float = IDLE_TIMEOUT) -> None:
+def main(listener_fd: int, idle_timeout: float = IDLE_TIMEOUT) -> None:
     """The zygote: serve one daemon, then run pyspark's daemon loop as that daemon."""
-    connection = _serve(path, idle_timeout)
+    connection = _serve(socket.socket(fileno=listener_fd), idle_timeout)
     if connection is None:
         return
     from pyspark import daemon
@@ -231,4 +242,4 @@ def main(path: str, idle_timeout: float = IDLE_TIMEOUT) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], float(sys.argv[2]) if len(sys.argv) > 2 else IDLE_TIMEOUT)
+    main(int(sys.argv[1]), float(sys.argv[2]) if len(sys.argv) > 2 else IDLE_TIMEOUT)

@@ -6,6 +6,7 @@ One SparkSession for the module: a session costs about 5 s to start.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -90,7 +91,7 @@ def test_run_tasks_keeps_order_and_a_failing_task_gives_its_root_cause(
 
 
 def test_local_workers_are_forked_with_the_project_imported(spark: Any) -> None:
-    def preloaded(_: int) -> tuple[bool, bool, str, str]:  # defined here: shipped by value, imports nothing of ours
+    def preloaded(_: int) -> tuple[Any, ...]:  # defined here: shipped by value, imports nothing of ours
         import gc
         import os
         import sys
@@ -100,14 +101,18 @@ def test_local_workers_are_forked_with_the_project_imported(spark: Any) -> None:
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
             forked_by = cmdline.read().replace(b"\0", b" ").decode()
         return ("scenarios.sweep" in sys.modules and "scenarios.spark_run" in sys.modules,
-                gc.get_freeze_count() > 0, pyspark.__file__, forked_by)
+                gc.get_freeze_count() > 0, pyspark.__file__, forked_by, sys.argv[1:], os.getcwd(),
+                "SHUFFLESIM_SPARK_ZYGOTE" in os.environ, os.environ.get("OPENBLAS_NUM_THREADS"))
 
-    (imported, frozen, pyspark_file, forked_by), second = run_tasks(spark, preloaded, [0, 1])
-    assert imported and frozen and second == (imported, frozen, pyspark_file, forked_by)
+    first, second = run_tasks(spark, preloaded, [0, 1])
+    imported, frozen, pyspark_file, forked_by, argv, cwd, daemon_environment, openblas = first
+    assert imported and frozen and second == first
     # the installed pyspark, with its bytecode caches, not the source-only pyspark.zip Spark puts first
     assert ".zip" not in pyspark_file
-    # the daemon was the zygote started with the session, which imported all that beside the JVM
+    # the daemon was the zygote started with the session, which imported all that beside the JVM,
+    # and took the launched daemon's arguments (the worker module), directory and environment
     assert "-m scenarios.spark_zygote " in forked_by
+    assert argv == ["pyspark.worker"] and cwd == os.getcwd() and daemon_environment and openblas == "1"
 
 
 def test_project_code_zip_holds_the_packages(tmp_path: Path) -> None:
