@@ -202,6 +202,27 @@ def test_the_realtime_kernel_is_back_after_a_sim_run():
     assert kernel.run(mode, mode="realtime") == "realtime"
 
 
+def test_a_sim_run_collects_young_garbage_less_often_and_restores_the_setting():
+    import gc
+
+    from shuffle.kernel.sim import YOUNG_GC_THRESHOLD
+
+    async def threshold():
+        return gc.get_threshold()[0]
+
+    before = gc.get_threshold()
+    assert before[0] < YOUNG_GC_THRESHOLD  # CPython's default, 700
+    assert kernel.run(threshold, mode="sim") == YOUNG_GC_THRESHOLD
+    assert gc.get_threshold() == before
+
+    async def failing():
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError):
+        kernel.run(failing, mode="sim")
+    assert gc.get_threshold() == before
+
+
 async def _scripted_run(transport: str) -> list[dict]:
     async with CreditFlowHarness.open(NetworkConfig(buffer_size=512), channels=3, transport=transport) as h:
         for channel in range(3):
