@@ -98,7 +98,10 @@ def hand_over(zygote: str, timeout: float = HAND_OVER_TIMEOUT) -> int | None:
         pid = int(pid_text)
     except ValueError:
         return None
-    os.setpgid(0, 0)  # out of the driver's process group, as pyspark's daemon goes
+    try:
+        os.setpgid(0, 0)  # out of the driver's process group, as pyspark's daemon goes
+    except OSError:  # a session leader: it stays where it is
+        pass
     request = {"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "executable": sys.executable}
     payload = json.dumps(request).encode()
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -106,20 +109,17 @@ def hand_over(zygote: str, timeout: float = HAND_OVER_TIMEOUT) -> int | None:
         connection.connect(path)
         socket.send_fds(connection, [_HEADER.pack(len(payload)) + payload], [0, 1, 2])
         connection.settimeout(timeout)
-        ack = connection.recv(_HEADER.size)
-    except TimeoutError:
-        # It may still take the streams: stop it, then see whether it had (the ack comes
-        # before pyspark's loop writes anything to them).
+        ack = connection.recv(_HEADER.size, socket.MSG_WAITALL)
+    except TimeoutError:  # it may still take the streams: stop it first
         _kill(pid, signal.SIGKILL)
         connection.settimeout(None)
         ack = _read_to_end(connection)
-        if ack:
-            raise SystemExit("the shufflesim zygote took the daemon's streams too late and was stopped")
-        return None
     except OSError:  # no zygote (ended, or used already), or it ended before taking over
         return None
-    if len(ack) != _HEADER.size or _HEADER.unpack(ack)[0] != pid:
+    if not ack:  # it ended without taking the streams (it acknowledges before it writes)
         return None
+    if ack != _HEADER.pack(pid):
+        raise SystemExit("the shufflesim zygote took the Spark daemon's streams, then failed")
     _handle_for_zygote(connection, pid)
     return pid
 
