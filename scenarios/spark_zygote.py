@@ -46,6 +46,7 @@ IDLE_TIMEOUT = 300.0
 #: Longest a daemon waits for the zygote to take over (its imports take ~1 s).
 HAND_OVER_TIMEOUT = 60.0
 
+#: The zygote's acknowledgement: its pid.
 _HEADER = struct.Struct("!I")
 #: Zygotes this driver started, with their sockets' folders.
 _started: list[tuple[subprocess.Popen[bytes], str]] = []
@@ -103,11 +104,11 @@ def hand_over(zygote: str, timeout: float = HAND_OVER_TIMEOUT) -> int | None:
     except OSError:  # a session leader: it stays where it is
         pass
     request = {"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "executable": sys.executable}
-    payload = json.dumps(request).encode()
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(path)
-        socket.send_fds(connection, [_HEADER.pack(len(payload)) + payload], [0, 1, 2])
+        socket.send_fds(connection, [json.dumps(request).encode()], [0, 1, 2])
+        connection.shutdown(socket.SHUT_WR)  # the request ends here
         connection.settimeout(timeout)
         ack = connection.recv(_HEADER.size, socket.MSG_WAITALL)
     except TimeoutError:  # it may still take the streams: stop it first
@@ -187,8 +188,11 @@ def _take_over(connection: socket.socket, hash_seed: str | None) -> bool:
         data, fds, _, _ = socket.recv_fds(connection, 1 << 16, 3)
     except OSError:
         return False
-    request = _read_request(connection, data)
-    if (request is None or len(fds) != 3 or request.get("executable") != sys.executable
+    try:
+        request = json.loads(data + _read_to_end(connection))
+    except ValueError:
+        request = None
+    if (not isinstance(request, dict) or len(fds) != 3 or request.get("executable") != sys.executable
             or request.get("env", {}).get("PYTHONHASHSEED") != hash_seed):
         for fd in fds:
             os.close(fd)
@@ -213,22 +217,6 @@ def _take_over(connection: socket.socket, hash_seed: str | None) -> bool:
     except OSError:  # the launched daemon is gone, and Spark with it: so is this daemon
         os._exit(1)
     return True
-
-
-def _read_request(connection: socket.socket, data: bytes) -> dict | None:
-    """The daemon's request: a length, then that many bytes of JSON (`data` is their start)."""
-    try:
-        size = _HEADER.unpack_from(data)[0]
-        data = data[_HEADER.size:]
-        while len(data) < size:
-            more = connection.recv(size - len(data))
-            if not more:
-                return None
-            data += more
-        request = json.loads(data)
-    except (OSError, ValueError, struct.error):
-        return None
-    return request if isinstance(request, dict) else None
 
 
 def main(listener_fd: int, idle_timeout: float = IDLE_TIMEOUT) -> None:
