@@ -5,7 +5,7 @@ import socket
 import pytest
 import trio
 
-from shuffle.transport.tcp import FAIR_STREAK, SocketIO, TcpTransport, format_address, parse_address, socket_io
+from shuffle.transport.tcp import BUSY_POLL_PASSES, FAIR_STREAK, SocketIO, TcpTransport, format_address, parse_address, socket_io
 
 pytestmark = pytest.mark.tcp
 
@@ -146,6 +146,43 @@ async def test_socket_io_yields_only_every_fair_streak_calls_while_bytes_are_wai
     # the other task ran: a step after each FAIR_STREAK reads (give or take trio's order of
     # the tasks of one batch), not one per read
     assert 2 <= other_steps <= 4
+
+
+async def _read_with_peer_writing_after(passes: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Read from an empty socket while a peer task writes after `passes` scheduler passes;
+    returns how often the read waited for readability."""
+    left, right = stream_pair()
+    waits = 0
+    wait_readable = trio.lowlevel.wait_readable
+
+    async def counting_wait_readable(sock: object) -> None:
+        nonlocal waits
+        waits += 1
+        await wait_readable(sock)
+
+    monkeypatch.setattr(trio.lowlevel, "wait_readable", counting_wait_readable)
+
+    async def peer() -> None:
+        for _ in range(passes):
+            await trio.lowlevel.checkpoint()
+        await left.send_all(b"credit")
+
+    buffer = memoryview(bytearray(16))
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(peer)
+            count = await SocketIO(right).receive_into(buffer)
+    assert bytes(buffer[:count]) == b"credit"
+    await left.aclose()
+    await right.aclose()
+    return waits
+
+
+async def test_socket_io_busy_polls_an_empty_socket_before_it_waits(monkeypatch):
+    # an answer within the polling passes is read without sleeping in epoll
+    assert await _read_with_peer_writing_after(2, monkeypatch) == 0
+    # a later one: the read waits for readability once, then reads it
+    assert await _read_with_peer_writing_after(3 * BUSY_POLL_PASSES, monkeypatch) == 1
 
 
 async def test_socket_io_is_for_tcp_streams_only():
