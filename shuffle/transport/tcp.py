@@ -66,13 +66,13 @@ class TcpTransport:
 #: Reads (or writes) in a row that did not have to wait before `SocketIO` yields once anyway.
 FAIR_STREAK = 16
 
-#: Scheduler passes a read that found the socket empty spends polling it before it waits
-#: for readability (busy polling, as Linux's `net.core.busy_read` does in the kernel).
-#: Credit makes the stack latency-bound: the peer's answer (an AddCredit, the next buffer)
-#: is usually a few tens of microseconds away, and a process that sleeps in epoll until
-#: then pays the wakeup latency of an idle core (~50 us on our 2-core machines) on every
-#: round trip. ~4 passes usually suffice; a pass runs the process's other runnable tasks.
-BUSY_POLL_PASSES = 8
+#: Scheduler passes a read that found the socket empty spends polling it before it sleeps
+#: in epoll (busy polling, as Linux's `net.core.busy_read` does in the kernel). Credit
+#: makes the stack latency-bound: the peer's answer (an AddCredit, the next buffer) is
+#: usually tens of microseconds away, and a process asleep in epoll until then pays an
+#: idle core's wakeup (~50 us on our 2-core machines) on every round trip. A pass runs the
+#: process's other runnable tasks; with none, 32 passes take ~100 us.
+BUSY_POLL_PASSES = 32
 
 
 class SocketIO:
