@@ -223,6 +223,45 @@ def test_a_sim_run_collects_young_garbage_less_often_and_restores_the_setting():
     assert gc.get_threshold() == before
 
 
+def test_deadlines_left_before_they_come_do_not_pile_up_in_the_heap():
+    from shuffle.kernel import sim
+
+    async def main():
+        woke = []
+
+        async def sleeper(seconds):
+            with kernel.move_on_after(seconds / 2):  # a live deadline, reached
+                await kernel.sleep(seconds)
+            woke.append((seconds, kernel.current_time()))
+
+        async with kernel.open_nursery() as nursery:
+            for seconds in (4.0, 2.0, 6.0):
+                nursery.start_soon(sleeper, seconds)
+            await kernel.checkpoint()
+            for _ in range(3 * sim.COMPACT_AT):  # as a job's segment requests do, per channel
+                with kernel.fail_after(30):
+                    pass
+            heap_size = len(sim._K.heap)
+        return heap_size, woke
+
+    heap_size, woke = kernel.run(main, mode="sim")
+    assert heap_size < sim.COMPACT_AT  # 3,072 abandoned deadlines were dropped
+    assert woke == [(2.0, 1.0), (4.0, 2.0), (6.0, 3.0)]  # the live ones still fire, in order
+
+
+def test_compacting_the_heap_changes_nothing_in_a_run(monkeypatch):
+    from shuffle.kernel import sim
+
+    compactions = []
+    compact = sim.SimKernel.compact
+    monkeypatch.setattr(sim.SimKernel, "compact", lambda self: compactions.append(1) or compact(self))
+    monkeypatch.setattr(sim, "COMPACT_AT", 1)  # compact whenever stale deadlines are most of the heap
+    compacted = _trace_bytes()
+    assert compactions
+    monkeypatch.setattr(sim, "COMPACT_AT", 10**9)
+    assert _trace_bytes() == compacted
+
+
 async def _scripted_run(transport: str) -> list[dict]:
     async with CreditFlowHarness.open(NetworkConfig(buffer_size=512), channels=3, transport=transport) as h:
         for channel in range(3):
