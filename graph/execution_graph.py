@@ -45,8 +45,7 @@ class ExecutionVertex:
 
     @property
     def name(self) -> str:
-        """Flink's task name with subtask: ``Map -> Filter (2/4)``."""
-        return f"{self.job_vertex.name} ({self.subtask_index + 1}/{self.job_vertex.parallelism})"
+        return subtask_name(self.job_vertex, self.subtask_index)
 
     def __repr__(self) -> str:
         return f"ExecutionVertex({self.name!r})"
@@ -70,6 +69,11 @@ class ExecutionGraph:
     @property
     def all_execution_vertices(self) -> list[ExecutionVertex]:
         return [ev for vertex in self.job_graph.vertices for ev in self.task_vertices[vertex.id]]
+
+
+def subtask_name(vertex: JobVertex, subtask_index: int) -> str:
+    """Flink's task name with subtask: ``Map -> Filter (2/4)``."""
+    return f"{vertex.name} ({subtask_index + 1}/{vertex.parallelism})"
 
 
 def pointwise_consumers(num_producers: int, num_consumers: int) -> list[range]:

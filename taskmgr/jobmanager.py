@@ -376,7 +376,7 @@ class JobManager:
         """Deploy, run until the end of the job (restarting it as its strategy allows);
         returns the run's measured duration."""
         try:
-            serialized = dump_object(graph)
+            serialized = dump_object(graph.job_graph)
         except Exception as exc:  # user code that cannot travel to the TaskManagers
             job.fail(exc)
             return 0.0

@@ -1,8 +1,8 @@
 """The serialized payloads of RPC messages: code and objects by cloudpickle, tables by Arrow IPC.
 
 The JobManager and the TaskManagers may live in different processes (Spark executors),
-so what a message carries beyond plain fields is serialized: the job's ExecutionGraph
-with its user functions, failure causes and job reports with cloudpickle (which pyspark
+so what a message carries beyond plain fields is serialized: the job's JobGraph with
+its user functions, failure causes and job reports with cloudpickle (which pyspark
 ships; functions of importable modules travel by reference, lambdas and closures by
 value), metric tables as an Arrow IPC stream. A payload that does not load is the
 peer's protocol error (`RpcError`).
@@ -20,8 +20,8 @@ import pyarrow as pa
 from taskmgr.rpc import RpcError
 
 
-#: Pickle recurses through the object graph: an all-to-all ExecutionGraph of 256 x 256
-#: subtasks needs ~6,000 levels (partition -> consumer -> gate -> partition ...).
+#: Pickle recurses through the object graph: the JobGraph of a pipeline of 300 vertices
+#: (vertex -> data set -> edge -> vertex ...) needs more than Python's default 1,000 levels.
 RECURSION_LIMIT = 20_000
 
 

@@ -215,11 +215,13 @@ class ReportAssembler:
 
 @_message("deploy_job")
 class DeployJob(RpcMessage):
-    """The job's program before its first task on this TaskManager: the ExecutionGraph with
-    its user functions (cloudpickle; Flink's serialized JobInformation)."""
+    """The job's program before its first task on this TaskManager: the JobGraph with its
+    user functions (cloudpickle; Flink's serialized JobInformation). Each task's wiring
+    comes in its own descriptor: no TaskManager holds the job's ExecutionGraph, whose
+    channels grow with the square of the parallelism."""
 
     job_id: str
-    graph: bytes
+    job_graph: bytes
 
 
 @_message("deploy_task")

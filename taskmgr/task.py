@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from graph import ExecutionGraph, JobVertex
+from graph import JobGraph, JobVertex
+from graph.execution_graph import subtask_name
 from shuffle import kernel
 from shuffle.api.events import CheckpointBarrier
 from shuffle.channel_state import ChannelStateWriter
@@ -145,14 +146,13 @@ class TaskMetrics:
 class Task:
     """One subtask; `run()` goes through its whole life and never raises (state tells)."""
 
-    def __init__(self, descriptor: TaskDeploymentDescriptor, graph: ExecutionGraph,
+    def __init__(self, descriptor: TaskDeploymentDescriptor, job_graph: JobGraph,
                  env: NettyShuffleEnvironment, services: TaskServices, run_control: RunControl,
                  on_state_change: Callable[[Task], None]) -> None:
         self.descriptor = descriptor
-        self.graph = graph
-        execution_vertex = graph.task_vertices[descriptor.vertex_id][descriptor.subtask_index]
-        self.vertex: JobVertex = execution_vertex.job_vertex
-        self.name = execution_vertex.name
+        self.job_graph = job_graph
+        self.vertex: JobVertex = job_graph.vertex(descriptor.vertex_id)
+        self.name = subtask_name(self.vertex, descriptor.subtask_index)
         self.env = env
         self.services = services
         self.run_control = run_control
@@ -283,7 +283,7 @@ class Task:
         return scope.cancel
 
     def _create_checkpointing(self, chain: OperatorChain) -> None:
-        checkpointing = self.graph.job_graph.checkpointing
+        checkpointing = self.job_graph.checkpointing
         if checkpointing is None or not checkpointing.enabled:
             return
         writer = ChannelStateWriter()
@@ -402,7 +402,7 @@ class Task:
                                            rng=ctx.rng(f"partitioner-{data_set.id}"))
         timeout = producer.buffer_timeout
         if timeout is None:
-            timeout = self.graph.job_graph.buffer_timeout
+            timeout = self.job_graph.buffer_timeout
         return RecordWriter(partition, selector, RecordSerializer(output_format(producer)), timeout)
 
     def _create_input_processor(self, chain: OperatorChain, io: TaskIOMetricGroup,
@@ -412,7 +412,7 @@ class Task:
         for gate, edge in zip(self._gates, self.vertex.inputs, strict=True):
             by_input.setdefault(edge.type_number, []).append(gate)
             formats[gate.gate_index] = output_format(edge.stream_edges[0].source)
-        checkpointing = self.graph.job_graph.checkpointing
+        checkpointing = self.job_graph.checkpointing
         chunk_time = MAX_CHUNK_TIME
         if checkpointing is not None and checkpointing.enabled:
             config = checkpointing.config

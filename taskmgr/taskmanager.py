@@ -17,7 +17,7 @@ import os
 from collections.abc import Hashable, Iterable
 from typing import Any
 
-from graph import ExecutionGraph
+from graph import JobGraph
 from shuffle import kernel
 from shuffle.api.events import AlignmentType, CheckpointBarrier, CheckpointOptions
 from shuffle.config import NetworkConfig
@@ -77,10 +77,10 @@ class _CheckpointResponder:
 class _JobSession:
     """One job's tasks, clock, sampling and shared services in this TaskManager."""
 
-    def __init__(self, name: str, graph: ExecutionGraph, start_offset: float,
+    def __init__(self, name: str, job_graph: JobGraph, start_offset: float,
                  duration: float, sample_period: float) -> None:
         now = kernel.current_time()
-        self.graph = graph
+        self.job_graph = job_graph
         self.run_control = RunControl(now - start_offset, duration=duration)
         self.end = self.run_control.t0 + duration
         sampler = MetricSampler(sample_period)
@@ -176,8 +176,8 @@ class TaskManager:
         self.shuffle_address = name if shuffle_address is None else shuffle_address
         self.env = NettyShuffleEnvironment(config, transport, tracer.for_task_manager(name))
         self._jobs: dict[str, _JobSession] = {}
-        #: Job id -> its ExecutionGraph (or why it did not load), from `DeployJob` to `ReleaseJob`.
-        self._graphs: dict[str, ExecutionGraph | RpcError] = {}
+        #: Job id -> its JobGraph (or why it did not load), from `DeployJob` to `ReleaseJob`.
+        self._graphs: dict[str, JobGraph | RpcError] = {}
         #: False: it stops answering the JobManager's heartbeats (a hung process, in tests).
         self.responsive = True
         self._connection: RpcConnection | None = None
@@ -241,7 +241,7 @@ class TaskManager:
 
     async def _on_deploy_job(self, message: DeployJob) -> None:
         try:
-            self._graphs[message.job_id] = load_object(message.graph, "job graph")
+            self._graphs[message.job_id] = load_object(message.job_graph, "job graph")
         except RpcError as exc:  # e.g. user code this process cannot import: its tasks fail with it
             self._graphs[message.job_id] = exc
 
@@ -266,7 +266,7 @@ class TaskManager:
             self._nursery.start_soon(job.run_sampler)
         if info.attempt != job.attempt:
             job.start_attempt(info.attempt)
-        task = Task(descriptor, job.graph, self.env, job.services, job.run_control, self._report_state)
+        task = Task(descriptor, job.job_graph, self.env, job.services, job.run_control, self._report_state)
         job.tasks[task.execution_id] = task
         self._nursery.start_soon(job.run_task, task)
 

@@ -37,3 +37,32 @@ def test_trace_channels_keep_readable_names():
     channels = {e["channel"] for e in tracer.events if "channel" in e}
     assert channels and all("@" not in c for c in channels)
     assert "ds0#0#0" in channels
+
+
+def test_task_managers_get_the_job_graph_not_the_execution_graph(monkeypatch):
+    """As Flink's JobInformation: the program travels once per TaskManager, each task's wiring
+    in its descriptor, so what a TaskManager holds does not grow with parallelism squared."""
+    from graph import JobGraph
+    from taskmgr.rpc import DeployJob
+    from taskmgr.taskmanager import TaskManager
+
+    payloads = []
+    on_deploy_job = TaskManager._on_deploy_job
+
+    async def recording(self, message: DeployJob) -> None:
+        payloads.append(len(message.job_graph))
+        await on_deploy_job(self, message)
+        assert isinstance(self._graphs[message.job_id], JobGraph)
+
+    monkeypatch.setitem(TaskManager._handlers, DeployJob, recording)
+
+    def all_to_all(n):
+        env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(n)
+        env.from_generator(rate=100, record_size=32).key_by(lambda r: r.key).map(cost="1us").sink_to(DiscardingSink())
+        return env
+
+    for n in (4, 32):
+        execute(all_to_all(n), duration=0.05, task_managers=n // 4, slots_per_task_manager=4).raise_for_status()
+    small, large = payloads[0], payloads[-1]
+    assert len(payloads) == 1 + 8  # one per TaskManager
+    assert large < 1.1 * small  # 1,024 channels against 16: the same program
