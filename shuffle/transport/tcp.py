@@ -74,6 +74,12 @@ FAIR_STREAK = 16
 #: process's other runnable tasks; with none, 32 passes take ~100 us.
 BUSY_POLL_PASSES = 32
 
+#: A connection busy-polls only while its peer answers quickly: after a wait in epoll
+#: longer than this (seconds), its reads sleep at once until a wait is short again. An
+#: idle connection (a buffer per 100 ms flush) so costs no polling, which matters where
+#: one process holds many (a realtime cluster's TaskManagers all run in one).
+BUSY_POLL_MAX_WAIT = 0.001
+
 
 class SocketIO:
     """Non-blocking reads and writes on a TCP stream's socket, yielding only when needed.
@@ -86,18 +92,20 @@ class SocketIO:
     of the call moved; one delivered while waiting for the socket may leave a write
     partly done, as with trio's `send_all`), so a busy connection cannot starve the other
     tasks. A read that finds the socket empty polls it for `BUSY_POLL_PASSES` scheduler
-    passes before it waits for readability. TCP exists only in realtime mode, so this
-    calls trio directly. One task reads and one task writes at a time (the Netty layer's
-    reader loop and its `OutboundWriter`). Errors are trio's: `ClosedResourceError`
+    passes before it waits for readability, while the connection is busy (its last wait
+    in epoll, if any, was under `BUSY_POLL_MAX_WAIT`). TCP exists only in realtime mode,
+    so this calls trio directly. One task reads and one task writes at a time (the Netty
+    layer's reader loop and its `OutboundWriter`). Errors are trio's: `ClosedResourceError`
     once the socket is closed, `BrokenResourceError` for a failed connection.
     """
 
-    __slots__ = ("_socket", "_read_streak", "_write_streak")
+    __slots__ = ("_socket", "_read_streak", "_write_streak", "_busy_poll")
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self._socket = stream.socket
         self._read_streak = 0
         self._write_streak = 0
+        self._busy_poll = True
 
     async def receive_into(self, buffer: memoryview) -> int:
         """Read what is there (at most `len(buffer)` bytes) into `buffer`, waiting for at least
@@ -106,7 +114,7 @@ class SocketIO:
             self._read_streak = 0
             await trio.lowlevel.checkpoint()
         sock = self._socket
-        polls = 0
+        polls = 0 if self._busy_poll else BUSY_POLL_PASSES
         while True:
             try:
                 count = os.readv(sock.fileno(), (buffer,))
@@ -117,7 +125,9 @@ class SocketIO:
                     polls += 1
                     await trio.lowlevel.checkpoint()
                 else:
+                    started = trio.current_time()
                     await trio.lowlevel.wait_readable(sock)
+                    self._busy_poll = trio.current_time() - started < BUSY_POLL_MAX_WAIT
             except OSError as exc:
                 raise _stream_error(exc) from exc
         self._read_streak += 1

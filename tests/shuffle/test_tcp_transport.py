@@ -5,7 +5,7 @@ import socket
 import pytest
 import trio
 
-from shuffle.transport.tcp import BUSY_POLL_PASSES, FAIR_STREAK, SocketIO, TcpTransport, format_address, parse_address, socket_io
+from shuffle.transport.tcp import BUSY_POLL_MAX_WAIT, BUSY_POLL_PASSES, FAIR_STREAK, SocketIO, TcpTransport, format_address, parse_address, socket_io
 
 pytestmark = pytest.mark.tcp
 
@@ -148,41 +148,64 @@ async def test_socket_io_yields_only_every_fair_streak_calls_while_bytes_are_wai
     assert 2 <= other_steps <= 4
 
 
-async def _read_with_peer_writing_after(passes: int, monkeypatch: pytest.MonkeyPatch) -> int:
-    """Read from an empty socket while a peer task writes after `passes` scheduler passes;
-    returns how often the read waited for readability."""
-    left, right = stream_pair()
-    waits = 0
-    wait_readable = trio.lowlevel.wait_readable
+class _PolledReads:
+    """Reads through one `SocketIO` while a peer task writes after some scheduler passes;
+    counts the reads' waits for readability, on a clock the test moves."""
 
-    async def counting_wait_readable(sock: object) -> None:
-        nonlocal waits
-        waits += 1
-        await wait_readable(sock)
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.left, self.io_stream = stream_pair()
+        self.io = SocketIO(self.io_stream)
+        self.waits = 0
+        self.now = 0.0
+        wait_readable = trio.lowlevel.wait_readable
 
-    monkeypatch.setattr(trio.lowlevel, "wait_readable", counting_wait_readable)
+        async def counting_wait_readable(sock: object) -> None:
+            self.waits += 1
+            await wait_readable(sock)
 
-    async def peer() -> None:
-        for _ in range(passes):
-            await trio.lowlevel.checkpoint()
-        await left.send_all(b"credit")
+        monkeypatch.setattr(trio.lowlevel, "wait_readable", counting_wait_readable)
+        monkeypatch.setattr(trio, "current_time", lambda: self.now)
 
-    buffer = memoryview(bytearray(16))
-    with trio.fail_after(10):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(peer)
-            count = await SocketIO(right).receive_into(buffer)
-    assert bytes(buffer[:count]) == b"credit"
-    await left.aclose()
-    await right.aclose()
-    return waits
+    async def read(self, passes: int, waited: float = 0.0) -> int:
+        """One read whose data the peer writes after `passes` passes and `waited` seconds
+        (of the test's clock); how often it waited for readability."""
+        before = self.waits
+
+        async def peer() -> None:
+            for _ in range(passes):
+                await trio.lowlevel.checkpoint()
+            self.now += waited
+            await self.left.send_all(b"credit")
+
+        buffer = memoryview(bytearray(16))
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(peer)
+                count = await self.io.receive_into(buffer)
+        assert bytes(buffer[:count]) == b"credit"
+        return self.waits - before
+
+    async def aclose(self) -> None:
+        await self.left.aclose()
+        await self.io_stream.aclose()
 
 
 async def test_socket_io_busy_polls_an_empty_socket_before_it_waits(monkeypatch):
+    reads = _PolledReads(monkeypatch)
     # an answer within the polling passes is read without sleeping in epoll
-    assert await _read_with_peer_writing_after(2, monkeypatch) == 0
+    assert await reads.read(2) == 0
     # a later one: the read waits for readability once, then reads it
-    assert await _read_with_peer_writing_after(3 * BUSY_POLL_PASSES, monkeypatch) == 1
+    assert await reads.read(3 * BUSY_POLL_PASSES) == 1
+    assert await reads.read(2) == 0  # that wait was short: the connection still polls
+    await reads.aclose()
+
+
+async def test_socket_io_stops_polling_an_idle_connection_until_its_peer_answers_quickly(monkeypatch):
+    reads = _PolledReads(monkeypatch)
+    assert await reads.read(3 * BUSY_POLL_PASSES, waited=100 * BUSY_POLL_MAX_WAIT) == 1  # a long wait
+    assert await reads.read(2) == 1  # so the next read sleeps at once (its wait is short)
+    assert await reads.read(2) == 0  # and polling resumes
+    await reads.aclose()
 
 
 async def test_socket_io_is_for_tcp_streams_only():
