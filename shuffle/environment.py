@@ -23,7 +23,7 @@ from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport import Transport
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InputChannelDescriptor:
     """Where one input channel reads from: a producer's partition, subpartition and TaskManager."""
 

@@ -15,10 +15,12 @@ JobManager told can name a partition.
 from __future__ import annotations
 
 import secrets
+import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from graph import ExecutionGraph, ExecutionVertex
+from shuffle.environment import InputChannelDescriptor
 from shuffle.partition.result_partition_id import result_partition_id
 
 
@@ -32,16 +34,9 @@ class ResultPartitionDeploymentDescriptor:
 
 
 @dataclass(frozen=True)
-class InputChannelDeploymentDescriptor:
-    partition_id: str
-    subpartition_index: int
-    producer_address: Any
-
-
-@dataclass(frozen=True)
 class InputGateDeploymentDescriptor:
     gate_index: int
-    channels: tuple[InputChannelDeploymentDescriptor, ...]
+    channels: tuple[InputChannelDescriptor, ...]
 
 
 @dataclass(frozen=True)
@@ -78,13 +73,21 @@ class TaskDeploymentDescriptor:
     @classmethod
     def from_message(cls, data: dict[str, Any]) -> TaskDeploymentDescriptor:
         gates = tuple(
-            InputGateDeploymentDescriptor(g["gate_index"], tuple(InputChannelDeploymentDescriptor(**c)
-                                                                 for c in g["channels"]))
+            InputGateDeploymentDescriptor(g["gate_index"], tuple(_channel_descriptor(c) for c in g["channels"]))
             for g in data["input_gates"]
         )
         partitions = tuple(ResultPartitionDeploymentDescriptor(**p) for p in data["produced_partitions"])
         return cls(data["execution_id"], JobInformation(**data["job"]), data["vertex_id"],
                    data["subtask_index"], partitions, gates, data.get("task_restore"))
+
+
+def _channel_descriptor(data: dict[str, Any]) -> InputChannelDescriptor:
+    """A channel's descriptor from its message; the partition id and address are interned:
+    a decoded message holds one copy per channel, and the channels reading one partition
+    (one per consumer subtask on the TaskManager) can share one."""
+    address = data["producer_address"]
+    return InputChannelDescriptor(sys.intern(data["partition_id"]), data["subpartition_index"],
+                                  sys.intern(address) if isinstance(address, str) else address)
 
 
 def execution_id(vertex: ExecutionVertex) -> str:
@@ -114,7 +117,7 @@ def create_descriptor(vertex: ExecutionVertex, job: JobInformation, shuffle_addr
     )
     gates = tuple(
         InputGateDeploymentDescriptor(gate_index, tuple(
-            InputChannelDeploymentDescriptor(partition_id(partition), subpartition,
+            InputChannelDescriptor(partition_id(partition), subpartition,
                                              shuffle_address_of[execution_id(partition.producer)])
             for partition, subpartition in channels))
         for gate_index, channels in enumerate(vertex.input_gates)

@@ -19,7 +19,7 @@ from shuffle.api.events import CheckpointBarrier
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.consumer.local_input_channel import LocalInputChannel
 from shuffle.consumer.single_input_gate import SingleInputGate
-from shuffle.environment import InputChannelDescriptor, NettyShuffleEnvironment
+from shuffle.environment import NettyShuffleEnvironment
 from shuffle.errors import CancelTaskError
 from shuffle.partition.result_partition import ResultPartition
 from shuffle.partitioner.channel_selectors import create_channel_selector
@@ -329,9 +329,7 @@ class Task:
             partition.hard_back_pressure_timer = io.hard_backpressure
             self._partitions.append(partition)
         for gate_descriptor in descriptor.input_gates:
-            channels = [InputChannelDescriptor(c.partition_id, c.subpartition_index, c.producer_address)
-                        for c in gate_descriptor.channels]
-            gate = env.create_input_gate(gate_descriptor.gate_index, self.name, channels)
+            gate = env.create_input_gate(gate_descriptor.gate_index, self.name, gate_descriptor.channels)
             self._gates.append(gate)
             await gate.setup()
         ctx = OperatorContext(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 from shuffle import kernel
@@ -30,6 +29,20 @@ UNKNOWN_CHANNEL = -1
 class BufferListener(Protocol):
     def notify_buffer_available(self, buffer: Buffer) -> bool:
         """Offer a buffer; return True if it was taken."""
+
+
+class _SubpartitionRecycler:
+    """Gives a segment back to its pool, counted against one subpartition (a slotted object:
+    ~60 bytes per subpartition, where a keyword partial costs ~450)."""
+
+    __slots__ = ("pool", "channel")
+
+    def __init__(self, pool: LocalBufferPool, channel: int) -> None:
+        self.pool = pool
+        self.channel = channel
+
+    def __call__(self, segment: MemorySegment) -> None:
+        self.pool.recycle(segment, self.channel)
 
 
 class LocalBufferPool:
@@ -53,8 +66,8 @@ class LocalBufferPool:
         self.availability = AvailabilityHelper()
         self._segment_event: kernel.Event | None = None
         self._waiting_on_global = False
-        self._recyclers = [partial(self.recycle, channel=i) for i in range(num_subpartitions)]
-        self._untargeted_recycler = partial(self.recycle, channel=UNKNOWN_CHANNEL)
+        self._recyclers = [_SubpartitionRecycler(self, i) for i in range(num_subpartitions)]
+        self._untargeted_recycler = _SubpartitionRecycler(self, UNKNOWN_CHANNEL)
         self._update_availability()
 
     # -- requesting -----------------------------------------------------------------------

@@ -25,8 +25,10 @@ class BufferManager:
         self.channel = channel
         self.floating_pool: LocalBufferPool | None = None
         # lists, not deques: a few buffers each, and one pair per channel (an empty deque
-        # costs ~700 bytes, a list 56)
-        self.exclusive: list[Buffer] = []
+        # costs ~700 bytes, a list 56). Free exclusive buffers are kept as their segments and
+        # become Buffers when taken: an idle channel holds 2 segments, not 2 buffers with a
+        # reference count and a bound recycler each (~250 bytes apiece).
+        self.exclusive: list[MemorySegment] = []
         self.floating: list[Buffer] = []
         self.num_required_buffers = 0
         self.is_waiting_for_floating_buffers = False
@@ -39,8 +41,7 @@ class BufferManager:
         return len(self.exclusive) + len(self.floating)
 
     async def request_exclusive_buffers(self, n: int) -> None:
-        for segment in await self.network_pool.request_unpooled_segments(n):
-            self.exclusive.append(Buffer.of_segment(segment, self._recycle_exclusive))
+        self.exclusive.extend(await self.network_pool.request_unpooled_segments(n))
         self.num_exclusive_buffers += n
 
     def request_buffer(self) -> Buffer | None:
@@ -49,7 +50,7 @@ class BufferManager:
         if self.floating:
             return self.floating.pop(0)
         if self.exclusive:
-            return self.exclusive.pop(0)
+            return Buffer.of_segment(self.exclusive.pop(0), self._recycle_exclusive)
         return None
 
     def request_floating_buffers(self, k: int) -> int:
@@ -75,7 +76,7 @@ class BufferManager:
         if self._released:
             self.network_pool.recycle_unpooled_segments([segment])
             return
-        self.exclusive.append(Buffer.of_segment(segment, self._recycle_exclusive))
+        self.exclusive.append(segment)
         self._signal()
         if self.available > self.num_required_buffers and self.floating:
             self.floating.pop(0).recycle()
@@ -106,8 +107,8 @@ class BufferManager:
         self._released = True
         if self.floating_pool is not None and self.is_waiting_for_floating_buffers:
             self.floating_pool.remove_buffer_listener(self)
-        segments = [b.segment for b in self.exclusive]
-        self.exclusive.clear()
+        segments = self.exclusive
+        self.exclusive = []
         while self.floating:
             self.floating.pop(0).recycle()
         if segments:
@@ -124,7 +125,7 @@ class BufferManager:
             if self.floating:
                 return self.floating.pop(0)
             if self.exclusive:
-                return self.exclusive.pop(0)
+                return Buffer.of_segment(self.exclusive.pop(0), self._recycle_exclusive)
             buffer = self.floating_pool.request_buffer()
             if buffer is not None:
                 return buffer

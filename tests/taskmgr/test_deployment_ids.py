@@ -31,6 +31,32 @@ def test_consumers_are_told_the_producers_attempt_ids():
             assert readable_partition_id(f"{partition.partition_id}@x") == partition.partition_id
 
 
+def test_descriptors_survive_the_message_round_trip_sharing_partition_ids():
+    """A decoded descriptor equals the one sent; channels that read one partition share its id
+    string (one copy per partition, not per channel: at 256x256 that is 65,536 strings)."""
+    import msgpack
+
+    from taskmgr.deployment import TaskDeploymentDescriptor
+
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+    env.from_generator(count=100).rebalance().map(cost="1ms").sink_to(DiscardingSink())
+    g = env.get_execution_graph()
+    attempts = new_attempt_ids(g)
+    info = JobInformation("job-0", 0, 0.0, 1.0, 1.0)
+    descriptors = [create_descriptor(v, info, dict.fromkeys(attempts, "tm-0"), attempts)
+                   for v in g.all_execution_vertices]
+    decoded = [TaskDeploymentDescriptor.from_message(msgpack.unpackb(msgpack.packb(d.to_message())))
+               for d in descriptors]
+    assert decoded == descriptors
+    channels = [c for d in decoded for gate in d.input_gates for c in gate.channels]
+    by_partition = {}
+    for channel in channels:
+        by_partition.setdefault(channel.partition_id, []).append(channel.partition_id)
+    assert len(channels) == 4 and len(by_partition) == 2  # rebalance 2 -> 2: each partition read twice
+    assert all(ids[0] is ids[1] for ids in by_partition.values())
+    assert all(c.producer_address is channels[0].producer_address for c in channels)
+
+
 def test_trace_channels_keep_readable_names():
     tracer = Tracer()
     execute(graph(), duration=5.0, task_managers=2, tracer=tracer).raise_for_status()
