@@ -196,34 +196,51 @@ class ResultPartition:
         the pool's last obtainable segment or brings a subpartition to its quota.
 
         A record that overflows its subpartition's open builder takes new segments for
-        the rest (Flink's record continuation); a subpartition's new builders hold what
-        `_next_buffer_size` says (with debloating, exact while the announced size is at
-        least a record).
+        the rest (Flink's record continuation). A new builder holds a segment, trimmed when
+        the consumer announced less (debloating) to the announced size but never below the
+        bytes of the record it starts with (`_new_unicast_builder`).
+
+        Only the records that take a segment can stop the loop, and a batch has few: they
+        are found per subpartition by walking its byte stream a segment at a time (the
+        record at the byte where a segment starts takes it), then taken in batch order.
         """
         n = len(targets)
         pool = self.buffer_pool
         if pool is None or not pool.is_available() or n <= 1:
             return min(n, 1)
-        channels = self.num_subpartitions
+        obtainable = pool.num_obtainable()
+        if obtainable <= 0:
+            return 1
         size = pool.network_pool.segment_size
-        if self.config.debloat:
-            capacity = np.array([min(size, max(sub.desired_buffer_size, record_size)) for sub in self.subpartitions])
-        else:
-            capacity = np.full(channels, size)
-        room = np.array([0 if b is None else b.writable_bytes for b in self._unicast])
-        # the k-th record (from 0) of its subpartition ends k + 1 records into it
-        per_channel = np.bincount(targets, minlength=channels)
-        order = np.argsort(targets.astype(np.uint16) if channels <= 65536 else targets, kind="stable")  # a radix sort
-        rank = np.empty(n, dtype=np.int64)
-        rank[order] = np.arange(n) - np.repeat(np.cumsum(per_channel) - per_channel, per_channel)
-        written = (rank + 1) * record_size - room[targets]
-        cap = capacity[targets]
-        taken = -(-np.maximum(written, 0) // cap)  # segments its subpartition took up to this record
-        before = -(-np.maximum(written - record_size, 0) // cap)
-        counts = np.asarray(pool.subpartition_buffer_counts())
-        stops = (np.cumsum(taken - before) >= pool.num_obtainable()) | (counts[targets] + taken >= pool.max_buffers_per_channel)
-        first = int(np.argmax(stops))
-        return first + 1 if stops[first] else n
+        per_channel = np.bincount(targets, minlength=self.num_subpartitions)
+        channels = np.flatnonzero(per_channel).tolist()
+        if len(channels) == 1:
+            order = None
+        else:  # the batch positions of each subpartition's records, grouped (a stable radix sort)
+            order = np.argsort(targets.astype(np.uint16) if self.num_subpartitions <= 65536 else targets,
+                               kind="stable")
+        starts = (np.cumsum(per_channel) - per_channel).tolist()
+        counts = pool.subpartition_buffer_counts()
+        per_channel_quota = pool.max_buffers_per_channel
+        takes = []  # (batch position, subpartition's segment count once it is taken)
+        for channel in channels:
+            builder = self._unicast[channel]
+            desired = self.subpartitions[channel].desired_buffer_size
+            end = int(per_channel[channel]) * record_size  # the bytes of its records in the batch
+            start, held = starts[channel], counts[channel]
+            at = 0 if builder is None else builder.writable_bytes  # where its next segment starts
+            while at < end:
+                j = at // record_size
+                held += 1
+                takes.append((j if order is None else int(order[start + j]), held))
+                if held >= per_channel_quota:
+                    break  # the loop stops here at the latest
+                at += size if desired >= size else min(size, max(desired, record_size - at % record_size))
+        takes.sort()
+        for total, (position, held) in enumerate(takes, 1):
+            if total >= obtainable or held >= per_channel_quota:
+                return position + 1
+        return n
 
     def _next_buffer_size(self, record_size: int, broadcast: bool) -> int:
         """The capacity new builders get: the segment, cut to what the consumers announced

@@ -125,3 +125,28 @@ async def test_with_the_channels_known_the_cut_is_flinks_stop(sim_kernel, patter
                "skewed": [0 if rng.random() < 0.7 else rng.randrange(1, 4) for _ in range(5000)]}[pattern]
     predicted = partition.records_before_unavailable_to(np.array(targets), record_size)
     assert predicted == await _emit_in_order_until_unavailable(partition, record_size, targets)
+
+
+@pytest.mark.parametrize("seed", range(40))
+async def test_the_cut_is_flinks_stop_from_any_state(sim_kernel, seed):
+    """records_before_unavailable_to against Flink's per-record loop from random states: 1 to 6
+    subpartitions, builders partly filled, some subpartitions near their quota, records
+    smaller or larger than a (debloated) buffer, batches of any mix of channels."""
+    rng = random.Random(seed)
+    channels = rng.randint(1, 6)
+    debloat = rng.random() < 0.5
+    config = NetworkConfig(buffer_size=4096, debloat=debloat, min_segment_size=256, starting_segment_size=1024)
+    partition = ResultPartition("p", channels, ResultPartitionType.PIPELINED_BOUNDED, config)
+    partition.setup(NetworkBufferPool(200, 4096))
+    if debloat:
+        for sub in partition.subpartitions:
+            sub.set_desired_buffer_size(rng.choice((256, 700, 1024, 4096)))
+    record_size = rng.choice((21, 44, 300, 1500, 4096, 5000))
+    for _ in range(rng.randint(0, 40)):  # a state to start from, the pool still available
+        await partition.emit_record(bytes(rng.choice((21, 300, 3000))), rng.randrange(channels))
+        if not partition.is_available():
+            break
+    favourite = rng.randrange(channels)
+    targets = [favourite if rng.random() < rng.random() else rng.randrange(channels) for _ in range(20_000)]
+    predicted = partition.records_before_unavailable_to(np.array(targets), record_size)
+    assert predicted == await _emit_in_order_until_unavailable(partition, record_size, targets)
