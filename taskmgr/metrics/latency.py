@@ -49,8 +49,8 @@ def _non_negative(values_ns: np.ndarray) -> np.ndarray:
     return np.maximum(np.asarray(values_ns, dtype=np.int64), 0)
 
 
-#: Bucket indices a histogram keeps before it adds them to its counts.
-_MAX_PENDING = 1 << 16
+#: Bucket indices a histogram keeps before it adds them to its counts (128 KiB of them).
+_MAX_PENDING = 1 << 14
 #: Batches up to this many values are bucketed in plain Python (numpy's per-call overhead
 #: dominates them: a sink of a paced job sees a few records per buffer).
 _SMALL = 16
@@ -68,11 +68,10 @@ _UPPER = bucket_upper_bounds()
 
 
 class _Bucketed(NamedTuple):
-    """A batch of values (ns, >= 0) as a histogram adds them: bucket indices of a small
-    batch (plain Python is cheaper than numpy for a few), or the counts per bucket."""
+    """A batch of values (ns, >= 0) as a histogram adds them: the bucket of each value, a
+    list for a small batch (plain Python is cheaper than numpy for a few), else an array."""
 
-    buckets: list[int]
-    counts: np.ndarray | None
+    buckets: list[int] | np.ndarray
     count: int
     total: int | float
     largest: int
@@ -81,20 +80,26 @@ class _Bucketed(NamedTuple):
     def of(values: np.ndarray | list[int]) -> _Bucketed:
         if len(values) <= _SMALL:
             plain = values if isinstance(values, list) else values.tolist()
-            return _Bucketed([_bucket_index(value) for value in plain], None, len(plain), sum(plain), max(plain))
-        return _Bucketed([], np.bincount(bucket_indices(values), minlength=NUM_BUCKETS), len(values),
-                         float(values.sum()), int(values.max()))
+            return _Bucketed([_bucket_index(value) for value in plain], len(plain), sum(plain), max(plain))
+        return _Bucketed(bucket_indices(values), len(values), float(values.sum()), int(values.max()))
 
 
 class LatencyHistogram:
-    """Counts of latency values (ns) with their exact count, sum and max."""
+    """Counts of latency values (ns) with their exact count, sum and max.
 
-    __slots__ = ("_counts", "_pending", "count", "total", "max")
+    Batches are counted into the bucket array lazily, many at once: one `np.bincount` over
+    all the buckets (3,712) per batch of a few hundred values cost more than the values.
+    """
+
+    __slots__ = ("_counts", "_pending", "_pending_arrays", "_num_pending", "count", "total", "max")
 
     def __init__(self) -> None:
         self._counts = np.zeros(NUM_BUCKETS, dtype=np.int64)
-        #: Bucket indices of small batches, not yet added to `_counts` (see `counts`).
+        #: Buckets of values not yet added to `_counts` (see `counts`): small batches' in
+        #: one list, larger ones' arrays as they came.
         self._pending: list[int] = []
+        self._pending_arrays: list[np.ndarray] = []
+        self._num_pending = 0
         self.count = 0
         self.total = 0.0
         self.max = 0
@@ -102,13 +107,18 @@ class LatencyHistogram:
     @property
     def counts(self) -> np.ndarray:
         """The count of each bucket."""
-        if self._pending:
+        if self._num_pending:
             self._fold_pending()
         return self._counts
 
     def _fold_pending(self) -> None:
-        self._counts += np.bincount(self._pending, minlength=NUM_BUCKETS)
+        parts = self._pending_arrays
+        if self._pending:
+            parts.append(np.asarray(self._pending, dtype=np.int64))
+        self._counts += np.bincount(np.concatenate(parts), minlength=NUM_BUCKETS)
         self._pending.clear()
+        self._pending_arrays = []
+        self._num_pending = 0
 
     def record(self, values_ns: np.ndarray) -> None:
         if len(values_ns):
@@ -116,12 +126,13 @@ class LatencyHistogram:
 
     def add(self, values: _Bucketed) -> None:
         """Count values already bucketed (once for all the histograms they go to)."""
-        if values.counts is None:
+        if isinstance(values.buckets, list):
             self._pending.extend(values.buckets)
-            if len(self._pending) >= _MAX_PENDING:  # the steady histogram is read only at the end
-                self._fold_pending()
         else:
-            self._counts += values.counts
+            self._pending_arrays.append(values.buckets)  # shared, never written
+        self._num_pending += values.count
+        if self._num_pending >= _MAX_PENDING:  # the steady histogram is read only at the end
+            self._fold_pending()
         self.count += values.count
         self.total += float(values.total)
         if values.largest > self.max:
