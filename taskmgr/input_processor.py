@@ -107,7 +107,10 @@ class StreamInputProcessor:
     @property
     def is_finished(self) -> bool:
         """Every input gate delivered EndOfPartition on every channel."""
-        return all(checkpointed.is_finished for checkpointed in self.inputs)
+        for checkpointed in self.inputs:  # loops, not all()/any(): asked before every chunk
+            if not checkpointed.is_finished:
+                return False
+        return True
 
     def unfinished_channels(self) -> list[InputChannelInfo]:
         """The input channels that have not ended (a checkpoint triggered at this task
@@ -182,7 +185,10 @@ class StreamInputProcessor:
 
     @property
     def has_priority_events(self) -> bool:
-        return any(checkpointed.has_priority_events for checkpointed in self.inputs)
+        for checkpointed in self.inputs:
+            if checkpointed.has_priority_events:
+                return True
+        return False
 
     async def wait_priority_event(self) -> None:
         await kernel.wait_any([c.wait_priority_event for c in self.inputs if not c.is_finished])

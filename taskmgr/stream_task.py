@@ -144,7 +144,10 @@ class StreamTask:
             await done.wait()
 
     def _outputs_available(self) -> bool:
-        return all(writer.is_available() for writer in self.writers)
+        for writer in self.writers:  # a loop, not all(): asked before every chunk of records
+            if not writer.is_available():
+                return False
+        return True
 
     async def _wait_outputs(self) -> None:
         for writer in self.writers:

@@ -53,7 +53,10 @@ class CheckpointedInputGate:
 
     @property
     def has_priority_events(self) -> bool:
-        return any(gate.has_priority_events for gate in self.gates)
+        for gate in self.gates:  # loops, not any()/all(): asked before every chunk of records
+            if gate.has_priority_events:
+                return True
+        return False
 
     async def wait_priority_event(self) -> None:
         await kernel.wait_any([gate.priority_availability.wait for gate in self.gates])
@@ -82,7 +85,10 @@ class CheckpointedInputGate:
 
     @property
     def is_finished(self) -> bool:
-        return all(gate.is_finished for gate in self.gates)
+        for gate in self.gates:
+            if not gate.is_finished:
+                return False
+        return True
 
     def unfinished_channels(self) -> list[InputChannelInfo]:
         return [channel for gate in self.gates for channel in gate.unfinished_channels()]

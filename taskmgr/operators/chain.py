@@ -62,7 +62,10 @@ class OperatorChain:
 
     def cost_per_record(self) -> float:
         """Modelled cost of one record through the whole chain, now."""
-        return sum(operator.cost_per_record() for operator in self.operators)
+        total = 0.0
+        for operator in self.operators:  # a loop, not sum(): asked before every chunk of records
+            total += operator.cost_per_record()
+        return total
 
 
 def _create(node: StreamNode, ctx: OperatorContext, output: Output, batch_bytes: int) -> StreamOperator:
