@@ -32,8 +32,9 @@ class BufferListener(Protocol):
 
 
 class _SubpartitionRecycler:
-    """Gives a segment back to its pool, counted against one subpartition (a slotted object:
-    ~60 bytes per subpartition, where a keyword partial costs ~450)."""
+    """Gives a segment back to its pool, counted against one subpartition (or none:
+    `UNKNOWN_CHANNEL`). A slotted object: ~60 bytes per subpartition, where a keyword
+    partial cost ~450."""
 
     __slots__ = ("pool", "channel")
 

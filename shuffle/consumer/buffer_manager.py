@@ -50,8 +50,11 @@ class BufferManager:
         if self.floating:
             return self.floating.pop(0)
         if self.exclusive:
-            return Buffer.of_segment(self.exclusive.pop(0), self._recycle_exclusive)
+            return self._take_exclusive()
         return None
+
+    def _take_exclusive(self) -> Buffer:
+        return Buffer.of_segment(self.exclusive.pop(0), self._recycle_exclusive)
 
     def request_floating_buffers(self, k: int) -> int:
         """Aim to hold `k` free buffers; returns how many floating buffers were obtained."""
@@ -125,7 +128,7 @@ class BufferManager:
             if self.floating:
                 return self.floating.pop(0)
             if self.exclusive:
-                return Buffer.of_segment(self.exclusive.pop(0), self._recycle_exclusive)
+                return self._take_exclusive()
             buffer = self.floating_pool.request_buffer()
             if buffer is not None:
                 return buffer
