@@ -9,7 +9,7 @@ that time is hard back-pressure.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -159,22 +159,28 @@ class ResultPartition:
         A batch of records is one write here; capping it so keeps a back-pressured writer
         out of overdraft buffers that Flink's writer, checking after every record, would not
         touch (with debloated buffers a batch spans many). Exact for one subpartition and
-        for broadcast. Over n subpartitions it takes the records as spread evenly (the last n
-        segments taken may hold almost nothing), or all going to the subpartition nearest its
-        quota, whichever stops first.
+        for broadcast (one builder takes every record). Over n subpartitions it takes the
+        records as spread evenly (the last n segments taken may hold almost nothing), or all
+        going to the subpartition nearest its quota, whichever stops first; with the channel
+        of each record known, `records_before_unavailable_to` is exact.
         """
         pool = self.buffer_pool
         if pool is None or not pool.is_available():
             return min(limit, 1)
-        size = self._next_buffer_size(record_size, broadcast)
         obtainable = pool.num_obtainable()
-        if broadcast:  # one shared builder, on subpartition 0's quota (as Flink requests it)
-            builder = self._broadcast
-            segments = min(obtainable, pool.max_buffers_per_channel - pool.subpartition_buffer_counts()[0]) - 1
-            room = segments * size + (builder.writable_bytes if builder is not None else 0)
-            return min(limit, room // record_size + 1)
-        n = self.num_subpartitions
         counts = pool.subpartition_buffer_counts()
+        if broadcast or self.num_subpartitions == 1:
+            # broadcast builders count against subpartition 0's quota, as Flink requests them
+            if broadcast:
+                builder, desired = self._broadcast, min(sub.desired_buffer_size for sub in self.subpartitions)
+            else:
+                builder, desired = self._unicast[0], self.subpartitions[0].desired_buffer_size
+            held = counts[0]
+            takes = self._segment_takes(builder, desired, limit, record_size, not broadcast,
+                                        self._takes_that_matter(held, obtainable))
+            return self._first_stop([(j, held + taken) for taken, j in enumerate(takes, 1)], obtainable, limit)
+        size = self._next_buffer_size(record_size, broadcast)
+        n = self.num_subpartitions
         quota = pool.max_buffers_per_channel - max(counts)
         if obtainable <= 0 or quota <= 0:
             return min(limit, 1)
@@ -195,23 +201,14 @@ class ResultPartition:
         to the subpartitions `targets` in order: up to and including the record that takes
         the pool's last obtainable segment or brings a subpartition to its quota.
 
-        A record that overflows its subpartition's open builder takes new segments for
-        the rest (Flink's record continuation). A new builder holds a segment, trimmed when
-        the consumer announced less (debloating) to the announced size but never below the
-        bytes of the record it starts with (`_new_unicast_builder`).
-
-        Only the records that take a segment can stop the loop, and a batch has few: they
-        are found per subpartition by walking its byte stream a segment at a time (the
-        record at the byte where a segment starts takes it), then taken in batch order.
+        Only the records that take a segment can stop the loop, and a batch has few: they are
+        found per subpartition (`_segment_takes`), then taken in batch order.
         """
         n = len(targets)
         pool = self.buffer_pool
         if pool is None or not pool.is_available() or n <= 1:
             return min(n, 1)
         obtainable = pool.num_obtainable()
-        if obtainable <= 0:
-            return 1
-        size = pool.network_pool.segment_size
         per_channel = np.bincount(targets, minlength=self.num_subpartitions)
         channels = np.flatnonzero(per_channel).tolist()
         if len(channels) == 1:
@@ -221,26 +218,56 @@ class ResultPartition:
                                kind="stable")
         starts = (np.cumsum(per_channel) - per_channel).tolist()
         counts = pool.subpartition_buffer_counts()
-        per_channel_quota = pool.max_buffers_per_channel
-        takes = []  # (batch position, subpartition's segment count once it is taken)
+        takes = []  # (batch position, the subpartition's segment count once it is taken)
         for channel in channels:
-            builder = self._unicast[channel]
-            desired = self.subpartitions[channel].desired_buffer_size
-            end = int(per_channel[channel]) * record_size  # the bytes of its records in the batch
-            start, held = starts[channel], counts[channel]
-            at = 0 if builder is None else builder.writable_bytes  # where its next segment starts
-            while at < end:
-                j = at // record_size
-                held += 1
-                takes.append((j if order is None else int(order[start + j]), held))
-                if held >= per_channel_quota:
-                    break  # the loop stops here at the latest
-                at += size if desired >= size else min(size, max(desired, record_size - at % record_size))
+            held, start = counts[channel], starts[channel]
+            for taken, j in enumerate(self._segment_takes(
+                    self._unicast[channel], self.subpartitions[channel].desired_buffer_size,
+                    int(per_channel[channel]), record_size, True, self._takes_that_matter(held, obtainable)), 1):
+                takes.append((j if order is None else int(order[start + j]), held + taken))
         takes.sort()
+        return self._first_stop(takes, obtainable, n)
+
+    def _segment_takes(self, builder: BufferBuilder | None, desired: int, records: int, record_size: int,
+                       unicast: bool, most: int) -> Iterator[int]:
+        """Of the next `records` records (`record_size` bytes each) one builder stream takes,
+        the index of each that takes a new segment, up to `most` of them; `builder` is the
+        stream's open builder, if any.
+
+        A new builder holds a segment, trimmed when the consumers announced less (`desired`,
+        debloating), but never below the rest of the record it starts with, nor, for a
+        unicast builder, below a whole record it starts with (`_new_unicast_builder`,
+        `_new_broadcast_builder`). The record at the byte where a segment starts takes it.
+        """
+        size = self.buffer_pool.network_pool.segment_size
+        trimmed = 0 < desired < size
+        end = records * record_size
+        at = 0 if builder is None else builder.writable_bytes  # where the next segment starts
+        for _ in range(most):
+            if at >= end:
+                return
+            yield at // record_size
+            if not trimmed:
+                at += size
+                continue
+            into = at % record_size
+            starts_with = record_size - into if into else (record_size if unicast else 0)
+            at += min(size, max(desired, starts_with))
+
+    def _takes_that_matter(self, held: int, obtainable: int) -> int:
+        """New segments of one subpartition that can matter to where the loop stops: up to its
+        quota and up to what the pool can give (at least the one that stops it)."""
+        return max(1, min(self.buffer_pool.max_buffers_per_channel - held, obtainable))
+
+    def _first_stop(self, takes: list[tuple[int, int]], obtainable: int, records: int) -> int:
+        """Where the loop stops, given the records that take segments in batch order (position,
+        the subpartition's segment count after): the record taking the pool's last obtainable
+        segment or reaching a quota; all `records` if none does."""
+        quota = self.buffer_pool.max_buffers_per_channel
         for total, (position, held) in enumerate(takes, 1):
-            if total >= obtainable or held >= per_channel_quota:
+            if total >= obtainable or held >= quota:
                 return position + 1
-        return n
+        return records
 
     def _next_buffer_size(self, record_size: int, broadcast: bool) -> int:
         """The capacity new builders get: the segment, cut to what the consumers announced

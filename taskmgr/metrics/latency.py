@@ -3,7 +3,8 @@
 Values below 2^SUB_BITS ns are counted exactly; above, each power of two is split into
 2^SUB_BITS linear sub-buckets, so a bucket is never wider than 1/64 of its values (a
 percentile is within ~1.6 % of the true value) and a histogram is a fixed array of
-counts, whatever the number of records. Recording a batch is one `np.bincount`.
+counts, whatever the number of records. Batches are bucketed with a few vectorized
+operations and counted in with one `np.bincount` per 16,384 values.
 
 A sink subtask keeps two: one per sample period (`LatencyMetrics`, sampled into
 metrics.parquet as `latencyP50Ms`, ...) and one over the steady state, the second half of

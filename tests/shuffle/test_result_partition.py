@@ -6,6 +6,7 @@ import random
 import numpy as np
 import pytest
 
+from shuffle import kernel
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
 from shuffle.partition.result_partition import ResultPartition
@@ -127,26 +128,69 @@ async def test_with_the_channels_known_the_cut_is_flinks_stop(sim_kernel, patter
     assert predicted == await _emit_in_order_until_unavailable(partition, record_size, targets)
 
 
-@pytest.mark.parametrize("seed", range(40))
-async def test_the_cut_is_flinks_stop_from_any_state(sim_kernel, seed):
-    """records_before_unavailable_to against Flink's per-record loop from random states: 1 to 6
-    subpartitions, builders partly filled, some subpartitions near their quota, records
-    smaller or larger than a (debloated) buffer, batches of any mix of channels."""
-    rng = random.Random(seed)
-    channels = rng.randint(1, 6)
-    debloat = rng.random() < 0.5
-    config = NetworkConfig(buffer_size=4096, debloat=debloat, min_segment_size=256, starting_segment_size=1024)
+async def _random_state(rng: random.Random, channels: int) -> ResultPartition | None:
+    """A partition of `channels` subpartitions in a random state, still available (None if
+    the random writes made it unavailable): a pool that may be short of segments (another
+    pool holds some), overdraft, quotas, debloated sizes, open unicast or broadcast builders."""
+    debloat = rng.random() < 0.6
+    config = NetworkConfig(buffer_size=4096, debloat=debloat, min_segment_size=1, starting_segment_size=1024,
+                           max_buffers_per_channel=rng.choice((1, 2, 3, 10, 10**9)),
+                           max_overdraft_buffers_per_gate=rng.choice((0, 1, 5)))
     partition = ResultPartition("p", channels, ResultPartitionType.PIPELINED_BOUNDED, config)
-    partition.setup(NetworkBufferPool(200, 4096))
+    network = NetworkBufferPool(rng.choice((channels + 1, 2 * channels + 5, 200)), 4096)
+    partition.setup(network)
+    if rng.random() < 0.4 and network.total_segments > network.num_total_required_buffers:
+        other = network.create_buffer_pool(1, 10**6)
+        for _ in range(rng.randint(0, 20)):
+            other.request_buffer()
     if debloat:
         for sub in partition.subpartitions:
-            sub.set_desired_buffer_size(rng.choice((256, 700, 1024, 4096)))
-    record_size = rng.choice((21, 44, 300, 1500, 4096, 5000))
-    for _ in range(rng.randint(0, 40)):  # a state to start from, the pool still available
-        await partition.emit_record(bytes(rng.choice((21, 300, 3000))), rng.randrange(channels))
-        if not partition.is_available():
-            break
-    favourite = rng.randrange(channels)
-    targets = [favourite if rng.random() < rng.random() else rng.randrange(channels) for _ in range(20_000)]
-    predicted = partition.records_before_unavailable_to(np.array(targets), record_size)
-    assert predicted == await _emit_in_order_until_unavailable(partition, record_size, targets)
+            sub.set_desired_buffer_size(rng.choice((1, 21, 256, 700, 4095, 10**6)))
+    for _ in range(rng.randint(0, 30)):
+        with kernel.move_on_after(1.0) as blocked:  # virtual time: a write the pool cannot serve
+            if rng.random() < 0.1:
+                await partition.broadcast_record(bytes(rng.choice((21, 300, 5000))))
+            else:
+                size = rng.choice((21, 300, 3000, 4096, 5000))
+                await partition.emit_record(bytes(size * rng.randint(1, 3)), rng.randrange(channels), size)
+        if blocked.cancelled_caught or not partition.is_available():
+            return None
+    return partition
+
+
+async def _records_until_unavailable(partition: ResultPartition, record_size: int, targets: list[int] | None,
+                                     n: int) -> int:
+    """Flink's loop: write one record (to its target, or broadcast), then check availability."""
+    for written in range(1, n + 1):
+        with kernel.move_on_after(1.0) as blocked:
+            if targets is None:
+                await partition.broadcast_record(bytes(record_size))
+            else:
+                await partition.emit_record(bytes(record_size), targets[written - 1])
+        if blocked.cancelled_caught or not partition.is_available():
+            return written
+    return n
+
+
+@pytest.mark.parametrize("seed", range(60))
+async def test_the_cut_is_flinks_stop_from_any_state(sim_kernel, seed):
+    """The exact cuts against Flink's per-record loop from random states, records smaller or
+    larger than a (debloated) buffer: with the channel of every record known
+    (records_before_unavailable_to), and with one builder for every record (one
+    subpartition, or broadcast: records_before_unavailable)."""
+    rng = random.Random(seed)
+    mode = ("targets", "one subpartition", "broadcast")[seed % 3]
+    partition = None
+    while partition is None:
+        partition = await _random_state(rng, 1 if mode == "one subpartition" else rng.randint(2, 6))
+    record_size = rng.choice((1, 21, 44, 300, 1500, 4095, 4096, 4097, 5000, 9000))
+    n = rng.choice((1, 2, 10, 300, 5000))
+    if mode == "targets":
+        favourite, bias = rng.randrange(partition.num_subpartitions), rng.random()
+        targets = [favourite if rng.random() < bias else rng.randrange(partition.num_subpartitions)
+                   for _ in range(n)]
+        predicted = partition.records_before_unavailable_to(np.array(targets), record_size)
+    else:
+        targets = None if mode == "broadcast" else [0] * n
+        predicted = partition.records_before_unavailable(record_size, mode == "broadcast", n)
+    assert predicted == await _records_until_unavailable(partition, record_size, targets, n)
