@@ -80,6 +80,10 @@ class NetworkBufferPool:
             return []
         self._reserve(n)
         self.redistribute_buffers()
+        if self.num_available_segments >= n:
+            # Nothing to wait for, so no timeout to arm: a deadline per channel would only
+            # sit in the kernel's heap, abandoned.
+            return [self.request_pooled_segment() for _ in range(n)]
         got: list[MemorySegment] = []
         try:
             with kernel.fail_after(self.exclusive_request_timeout):
