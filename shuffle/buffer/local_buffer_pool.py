@@ -171,10 +171,9 @@ class LocalBufferPool:
     # -- sizing and availability ----------------------------------------------------------
 
     def set_num_buffers(self, n: int) -> None:
-        size = max(self.min_buffers, min(n, self.max_buffers))
-        if size == self.current_pool_size and self._is_settled():
+        if n == self.current_pool_size and self._is_settled():
             return  # nothing to give back, fetch or signal (redistribution mostly keeps sizes)
-        self.current_pool_size = size
+        self.current_pool_size = max(self.min_buffers, min(n, self.max_buffers))
         while self.num_requested > self.current_pool_size and self._available:
             self.num_requested -= 1
             self.network_pool.recycle_pooled_segment(self._available.pop())
