@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import secrets
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from graph import ExecutionGraph, ExecutionVertex
@@ -68,7 +68,15 @@ class TaskDeploymentDescriptor:
     task_restore: Any = None
 
     def to_message(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain data, as `asdict` makes it, but the gates' channels (one per producer
+        subpartition) are written out by `_channel_message`: `asdict` deep-copies every
+        field of every channel, ~3% of deploying a 256 x 256 job."""
+        message = asdict(replace(self, input_gates=()))
+        message["input_gates"] = tuple(
+            {"gate_index": gate.gate_index, "channels": tuple(_channel_message(c) for c in gate.channels)}
+            for gate in self.input_gates
+        )
+        return message
 
     @classmethod
     def from_message(cls, data: dict[str, Any]) -> TaskDeploymentDescriptor:
@@ -79,6 +87,12 @@ class TaskDeploymentDescriptor:
         partitions = tuple(ResultPartitionDeploymentDescriptor(**p) for p in data["produced_partitions"])
         return cls(data["execution_id"], JobInformation(**data["job"]), data["vertex_id"],
                    data["subtask_index"], partitions, gates, data.get("task_restore"))
+
+
+def _channel_message(channel: InputChannelDescriptor) -> dict[str, Any]:
+    """A channel's descriptor as plain data (strings and an int: nothing to copy)."""
+    return {"partition_id": channel.partition_id, "subpartition_index": channel.subpartition_index,
+            "producer_address": channel.producer_address}
 
 
 def _channel_descriptor(data: dict[str, Any]) -> InputChannelDescriptor:

@@ -39,6 +39,7 @@ class NetworkBufferPool:
         self._num_fresh = num_segments
         self.num_total_required_buffers = 0
         self._pools: list[LocalBufferPool] = []
+        self._pools_capacity = 0  # the sum of the pools' max - min: what they could take in all
         self._segment_waiters: list[Callable[[], None]] = []
         self._unpooled_event: kernel.Event | None = None
         self._destroyed = False
@@ -80,6 +81,10 @@ class NetworkBufferPool:
             return []
         self._reserve(n)
         self.redistribute_buffers()
+        if self.num_available_segments >= n:
+            # Nothing to wait for, so no timeout to arm: a deadline per channel would only
+            # sit in the kernel's heap, abandoned.
+            return [self.request_pooled_segment() for _ in range(n)]
         got: list[MemorySegment] = []
         try:
             with kernel.fail_after(self.exclusive_request_timeout):
@@ -124,12 +129,14 @@ class NetworkBufferPool:
         pool = LocalBufferPool(self, min_buffers, max_buffers, num_subpartitions,
                                max_buffers_per_channel, max_overdraft_buffers)
         self._pools.append(pool)
+        self._pools_capacity += max_buffers - min_buffers
         self.redistribute_buffers()
         return pool
 
     def destroy_buffer_pool(self, pool: LocalBufferPool) -> None:
         if pool in self._pools:
             self._pools.remove(pool)
+            self._pools_capacity -= pool.max_buffers - pool.min_buffers
             self.num_total_required_buffers -= pool.min_buffers
             self.redistribute_buffers()
 
@@ -154,6 +161,12 @@ class NetworkBufferPool:
         if excess <= 0:
             for pool in pools:
                 pool.set_num_buffers(pool.min_buffers)
+            return
+        if excess >= self._pools_capacity:
+            # Each capacity is then the pool's max - min and all of it is distributed: the
+            # proportional shares below come out as every pool's maximum.
+            for pool in pools:
+                pool.set_num_buffers(pool.max_buffers)
             return
         capacities = [min(excess, pool.max_buffers - pool.min_buffers) for pool in pools]
         total_capacity = sum(capacities)

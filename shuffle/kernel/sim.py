@@ -15,9 +15,9 @@ first error of a child or of its body cancels the rest and is re-raised.
 Each block of a task gets a new token; a wakeup names the token, so a stale wakeup (a
 timer of an abandoned sleep, a waiter entry left by a cancelled wait) is a no-op, and
 nothing has to be removed from the heap or a waiter list. Deadlines of cancel scopes that
-ended before them are the exception: a job arms one per input channel at deployment (the
-30 s of a segment request) and leaves it at once, so the heap drops its stale entries
-once they are most of it (`SimKernel.compact`).
+ended before them are the exception: a job arms some per connection at deployment (the
+handshake timeouts) and leaves them at once, so the heap drops its stale entries once they
+are most of it (`SimKernel.compact`).
 
 `block()` / `wake()` / `wake_at()` are the primitives sim-only code (the simulated link)
 builds its waits from.
@@ -91,7 +91,7 @@ class SimKernel:
     def deadline_abandoned(self) -> None:
         """A scope ended before its armed deadline: compact the heap once such entries are
         most of it. They would only be popped as no-ops at their time, but until then every
-        heap operation walks past them (65,536 at 256 x 256 subtasks, against ~2,000 live)."""
+        heap operation walks past them (~2,000 at 128 x 128 subtasks, of ~3,000 entries)."""
         self.stale_deadlines += 1
         if self.stale_deadlines >= COMPACT_AT and 2 * self.stale_deadlines > len(self.heap):
             self.compact()

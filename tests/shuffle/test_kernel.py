@@ -2,6 +2,7 @@
 kernel on the same code), runs in virtual time, and is deterministic."""
 
 import json
+import math
 import types
 
 import pytest
@@ -238,7 +239,7 @@ def test_deadlines_left_before_they_come_do_not_pile_up_in_the_heap():
             for seconds in (4.0, 2.0, 6.0):
                 nursery.start_soon(sleeper, seconds)
             await kernel.checkpoint()
-            for _ in range(3 * sim.COMPACT_AT):  # as a job's segment requests do, per channel
+            for _ in range(3 * sim.COMPACT_AT):  # as connection handshakes do, per connection
                 with kernel.fail_after(30):
                     pass
             heap_size = len(sim._K.heap)
@@ -256,18 +257,20 @@ def test_compacting_the_heap_changes_nothing_in_a_run(monkeypatch):
     compact = sim.SimKernel.compact
     monkeypatch.setattr(sim.SimKernel, "compact", lambda self: compactions.append(1) or compact(self))
     monkeypatch.setattr(sim, "COMPACT_AT", 1)  # compact whenever stale deadlines are most of the heap
-    compacted = _trace_bytes()
+    compacted = _trace_bytes(abandon_deadlines=True)
     assert compactions
     monkeypatch.setattr(sim, "COMPACT_AT", 10**9)
-    assert _trace_bytes() == compacted
+    assert _trace_bytes(abandon_deadlines=True) == compacted
 
 
-async def _scripted_run(transport: str) -> list[dict]:
+async def _scripted_run(transport: str, abandon_deadlines: bool = False) -> list[dict]:
     async with CreditFlowHarness.open(NetworkConfig(buffer_size=512), channels=3, transport=transport) as h:
         for channel in range(3):
             h.auto_consume(channel, cost_per_buffer=0.0005 * channel)
         for i in range(40):
-            await h.emit_values(i % 3, [(i, "v" * (i * 7 % 300))])
+            # Optionally each emit under a 30 s deadline it leaves long before (stale heap entries).
+            with kernel.fail_after(30 if abandon_deadlines else math.inf):
+                await h.emit_values(i % 3, [(i, "v" * (i * 7 % 300))])
             if i % 5 == 0:
                 h.flush()
         h.finish()
@@ -275,8 +278,8 @@ async def _scripted_run(transport: str) -> list[dict]:
         return list(h.trace.events)
 
 
-def _trace_bytes(transport: str = "sim") -> bytes:
-    events = kernel.run(_scripted_run, transport, mode="sim")
+def _trace_bytes(transport: str = "sim", abandon_deadlines: bool = False) -> bytes:
+    events = kernel.run(_scripted_run, transport, abandon_deadlines, mode="sim")
     return "\n".join(json.dumps(e) for e in events).encode()
 
 
