@@ -5,14 +5,20 @@ so what a message carries beyond plain fields is serialized: the job's JobGraph 
 its user functions, failure causes and job reports with cloudpickle (which pyspark
 ships; functions of importable modules travel by reference, lambdas and closures by
 value), metric tables as an Arrow IPC stream. A payload that does not load is the
-peer's protocol error (`RpcError`).
+peer's protocol error (`RpcError`). Code travels named relative to the project (or by its
+file's bare name), so payloads, and the runs they time, do not depend on where the project
+is checked out.
 """
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from types import CodeType
 from typing import Any
 
 import pyarrow as pa
@@ -36,12 +42,58 @@ def _deep_recursion() -> Iterator[None]:
         sys.setrecursionlimit(old)
 
 
+#: Where the project's packages are: code of files under it is named relative to it.
+_PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def portable_filename(filename: str) -> str:
+    """The name a code object travels with: relative to the project for its own files, the
+    bare file name for others. A payload (its size is a message's time on a simulated link)
+    is then the same wherever the project is checked out, and so is a run's trace."""
+    path = Path(filename)
+    if not path.is_absolute():
+        return filename
+    try:
+        return path.relative_to(_PROJECT_ROOT).as_posix()
+    except ValueError:
+        return path.name
+
+
+def _same(code: CodeType) -> CodeType:
+    return code
+
+
+@lru_cache(maxsize=1)
+def _pickler() -> type:
+    """cloudpickle's pickler, naming code by `portable_filename` (pyspark loads lazily)."""
+    from pyspark import cloudpickle
+
+    class PortablePickler(cloudpickle.CloudPickler):
+        def reducer_override(self, obj: Any) -> Any:
+            if type(obj) is CodeType and Path(obj.co_filename).is_absolute():
+                return _same, (obj.replace(co_filename=portable_filename(obj.co_filename)),)
+            return super().reducer_override(obj)
+
+        def _function_getnewargs(self, func: Any) -> Any:
+            # the module attributes a function by value takes along (its globals' base)
+            code, base_globals, *rest = super()._function_getnewargs(func)
+            if isinstance(base_globals.get("__file__"), str):
+                base_globals["__file__"] = portable_filename(base_globals["__file__"])
+            if isinstance(base_globals.get("__path__"), list):
+                base_globals["__path__"] = [portable_filename(path) for path in base_globals["__path__"]]
+            return (code, base_globals, *rest)
+
+    return PortablePickler
+
+
 def dump_object(obj: Any) -> bytes:
     """`obj` (code included) as bytes; raises what pickling raises for what cannot travel."""
     from pyspark import cloudpickle
 
+    out = io.BytesIO()
     with _deep_recursion():
-        return cloudpickle.dumps(obj)
+        _pickler()(out, protocol=cloudpickle.DEFAULT_PROTOCOL).dump(obj)
+    return out.getvalue()
 
 
 def load_object(data: bytes, what: str) -> Any:
