@@ -179,7 +179,7 @@ class ResultPartition:
             takes = self._segment_takes(builder, desired, limit, record_size, not broadcast,
                                         self._takes_that_matter(held, obtainable))
             return self._first_stop([(j, held + taken) for taken, j in enumerate(takes, 1)], obtainable, limit)
-        size = self._next_buffer_size(record_size, broadcast)
+        size = self._smallest_new_buffer(record_size)
         n = self.num_subpartitions
         quota = pool.max_buffers_per_channel - max(counts)
         if obtainable <= 0 or quota <= 0:
@@ -269,16 +269,13 @@ class ResultPartition:
                 return position + 1
         return records
 
-    def _next_buffer_size(self, record_size: int, broadcast: bool) -> int:
-        """The capacity new builders get: the segment, cut to what the consumers announced
-        when debloating (the smallest over all consumers for a shared broadcast builder)."""
+    def _smallest_new_buffer(self, record_size: int) -> int:
+        """The least a new unicast builder of any subpartition holds: a segment, cut to what
+        its consumer announced when debloating (never below a record it starts with)."""
         size = self.buffer_pool.network_pool.segment_size
         if not self.config.debloat:
             return size
-        desired = [sub.desired_buffer_size for sub in self.subpartitions]
-        if broadcast:
-            return min(size, min(desired))
-        return min(min(size, max(d, record_size)) for d in desired)
+        return min(min(size, max(sub.desired_buffer_size, record_size)) for sub in self.subpartitions)
 
     def _check_not_finished(self) -> None:
         if self.is_finished:
