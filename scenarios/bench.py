@@ -66,4 +66,5 @@ def keyed_shuffle_records_per_s(duration: float = 2.0) -> list[dict[str, Any]]:
 register_figure("sim_buffer_hops_per_s")(bench_network.sim_buffer_hops)
 register_figure("tcp_payload_ratio")(bench_network.tcp_payload_ratio)
 register_figure("scale")(bench_scale.scale_figures)
+register_figure("idle_channel_bytes")(bench_scale.idle_channel_bytes)
 register_figure("sweep_speedup_local2")(bench_sweep.sweep_speedup_local2)

@@ -11,17 +11,22 @@ seconds per virtual second and peak RSS, one pair per N, so the growth curve sho
 
 from __future__ import annotations
 
+import gc
 import json
 import resource
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
 from graph import DiscardingSink, StreamExecutionEnvironment
+from shuffle import kernel
 from shuffle.config import NetworkConfig
-from taskmgr.cluster import execute
+from shuffle.trace import NULL_TRACER
+from taskmgr.cluster import ClusterConfig, execute, run_job
+from taskmgr.jobmanager import JobConfig
 
 SIZES = (32, 64, 128, 256)
 RATE = 2000  # records/s per source
@@ -30,9 +35,18 @@ VIRTUAL_SECONDS = 1.0
 NETWORK = NetworkConfig(network_memory=128 * 1024 * 1024)
 
 
-def all_to_all(n: int) -> StreamExecutionEnvironment:
+#: Sizes whose deployed jobs give the memory per idle channel (the growth from one to the
+#: other over the growth in channels: what does not grow with N^2 drops out).
+IDLE_SIZES = (32, 64)
+#: Records per second per source in the idle runs: the channels are set up, hardly used.
+IDLE_RATE = 1
+#: Job time (s) at which an idle run's memory is taken: long after deployment.
+IDLE_AT = 0.5
+
+
+def all_to_all(n: int, rate: int = RATE) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(n)
-    (env.from_generator(rate=RATE, record_size=32).name("Gen")
+    (env.from_generator(rate=rate, record_size=32).name("Gen")
         .key_by(lambda record: record.key).map(cost="10us").name("KeyedMap")
         .sink_to(DiscardingSink()))
     return env
@@ -49,15 +63,51 @@ def measure(n: int) -> dict[str, Any]:
             "records": result.records_received, "peak_gib": round(peak_kib / 2**20, 3)}
 
 
+def deployed_bytes(n: int) -> dict[str, Any]:
+    """Python memory (tracemalloc) of the N x N job deployed and idle, in this process: taken
+    at job time IDLE_AT, after a full garbage collection, with sources at IDLE_RATE."""
+    taken: list[int] = []
+
+    def progress(job_time: float, _records: int | None) -> None:
+        if not taken and job_time >= IDLE_AT:
+            gc.collect()
+            taken.append(tracemalloc.get_traced_memory()[0])
+
+    tracemalloc.start()
+    try:
+        cluster = ClusterConfig("sim", n // SLOTS, SLOTS, NETWORK)
+        job = JobConfig(VIRTUAL_SECONDS, task_managers=n // SLOTS)
+        kernel.run(run_job, all_to_all(n, IDLE_RATE), cluster, job, NULL_TRACER, progress, mode="sim")
+    finally:
+        tracemalloc.stop()
+    if not taken:
+        raise RuntimeError(f"the {n} x {n} idle run ended before job time {IDLE_AT} s")
+    return {"n": n, "channels": n * n, "traced_bytes": taken[0]}
+
+
+def _child(*args: str) -> dict[str, Any]:
+    """Run this module with `args` in a fresh process (its memory its own); its JSON line."""
+    done = subprocess.run([sys.executable, "-m", "scenarios.bench_scale", *args],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"scale run {' '.join(args)} failed:\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout)
+
+
+def idle_channel_bytes(sizes: tuple[int, int] = IDLE_SIZES) -> list[dict[str, Any]]:
+    """`idle_channel_bytes`: what one more set-up, idle channel costs in Python memory (both
+    its ends: input channel, buffer manager, subpartition, view, reader, ...), as the growth
+    of a deployed all-to-all job's memory from N = sizes[0] to sizes[1] per added channel."""
+    small, large = (_child("idle", str(n)) for n in sizes)
+    per_channel = (large["traced_bytes"] - small["traced_bytes"]) / (large["channels"] - small["channels"])
+    return [{"figure": "idle_channel_bytes", "value": round(per_channel), "runs": [small, large]}]
+
+
 def scale_figures(sizes: tuple[int, ...] = SIZES) -> Iterator[dict[str, Any]]:
     """`scale_<N>x<N>_wall_s_per_virtual_s` and `scale_<N>x<N>_peak_gib` for each size,
     yielded as each size finishes."""
     for n in sizes:
-        done = subprocess.run([sys.executable, "-m", "scenarios.bench_scale", str(n)],
-                              capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"scale run N={n} failed:\n{done.stderr[-2000:]}")
-        run = json.loads(done.stdout)
+        run = _child(str(n))
         name = f"scale_{n}x{n}"
         yield {"figure": f"{name}_wall_s_per_virtual_s", "value": round(run["wall_s"] / run["virtual_s"], 2),
                **run, **({"target": 15} if n == 256 else {})}
@@ -65,4 +115,7 @@ def scale_figures(sizes: tuple[int, ...] = SIZES) -> Iterator[dict[str, Any]]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(measure(int(sys.argv[1]))))
+    if sys.argv[1] == "idle":
+        print(json.dumps(deployed_bytes(int(sys.argv[2]))))
+    else:
+        print(json.dumps(measure(int(sys.argv[1]))))
