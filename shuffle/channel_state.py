@@ -121,6 +121,8 @@ class ChannelStatePersister:
     barrier (`check_for_barrier`), every data buffer the channel receives is persisted.
     """
 
+    __slots__ = ("channel", "writer", "status", "last_seen_barrier")
+
     def __init__(self, channel: Hashable, writer: ChannelStateWriter | None = None) -> None:
         self.channel = channel
         self.writer = writer

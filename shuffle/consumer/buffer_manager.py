@@ -20,6 +20,9 @@ if TYPE_CHECKING:
 
 
 class BufferManager:
+    __slots__ = ("network_pool", "channel", "floating_pool", "exclusive", "floating", "num_required_buffers",
+                 "is_waiting_for_floating_buffers", "num_exclusive_buffers", "_released", "_buffer_event")
+
     def __init__(self, network_pool: NetworkBufferPool, channel: RemoteInputChannel) -> None:
         self.network_pool = network_pool
         self.channel = channel

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 
 class LocalInputChannel(InputChannel):
+    __slots__ = ("partition_manager", "tracer", "view")
+
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int, partition_manager: ResultPartitionManager,
                  initial_backoff: float, max_backoff: float, tracer: Tracer) -> None:

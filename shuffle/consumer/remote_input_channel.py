@@ -47,6 +47,11 @@ class ConnectionProvider(Protocol):
 
 
 class RemoteInputChannel(InputChannel):
+    __slots__ = ("receiver_id", "producer_address", "connections", "initial_credit", "credit_based",
+                 "partition_request_timeout", "tracer", "received", "expected_sequence_number",
+                 "unannounced_credit", "last_barrier_id", "last_barrier_sequence_number", "buffer_manager",
+                 "client", "_retry_backoff")
+
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int, producer_address: str, connections: ConnectionProvider,
                  network_pool: NetworkBufferPool, initial_credit: int, credit_based: bool,

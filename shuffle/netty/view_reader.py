@@ -26,6 +26,9 @@ class ReaderBuffer(NamedTuple):
 
 
 class CreditBasedSequenceNumberingViewReader:
+    __slots__ = ("receiver_id", "initial_credit", "num_credits_available", "queue", "credit_based",
+                 "channel_name", "subpartition_index", "view", "is_registered_as_available")
+
     def __init__(self, receiver_id: str, initial_credit: int, queue: PartitionRequestQueue,
                  credit_based: bool = True, channel_name: str = "") -> None:
         self.receiver_id = receiver_id

@@ -51,6 +51,11 @@ class BufferAndBacklog(NamedTuple):
 class PipelinedSubpartition:
     """One subpartition of a pipelined ResultPartition."""
 
+    __slots__ = ("index", "parent_name", "_buffers", "buffers_in_backlog", "read_view", "is_finished",
+                 "is_released", "flush_requested", "is_blocked", "sequence_number",
+                 "receiver_exclusive_buffers", "desired_buffer_size", "total_number_of_buffers",
+                 "total_number_of_bytes", "channel_state_writer")
+
     def __init__(self, index: int, parent_name: str = "", receiver_exclusive_buffers: int = 2,
                  starting_buffer_size: int = INT_MAX) -> None:
         self.index = index
