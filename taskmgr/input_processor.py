@@ -74,9 +74,11 @@ class StreamInputProcessor:
         self.chain_cost = chain_cost
         self.io = io
         self.ctx = ctx
+        #: One per channel, by gate index, then channel index (a list per gate: a dict entry and
+        #: a tuple key per channel cost ~100 bytes more).
         self._deserializers = {
-            (info.gate_index, info.channel_index): SpanningRecordDeserializer(formats[info.gate_index])
-            for info in (channel.channel_info for _, channel in self._channels())
+            gate.gate_index: [SpanningRecordDeserializer(formats[gate.gate_index]) for _ in gate.channels]
+            for checkpointed in self.inputs for gate in checkpointed.gates
         }
         self._pending: deque[_Pending] = deque()
         self._next = 0
@@ -142,7 +144,7 @@ class StreamInputProcessor:
             return
         if checkpointed.handler is not None:
             checkpointed.handler.add_processed_bytes(result.size)
-        deserializer = self._deserializers[channel.gate_index, channel.channel_index]
+        deserializer = self._deserializers[channel.gate_index][channel.channel_index]
         try:
             deserializer.add_buffer(buffer.memory())
             records = deserializer.read()
@@ -211,7 +213,7 @@ class StreamInputProcessor:
                 unread.setdefault(entry.channel, []).append(self._wire_bytes(entry.records, entry.channel))
         for _, channel in self._channels():
             info = channel.channel_info
-            partial = self._deserializers[info.gate_index, info.channel_index].unconsumed_bytes()
+            partial = self._deserializers[info.gate_index][info.channel_index].unconsumed_bytes()
             writer.add_input_data(checkpoint_id, channel.persister.channel, unread.get(info, []) + [partial])
 
     def restore_input_state(self, state: Mapping[ChannelKey, Sequence[bytes]]) -> None:
@@ -223,7 +225,7 @@ class StreamInputProcessor:
             if not chunks:
                 continue
             info = channel.channel_info
-            deserializer = self._deserializers[info.gate_index, info.channel_index]
+            deserializer = self._deserializers[info.gate_index][info.channel_index]
             deserializer.add_buffer(memoryview(b"".join(chunks)))
             records = deserializer.read()
             if len(records):
