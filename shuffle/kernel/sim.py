@@ -596,7 +596,7 @@ class Lock:
 
     def __init__(self) -> None:
         self._locked = False
-        self._waiters: deque[tuple[Task, int]] = deque()
+        self._waiters: list[tuple[Task, int]] = []  # one Lock per connection; rarely contended
 
     async def __aenter__(self) -> None:
         if not self._locked:
@@ -608,7 +608,7 @@ class Lock:
 
     async def __aexit__(self, *exc: Any) -> None:
         while self._waiters:
-            if wake(*self._waiters.popleft()):
+            if wake(*self._waiters.pop(0)):
                 return  # still locked: the woken waiter owns it now
         self._locked = False
 
