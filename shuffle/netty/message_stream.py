@@ -5,8 +5,10 @@ link a message travels as the object itself, occupying its frame's size on the w
 (`messages.frame_size`), so timing, windows and credit decisions are those of the frames
 while no hop pays for encoding and decoding. The handlers see one interface:
 
-- `seal(msg)`: what will be sent, taken now, so the caller may recycle the buffer whose
-  bytes a BufferResponse carries as soon as `seal` returns;
+- `seal(msg, buffer)`: what will be sent. The network buffer whose bytes a BufferResponse
+  carries passes to the stream, which recycles it once its bytes are taken: on the
+  simulated link at once (a copy travels), over TCP when the write is done (as Netty
+  releases a BufferResponse's buffer after writing it: no copy of the payload);
 - `await send_sealed(sealed)` (or `await send(msg)` for both steps);
 - `await wait_writable()`: until the connection takes a write at once (Netty's
   `isWritable`); Flink checks it before it takes a reader off the queue or builds an
@@ -39,6 +41,7 @@ from shuffle.transport.sim_link import CORRUPTED
 from shuffle.transport.tcp import socket_io
 
 if TYPE_CHECKING:
+    from shuffle.buffer.buffer import Buffer
     from shuffle.netty.outbound_writer import OutboundWriter
 
 OnMessages = Callable[[list[NettyMessage]], bool]
@@ -49,7 +52,7 @@ RECEIVE_SIZE = 64 * 1024
 
 
 class MessageStream(Protocol):
-    def seal(self, msg: NettyMessage) -> Any: ...
+    def seal(self, msg: NettyMessage, buffer: Buffer | None = None) -> Any: ...
 
     async def send_sealed(self, sealed: Any) -> None: ...
 
@@ -68,6 +71,17 @@ class MessageStream(Protocol):
     async def serve(self, on_messages: OnMessages, writer: OutboundWriter) -> None: ...
 
 
+class _WrittenFrame:
+    """A BufferResponse's frame on its way to a socket: its parts, the payload still in the
+    network buffer, which is recycled after the write."""
+
+    __slots__ = ("parts", "buffer")
+
+    def __init__(self, parts: list[bytes | bytearray | memoryview], buffer: Buffer) -> None:
+        self.parts = parts
+        self.buffer = buffer
+
+
 class FramedMessageStream:
     """Messages as Flink's frames on a byte stream. On a TCP stream the socket is read
     straight into the decoder's buffer and written without a scheduler pass per frame
@@ -80,11 +94,22 @@ class FramedMessageStream:
         self._decoder = FrameDecoder(max_frame_size)
         self._io = socket_io(stream)
 
-    def seal(self, msg: NettyMessage) -> bytes:
-        return b"".join(encode(msg))
+    def seal(self, msg: NettyMessage, buffer: Buffer | None = None) -> Any:
+        if self._io is None or buffer is None:
+            sealed = b"".join(encode(msg))
+            if buffer is not None:
+                buffer.recycle()
+            return sealed
+        return _WrittenFrame(encode(msg), buffer)
 
-    async def send_sealed(self, sealed: bytes) -> None:
-        await (self.stream if self._io is None else self._io).send_all(sealed)
+    async def send_sealed(self, sealed: Any) -> None:
+        if type(sealed) is _WrittenFrame:
+            try:
+                await self._io.send_parts(sealed.parts)
+            finally:
+                sealed.buffer.recycle()
+        else:
+            await (self.stream if self._io is None else self._io).send_all(sealed)
 
     async def send(self, msg: NettyMessage) -> None:
         await self.send_sealed(self.seal(msg))
@@ -137,9 +162,11 @@ class ObjectMessageStream:
     def __init__(self, stream: Any) -> None:
         self.stream = stream
 
-    def seal(self, msg: NettyMessage) -> tuple[NettyMessage, int]:
+    def seal(self, msg: NettyMessage, buffer: Buffer | None = None) -> tuple[NettyMessage, int]:
         if type(msg) is BufferResponse and type(msg.buffer) is not bytes:
-            msg.buffer = bytes(msg.buffer)  # a copy: the network buffer is recycled after seal
+            msg.buffer = bytes(msg.buffer)  # a copy, so that the network buffer is recycled now
+        if buffer is not None:
+            buffer.recycle()
         return msg, frame_size(msg)
 
     async def send_sealed(self, sealed: tuple[NettyMessage, int]) -> None:

@@ -122,7 +122,7 @@ class PartitionRequestQueue:
         return bool(self._control or self.available_readers)
 
     def _next_sealed(self) -> object | None:
-        """The next message to write, sealed (a buffer is pulled and recycled here), or None."""
+        """The next message to write, sealed (a buffer pulled here passes to the connection), or None."""
         if self._control:
             msg = self._control.pop(0)
             if type(msg) is BacklogAnnouncement:
@@ -150,7 +150,5 @@ class PartitionRequestQueue:
                             backlog=nxt.backlog, bytes=buffer.size, data_type=buffer.data_type.name)
             msg = BufferResponse(reader.receiver_id, nxt.sequence_number, nxt.backlog, buffer.data_type,
                                  buffer.memory(), reader.subpartition_index)
-            sealed = self.connection.seal(msg)
-            buffer.recycle()
-            return sealed
+            return self.connection.seal(msg, buffer)
         return None

@@ -135,24 +135,37 @@ class SocketIO:
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         """Write all of `data`, waiting while the socket's send buffer is full."""
+        await self.send_parts([data])
+
+    async def send_parts(self, parts: list[bytes | bytearray | memoryview]) -> None:
+        """Write `parts` in order, one gathered write where the socket takes them all (a
+        frame's header and the network buffer holding its payload, without joining them)."""
         if self._write_streak >= FAIR_STREAK:
             self._write_streak = 0
             await trio.lowlevel.checkpoint()
         sock = self._socket
-        view = memoryview(data)
         while True:
             try:
-                sent = os.write(sock.fileno(), view)
+                sent = os.writev(sock.fileno(), parts)
             except BlockingIOError:
                 self._write_streak = 0
                 await trio.lowlevel.wait_writable(sock)
                 continue
             except OSError as exc:
                 raise _stream_error(exc) from exc
-            if sent == len(view):
+            parts = _unsent(parts, sent)
+            if not parts:
                 break
-            view = view[sent:]
         self._write_streak += 1
+
+
+def _unsent(parts: list[bytes | bytearray | memoryview], sent: int) -> list[bytes | bytearray | memoryview]:
+    """What is left of `parts` after the first `sent` bytes were written."""
+    for index, part in enumerate(parts):
+        if sent < len(part):
+            return [memoryview(part)[sent:], *parts[index + 1:]]
+        sent -= len(part)
+    return []
 
 
 def _stream_error(exc: OSError) -> Exception:

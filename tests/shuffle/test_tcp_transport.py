@@ -107,6 +107,26 @@ async def test_socket_io_moves_more_than_the_socket_buffers_hold_both_ways():
         assert await io_right.receive_into(memoryview(bytearray(10))) == 0  # the peer's EOF
 
 
+async def test_socket_io_writes_parts_in_order_across_partial_writes():
+    left, right = stream_pair()
+    io_left, io_right = SocketIO(left), SocketIO(right)
+    parts = [b"head", memoryview(bytes(range(256)) * 8192), b"", bytearray(b"tail")]  # 2 MiB in the middle
+    expected = b"".join(parts)
+    received = bytearray()
+
+    async def read_all():
+        buffer = memoryview(bytearray(100_000))
+        while len(received) < len(expected):
+            count = await io_right.receive_into(buffer)
+            received.extend(buffer[:count])
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read_all)
+            await io_left.send_parts(parts)
+    assert received == expected
+
+
 async def test_socket_io_errors_are_trios():
     left, right = stream_pair()
     io_left = SocketIO(left)
