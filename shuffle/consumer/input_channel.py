@@ -12,7 +12,7 @@ from shuffle.api.events import CheckpointBarrier
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
 from shuffle.channel_state import ChannelStatePersister
-from shuffle.partition.result_partition_id import readable_partition_id
+from shuffle.partition.result_partition_id import channel_name
 
 if TYPE_CHECKING:
     from shuffle.consumer.single_input_gate import SingleInputGate
@@ -38,7 +38,7 @@ class BufferAndAvailability(NamedTuple):
 class InputChannel:
     """Base of the channels of a SingleInputGate."""
 
-    __slots__ = ("gate", "channel_info", "partition_id", "subpartition_index", "name", "initial_backoff",
+    __slots__ = ("gate", "channel_info", "partition_id", "subpartition_index", "_name", "initial_backoff",
                  "max_backoff", "current_backoff", "num_bytes_in", "num_buffers_in", "error", "is_released",
                  "persister")
 
@@ -48,8 +48,7 @@ class InputChannel:
         self.channel_info = InputChannelInfo(gate.gate_index, channel_index)
         self.partition_id = partition_id
         self.subpartition_index = subpartition_index
-        # The name every trace event uses for this channel: producer partition and subpartition.
-        self.name = f"{readable_partition_id(partition_id)}#{subpartition_index}"
+        self._name: str | None = None
         self.initial_backoff = initial_backoff
         self.max_backoff = max_backoff
         self.current_backoff = 0.0 if initial_backoff > 0 else -1.0
@@ -60,6 +59,14 @@ class InputChannel:
         #: Persists in-flight data of unaligned checkpoints (its writer is the task's), under
         #: the name the producer's subpartition persists its share under.
         self.persister = ChannelStatePersister((partition_id, subpartition_index))
+
+    @property
+    def name(self) -> str:
+        """The name every trace event uses for this channel: producer partition and
+        subpartition (made when first asked: most channels of a large job never are)."""
+        if self._name is None:
+            self._name = channel_name(self.partition_id, self.subpartition_index)
+        return self._name
 
     @property
     def channel_index(self) -> int:

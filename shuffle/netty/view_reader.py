@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
 from shuffle.errors import CreditViolationError, check
+from shuffle.partition.result_partition_id import channel_name
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 
@@ -27,24 +28,30 @@ class ReaderBuffer(NamedTuple):
 
 class CreditBasedSequenceNumberingViewReader:
     __slots__ = ("receiver_id", "initial_credit", "num_credits_available", "queue", "credit_based",
-                 "channel_name", "subpartition_index", "view", "is_registered_as_available")
+                 "partition_id", "subpartition_index", "_channel_name", "view", "is_registered_as_available")
 
     def __init__(self, receiver_id: str, initial_credit: int, queue: PartitionRequestQueue,
-                 credit_based: bool = True, channel_name: str = "") -> None:
+                 credit_based: bool = True, partition_id: str = "", subpartition_index: int = 0) -> None:
         self.receiver_id = receiver_id
         self.initial_credit = initial_credit
         self.num_credits_available = initial_credit
         self.queue = queue
         self.credit_based = credit_based
-        self.channel_name = channel_name
-        self.subpartition_index = 0
+        self.partition_id = partition_id
+        self.subpartition_index = subpartition_index
+        self._channel_name: str | None = None
         self.view: PipelinedSubpartitionView | None = None
         self.is_registered_as_available = False
 
-    def request_subpartition_view(self, manager: ResultPartitionManager, partition_id: str,
-                                  subpartition_index: int) -> None:
-        self.subpartition_index = subpartition_index
-        self.view = manager.create_subpartition_view(partition_id, subpartition_index, self)
+    @property
+    def channel_name(self) -> str:
+        """The channel's name in trace events (made when first asked)."""
+        if self._channel_name is None:
+            self._channel_name = channel_name(self.partition_id, self.subpartition_index)
+        return self._channel_name
+
+    def request_subpartition_view(self, manager: ResultPartitionManager) -> None:
+        self.view = manager.create_subpartition_view(self.partition_id, self.subpartition_index, self)
 
     def add_credit(self, delta: int) -> None:
         self.num_credits_available += delta

@@ -20,3 +20,9 @@ def result_partition_id(readable: str, attempt_id: str) -> str:
 def readable_partition_id(partition_id: str) -> str:
     """The readable part of a partition id (all of it when it has no attempt part)."""
     return partition_id.split(ATTEMPT_SEPARATOR, 1)[0]
+
+
+def channel_name(partition_id: str, subpartition_index: int) -> str:
+    """The name trace events and errors give the channel reading one subpartition, at both
+    of its ends (e.g. `ds0#1#0`)."""
+    return f"{readable_partition_id(partition_id)}#{subpartition_index}"

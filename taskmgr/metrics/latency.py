@@ -95,7 +95,8 @@ class LatencyHistogram:
     __slots__ = ("_counts", "_pending", "_pending_arrays", "_num_pending", "count", "total", "max")
 
     def __init__(self) -> None:
-        self._counts = np.zeros(NUM_BUCKETS, dtype=np.int64)
+        #: Made on the first values (30 KB: a sink idle for a sample period never needs it).
+        self._counts: np.ndarray | None = None
         #: Buckets of values not yet added to `_counts` (see `counts`): small batches' in
         #: one list, larger ones' arrays as they came.
         self._pending: list[int] = []
@@ -110,13 +111,19 @@ class LatencyHistogram:
         """The count of each bucket."""
         if self._num_pending:
             self._fold_pending()
+        if self._counts is None:
+            self._counts = np.zeros(NUM_BUCKETS, dtype=np.int64)
         return self._counts
 
     def _fold_pending(self) -> None:
         parts = self._pending_arrays
         if self._pending:
             parts.append(np.asarray(self._pending, dtype=np.int64))
-        self._counts += np.bincount(np.concatenate(parts), minlength=NUM_BUCKETS)
+        added = np.bincount(np.concatenate(parts), minlength=NUM_BUCKETS).astype(np.int64, copy=False)
+        if self._counts is None:
+            self._counts = added
+        else:
+            self._counts += added
         self._pending.clear()
         self._pending_arrays = []
         self._num_pending = 0

@@ -131,3 +131,19 @@ def test_a_histogram_of_small_batches_keeps_few_pending_values():
     reference.record(values)
     assert len(histogram._pending) < 1 << 16
     assert (histogram.counts == reference.counts).all() and histogram.count == reference.count
+
+
+def test_a_histogram_holds_its_bucket_array_only_once_values_came():
+    """A sink idle for a sample period costs no 30 KB bucket array; read or merged, an empty
+    histogram still behaves as one of zeros."""
+    empty = LatencyHistogram()
+    assert empty._counts is None and empty.summary_ms() is None
+    assert empty._counts is None
+    filled = LatencyHistogram()
+    filled.record(np.array([5, 70, 9000]))
+    merged = LatencyHistogram()
+    merged.merge(filled)
+    merged.merge(empty)
+    assert (merged.counts == filled.counts).all() and merged.count == 3
+    restored = LatencyHistogram.from_message(empty.to_message())
+    assert restored.count == 0 and not restored.counts.any()
