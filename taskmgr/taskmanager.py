@@ -228,16 +228,24 @@ class TaskManager:
         """Follow the JobManager until it says shut down, disconnects or breaks the protocol."""
         while True:
             try:
-                message = await self._connection.receive()
-                if message is None or isinstance(message, Shutdown):
+                if not await self._handle_next_message():
                     return
-                handler = self._handlers.get(type(message))
-                if handler is None:
-                    raise RpcError(f"unexpected message {message.TYPE!r} from the JobManager")
-                await handler(self, message)
             except RpcError as exc:
                 log.error("%s: disconnecting from the JobManager, which broke the protocol: %s", self.name, exc)
                 return
+
+    async def _handle_next_message(self) -> bool:
+        """Receive and handle the JobManager's next message; False when it says stop. (A
+        frame of its own, so that a message is not kept while the next one is awaited: a
+        task's deployment descriptor holds a dict per input channel.)"""
+        message = await self._connection.receive()
+        if message is None or isinstance(message, Shutdown):
+            return False
+        handler = self._handlers.get(type(message))
+        if handler is None:
+            raise RpcError(f"unexpected message {message.TYPE!r} from the JobManager")
+        await handler(self, message)
+        return True
 
     async def _on_deploy_job(self, message: DeployJob) -> None:
         try:
