@@ -13,10 +13,14 @@ while no hop pays for encoding and decoding. The handlers see one interface:
 - `await wait_writable()`: until the connection takes a write at once (Netty's
   `isWritable`); Flink checks it before it takes a reader off the queue or builds an
   AddCredit, so nothing is pulled while the connection is congested;
-- `defer(fn)`: on the simulated link, run `fn()` on the connection's event loop (after the
-  current task's step, as Flink hands work to the Netty thread) and return True; there
-  `can_send_now()` / `send_now(sealed)` let an idle writer write without waking its
-  task. Over TCP `defer` returns False and the writer task does the work;
+- `defer(fn)`: hand an idle writer's work to the connection's event loop, as Flink hands
+  it to the Netty thread, and return True; `fn` writes with `can_send_now()` /
+  `send_now(sealed)`, without waking the writer task. On the simulated link `fn` runs after
+  the current task's step. Over TCP it runs at once, in the calling task: the socket takes
+  what it can without waiting (Netty's thread would write it at once; a trio task switch
+  per message costs more than the write), and what it does not take (`has_unsent()`) the
+  writer task writes first when woken (`wait_writable`), as it raises an error the socket
+  gave. Over other byte streams `defer` returns False and the writer task does the work;
 - `await receive()`: the next messages, in order; [] once the peer closed the stream;
 - `await serve(on_messages, writer)`: run the connection: arrived messages go to
   `on_messages(messages)` in order (it returns False to stop reading) while `writer` (an
@@ -66,18 +70,22 @@ class MessageStream(Protocol):
 
     def send_now(self, sealed: Any) -> None: ...
 
+    def has_unsent(self) -> bool: ...
+
+    def discard_unsent(self) -> None: ...
+
     async def receive(self) -> list[NettyMessage]: ...
 
     async def serve(self, on_messages: OnMessages, writer: OutboundWriter) -> None: ...
 
 
 class _WrittenFrame:
-    """A BufferResponse's frame on its way to a socket: its parts, the payload still in the
-    network buffer, which is recycled after the write."""
+    """A frame on its way to a socket, as parts: a BufferResponse's payload is still in its
+    network buffer, which is recycled after the write (`buffer`, None for other frames)."""
 
     __slots__ = ("parts", "buffer")
 
-    def __init__(self, parts: list[bytes | bytearray | memoryview], buffer: Buffer) -> None:
+    def __init__(self, parts: list[bytes | bytearray | memoryview], buffer: Buffer | None) -> None:
         self.parts = parts
         self.buffer = buffer
 
@@ -87,12 +95,15 @@ class FramedMessageStream:
     straight into the decoder's buffer and written without a scheduler pass per frame
     (`SocketIO`)."""
 
-    __slots__ = ("stream", "_decoder", "_io")
+    __slots__ = ("stream", "_decoder", "_io", "_unsent")
 
     def __init__(self, stream: ByteStream, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.stream = stream
         self._decoder = FrameDecoder(max_frame_size)
         self._io = socket_io(stream)
+        #: What a write from the calling task (`send_now`, TCP) left for the writer task: the
+        #: rest of a frame, or the error the socket gave.
+        self._unsent: _WrittenFrame | BaseException | None = None
 
     def seal(self, msg: NettyMessage, buffer: Buffer | None = None) -> Any:
         if self._io is None or buffer is None:
@@ -103,13 +114,31 @@ class FramedMessageStream:
         return _WrittenFrame(encode(msg), buffer)
 
     async def send_sealed(self, sealed: Any) -> None:
+        if self._unsent is not None:
+            await self._send_unsent()
         if type(sealed) is _WrittenFrame:
             try:
                 await self._io.send_parts(sealed.parts)
             finally:
-                sealed.buffer.recycle()
+                if sealed.buffer is not None:
+                    sealed.buffer.recycle()
         else:
             await (self.stream if self._io is None else self._io).send_all(sealed)
+
+    async def _send_unsent(self) -> None:
+        unsent, self._unsent = self._unsent, None
+        if isinstance(unsent, BaseException):
+            raise unsent
+        await self.send_sealed(unsent)
+
+    def has_unsent(self) -> bool:
+        return self._unsent is not None
+
+    def discard_unsent(self) -> None:
+        """The writer is gone: recycle the buffer of a frame it did not finish."""
+        unsent, self._unsent = self._unsent, None
+        if type(unsent) is _WrittenFrame and unsent.buffer is not None:
+            unsent.buffer.recycle()
 
     async def send(self, msg: NettyMessage) -> None:
         await self.send_sealed(self.seal(msg))
@@ -118,17 +147,36 @@ class FramedMessageStream:
         # On TCP the writer has no outbound buffer of its own: the socket's send buffer is
         # Netty's, and send_all waits while it is full. Only the simulated link has a window
         # to wait for here (asking a real socket would cost an epoll round per frame).
+        if self._unsent is not None:
+            await self._send_unsent()
         if hasattr(self.stream, "writable"):
             await self.stream.wait_send_all_might_not_block()
 
     def defer(self, fn: Callable[[], None]) -> bool:
+        if self._io is not None:
+            fn()
+            return True
         return _defer(self.stream, fn)
 
     def can_send_now(self) -> bool:
-        return self.stream.writable  # only asked after `defer` succeeded: the simulated link
+        if self._io is not None:
+            return self._unsent is None
+        return self.stream.writable  # the simulated link (`defer` succeeded)
 
-    def send_now(self, sealed: bytes) -> None:
-        self.stream.send_now(sealed, len(sealed))
+    def send_now(self, sealed: Any) -> None:
+        if self._io is None:
+            self.stream.send_now(sealed, len(sealed))
+            return
+        frame = sealed if type(sealed) is _WrittenFrame else _WrittenFrame([sealed], None)
+        try:
+            rest = self._io.write_now(frame.parts)
+        except Exception as exc:  # noqa: BLE001 - the writer task raises it (`wait_writable`)
+            self._unsent = exc
+            rest = []
+        if rest:
+            self._unsent = _WrittenFrame(rest, frame.buffer)
+        elif frame.buffer is not None:
+            frame.buffer.recycle()
 
     async def receive(self) -> list[NettyMessage]:
         decoder, io = self._decoder, self._io
@@ -186,6 +234,12 @@ class ObjectMessageStream:
 
     def send_now(self, sealed: tuple[NettyMessage, int]) -> None:
         self.stream.send_now(*sealed)
+
+    def has_unsent(self) -> bool:
+        return False
+
+    def discard_unsent(self) -> None:
+        """Nothing: every send is whole."""
 
     def run_soon(self, fn: Callable[[], None]) -> None:
         self.stream.run_soon(fn)

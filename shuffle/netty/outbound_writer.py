@@ -5,12 +5,14 @@ Writes one message at a time, and only while the connection is writable (Flink c
 connection is congested). Its owner supplies `next_sealed()` (the next message, sealed,
 or None) and `has_work()`; `wake()` says new work may be there.
 
-Over TCP the writer is a task waiting for work and for writability (`run`). On the
-simulated link it runs as steps of the kernel loop instead (`start`): work that arrives
-while it is idle is written from the connection's event loop (`MessageStream.defer`, the
-same hand-over as to Flink's Netty thread), and where the task would have been woken (work
-left while the connection is not writable, then room in the window) a step runs at that
-place in the run queue, without a task wakeup per message.
+Work that arrives while the writer is idle is written from the connection's event loop
+(`MessageStream.defer`, the same hand-over as to Flink's Netty thread): over TCP at once,
+by the task that made the work, as far as the socket takes it without waiting; on the
+simulated link after that task's step. Over TCP the writer is also a task (`run`), woken
+for what the socket did not take and while the connection is congested. On the simulated
+link it runs as steps of the kernel loop instead (`start`): where the task would have been
+woken (work left while the connection is not writable, then room in the window) a step
+runs at that place in the run queue, without a task wakeup per message.
 """
 
 from __future__ import annotations
@@ -50,14 +52,15 @@ class OutboundWriter:
     def wake(self) -> None:
         if self._wakeup is None or self._deferred:
             return  # the writer is busy, or a deferred write will see the work
-        if self.connection.defer(self._write_idle):
-            self._deferred = True
-        else:
+        self._deferred = True  # before `defer`, which may write at once (over TCP)
+        if not self.connection.defer(self._write_idle):
+            self._deferred = False
             self._wakeup.set()
             self._wakeup = None
 
     def _write_idle(self) -> None:
-        """On the connection's event loop: write while writable, for the idle writer."""
+        """On the connection's event loop: write while writable, for the idle writer; wake it
+        for work left over (or a frame the socket took only part of)."""
         connection = self.connection
         try:
             while self._wakeup is not None and connection.can_send_now():
@@ -67,21 +70,25 @@ class OutboundWriter:
                 connection.send_now(sealed)
         finally:
             self._deferred = False
-        if self._wakeup is not None and self._has_work():
+        if self._wakeup is not None and (self._has_work() or connection.has_unsent()):
             self._wakeup.set()  # not writable: the writer waits for the connection
             self._wakeup = None
 
     async def run(self) -> None:
         """Write until cancelled."""
         connection = self.connection
-        while True:
-            await connection.wait_writable()
-            sealed = self._next_sealed()
-            if sealed is None:
-                self._wakeup = wakeup = kernel.Event()
-                await wakeup.wait()
-                continue
-            await connection.send_sealed(sealed)
+        try:
+            while True:
+                await connection.wait_writable()
+                sealed = self._next_sealed()
+                if sealed is None:
+                    self._wakeup = wakeup = kernel.Event()
+                    await wakeup.wait()
+                    continue
+                await connection.send_sealed(sealed)
+        finally:
+            self._wakeup = None
+            connection.discard_unsent()
 
     def start(self, fail: Callable[[BaseException], None]) -> None:
         """Write as steps of the kernel loop (the simulated link) until `stop`; an error of a

@@ -158,6 +158,17 @@ class SocketIO:
                 break
         self._write_streak += 1
 
+    def write_now(self, parts: list[bytes | bytearray | memoryview]) -> list[bytes | bytearray | memoryview]:
+        """Write what the socket takes of `parts` without waiting; what is left of them.
+        (No checkpoint: the caller is no writer task of its own.)"""
+        try:
+            sent = os.writev(self._socket.fileno(), parts)
+        except BlockingIOError:
+            return parts
+        except OSError as exc:
+            raise _stream_error(exc) from exc
+        return _unsent(parts, sent)
+
 
 def _unsent(parts: list[bytes | bytearray | memoryview], sent: int) -> list[bytes | bytearray | memoryview]:
     """What is left of `parts` after the first `sent` bytes were written."""

@@ -1,5 +1,6 @@
-"""When a BufferResponse's network buffer is recycled: after its bytes are taken (framed
-streams over TCP write the payload from the buffer itself; other streams copy it)."""
+"""Framed message streams: when a BufferResponse's network buffer is recycled (after its
+bytes are taken: over TCP the payload is written from the buffer itself, other streams copy
+it), and an idle writer's work written over TCP by the task that made it."""
 
 import pytest
 import trio
@@ -9,6 +10,7 @@ from shuffle.buffer.buffer import Buffer, MemorySegment
 from shuffle.buffer.data_type import DataType
 from shuffle.netty.message_stream import FramedMessageStream
 from shuffle.netty.messages import BufferResponse
+from shuffle.netty.outbound_writer import OutboundWriter
 
 pytestmark = pytest.mark.tcp
 
@@ -62,3 +64,111 @@ async def test_where_bytes_are_not_written_from_the_buffer_it_is_recycled_at_sea
     buffer = pooled_buffer(b"abc", recycled)
     sealed = sender.seal(response(buffer), buffer)
     assert recycled == [7] and isinstance(sealed, bytes) and sealed.endswith(b"abc")
+
+
+class Work:
+    """An OutboundWriter's owner: a queue of sealed frames to write."""
+
+    def __init__(self, stream: FramedMessageStream) -> None:
+        self.stream = stream
+        self.queue: list[Buffer] = []
+        self.writer = OutboundWriter(stream, self.next_sealed, lambda: bool(self.queue))
+
+    def next_sealed(self):
+        if not self.queue:
+            return None
+        buffer = self.queue.pop(0)
+        return self.stream.seal(response(buffer), buffer)
+
+    def add(self, buffer: Buffer) -> None:
+        self.queue.append(buffer)
+        self.writer.wake()
+
+
+async def writer_idle(work: Work) -> None:
+    while work.writer._wakeup is None:  # the writer task has not reached its wait for work yet
+        await trio.sleep(0)
+
+
+async def test_over_tcp_an_idle_writer_writes_from_the_task_that_made_the_work():
+    sender, receiver = socket_streams()
+    work = Work(sender)
+    recycled: list[int] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(work.writer.run)
+        await writer_idle(work)
+        buffer = pooled_buffer(b"payload", recycled)
+        work.add(buffer)  # no checkpoint from here on: the writer task cannot have run
+        assert recycled == [7]  # written whole, and recycled, within `add`
+        with trio.fail_after(10):
+            (received,) = await receiver.receive()
+        assert bytes(received.buffer) == b"payload"
+        nursery.cancel_scope.cancel()
+
+
+async def test_over_tcp_what_the_socket_does_not_take_the_writer_task_writes_in_order():
+    sender, receiver = socket_streams()
+    work = Work(sender)
+    recycled: list[int] = []
+    payloads = [bytes([i]) * 60_000 for i in range(40)]  # more than the socket buffers hold
+    received: list[bytes] = []
+
+    async def read_all():
+        while len(received) < len(payloads):
+            received.extend(bytes(msg.buffer) for msg in await receiver.receive())
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(work.writer.run)
+            await writer_idle(work)
+            for payload in payloads:
+                work.add(pooled_buffer(payload, recycled))
+            assert 0 < len(recycled) < len(payloads)  # the socket filled up: the rest waits
+            nursery.start_soon(read_all)
+            while len(recycled) < len(payloads):
+                await trio.sleep(0.001)
+            nursery.cancel_scope.cancel()
+    with trio.fail_after(10):
+        await read_all()
+    assert received == payloads
+
+
+async def test_over_tcp_an_error_of_a_write_from_another_task_is_raised_by_the_writer_task():
+    sender, receiver = socket_streams()
+    work = Work(sender)
+    recycled: list[int] = []
+    added: list[Buffer] = []
+    raised = []
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(work.writer.run)
+                await writer_idle(work)
+                await receiver.stream.aclose()
+                while True:  # the first writes may still land in the socket buffer
+                    added.append(pooled_buffer(bytes(60_000), recycled))
+                    work.add(added[-1])  # never raises here: the writer task does
+                    await trio.sleep(0)
+    except* trio.BrokenResourceError as group:
+        raised.extend(group.exceptions)
+    assert len(raised) == 1
+    taken = [buffer for buffer in added if buffer not in work.queue]  # what the stream got
+    assert taken and all(buffer.is_recycled for buffer in taken)  # nothing it got is lost
+
+
+async def test_a_frame_left_unfinished_when_the_writer_ends_has_its_buffer_recycled():
+    sender, _receiver = socket_streams()
+    work = Work(sender)
+    recycled: list[int] = []
+    buffers = [pooled_buffer(bytes(60_000), recycled) for _ in range(40)]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(work.writer.run)
+        await writer_idle(work)
+        for buffer in buffers:
+            work.add(buffer)
+        nursery.cancel_scope.cancel()  # nobody reads: the writer ends with frames not written
+    assert sender.has_unsent() is False
+    written = [buffer for buffer in buffers if buffer.is_recycled]
+    assert buffers[:len(written)] == written  # the written ones, in order, plus the unfinished one
+    assert all(not buffer.is_recycled for buffer in buffers[len(written):])
+    assert 0 < len(written) < len(buffers)
