@@ -144,9 +144,10 @@ class FramedMessageStream:
         await self.send_sealed(self.seal(msg))
 
     async def wait_writable(self) -> None:
-        # On TCP the writer has no outbound buffer of its own: the socket's send buffer is
-        # Netty's, and send_all waits while it is full. Only the simulated link has a window
-        # to wait for here (asking a real socket would cost an epoll round per frame).
+        # On TCP the writer's outbound buffer is the socket's send buffer (send_all waits
+        # while it is full), plus what a write from another task left: written here first.
+        # Only the simulated link has a window to wait for (asking a real socket would cost
+        # an epoll round per frame).
         if self._unsent is not None:
             await self._send_unsent()
         if hasattr(self.stream, "writable"):
