@@ -132,6 +132,7 @@ class CreditBasedPartitionRequestClientHandler:
             self._fail_all(LocalTransportError(f"{group.exceptions[0]} (connection to '{self.remote_address}')"))
         finally:
             self.closed = True
+            self.connection.discard_unsent()
             await kernel.aclose_forcefully(self.stream)
 
     def _on_messages(self, messages: list[NettyMessage]) -> bool:

@@ -89,6 +89,10 @@ class _WrittenFrame:
         self.parts = parts
         self.buffer = buffer
 
+    def recycle(self) -> None:
+        if self.buffer is not None:
+            self.buffer.recycle()
+
 
 class FramedMessageStream:
     """Messages as Flink's frames on a byte stream. On a TCP stream the socket is read
@@ -101,8 +105,10 @@ class FramedMessageStream:
         self.stream = stream
         self._decoder = FrameDecoder(max_frame_size)
         self._io = socket_io(stream)
-        #: What a write from the calling task (`send_now`, TCP) left for the writer task: the
-        #: rest of a frame, or the error the socket gave.
+        #: What a TCP write left for the next one: the rest of a frame (a write from another
+        #: task, `send_now`, that the socket did not take whole, or a write cancelled midway,
+        #: so that a later frame, such as a fatal ErrorResponse, does not land inside it), or
+        #: the error the socket gave a write from another task.
         self._unsent: _WrittenFrame | BaseException | None = None
 
     def seal(self, msg: NettyMessage, buffer: Buffer | None = None) -> Any:
@@ -114,31 +120,40 @@ class FramedMessageStream:
         return _WrittenFrame(encode(msg), buffer)
 
     async def send_sealed(self, sealed: Any) -> None:
-        if self._unsent is not None:
-            await self._send_unsent()
-        if type(sealed) is _WrittenFrame:
-            try:
-                await self._io.send_parts(sealed.parts)
-            finally:
-                if sealed.buffer is not None:
-                    sealed.buffer.recycle()
-        else:
-            await (self.stream if self._io is None else self._io).send_all(sealed)
+        if self._io is None:
+            await self.stream.send_all(sealed)
+            return
+        frame = sealed if type(sealed) is _WrittenFrame else _WrittenFrame([sealed], None)
+        try:
+            if self._unsent is not None:
+                await self._send_unsent()
+        except BaseException:
+            frame.recycle()
+            raise
+        await self._write(frame)
+
+    async def _write(self, frame: _WrittenFrame) -> None:
+        """Write all of `frame`, then recycle its buffer; cancelled (or failed) midway, its
+        rest stays for the next write (`discard_unsent` when the connection is closed)."""
+        self._unsent = frame
+        await self._io.send_parts(frame.parts)
+        self._unsent = None
+        frame.recycle()
 
     async def _send_unsent(self) -> None:
         unsent, self._unsent = self._unsent, None
         if isinstance(unsent, BaseException):
             raise unsent
-        await self.send_sealed(unsent)
+        await self._write(unsent)
 
     def has_unsent(self) -> bool:
         return self._unsent is not None
 
     def discard_unsent(self) -> None:
-        """The writer is gone: recycle the buffer of a frame it did not finish."""
+        """The connection is closed: recycle the buffer of a frame not written whole."""
         unsent, self._unsent = self._unsent, None
-        if type(unsent) is _WrittenFrame and unsent.buffer is not None:
-            unsent.buffer.recycle()
+        if type(unsent) is _WrittenFrame:
+            unsent.recycle()
 
     async def send(self, msg: NettyMessage) -> None:
         await self.send_sealed(self.seal(msg))
@@ -170,14 +185,15 @@ class FramedMessageStream:
             return
         frame = sealed if type(sealed) is _WrittenFrame else _WrittenFrame([sealed], None)
         try:
-            rest = self._io.write_now(frame.parts)
+            self._io.write_now(frame.parts)
         except Exception as exc:  # noqa: BLE001 - the writer task raises it (`wait_writable`)
             self._unsent = exc
-            rest = []
-        if rest:
-            self._unsent = _WrittenFrame(rest, frame.buffer)
-        elif frame.buffer is not None:
-            frame.buffer.recycle()
+            frame.recycle()
+            return
+        if frame.parts:
+            self._unsent = frame
+        else:
+            frame.recycle()
 
     async def receive(self) -> list[NettyMessage]:
         decoder, io = self._decoder, self._io

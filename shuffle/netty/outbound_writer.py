@@ -87,8 +87,7 @@ class OutboundWriter:
                     continue
                 await connection.send_sealed(sealed)
         finally:
-            self._wakeup = None
-            connection.discard_unsent()
+            self._wakeup = None  # no more writes from other tasks either
 
     def start(self, fail: Callable[[BaseException], None]) -> None:
         """Write as steps of the kernel loop (the simulated link) until `stop`; an error of a

@@ -135,10 +135,10 @@ class PartitionRequestQueue:
             try:
                 nxt = reader.get_next_buffer()
             except Exception as exc:  # a broken reader fails only its own channel
-                self.send_control(ErrorResponse(type(exc).__name__, str(exc), reader.receiver_id))
+                self._control.append(ErrorResponse(type(exc).__name__, str(exc), reader.receiver_id))
                 self.all_readers.pop(reader.receiver_id, None)
                 self._release(reader)
-                continue
+                return self._next_sealed()  # the error, next (ahead of buffers, as Flink writes it at once)
             if nxt is None:
                 continue
             if nxt.more_available:

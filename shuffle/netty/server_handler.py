@@ -78,6 +78,7 @@ class PartitionRequestServerHandler:
             pass  # the peer went away while we were writing
         finally:
             self.queue.close()
+            self.connection.discard_unsent()
             await kernel.aclose_forcefully(self.stream)
 
     def _on_messages(self, messages: list[NettyMessage]) -> bool:

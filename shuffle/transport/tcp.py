@@ -139,7 +139,9 @@ class SocketIO:
 
     async def send_parts(self, parts: list[bytes | bytearray | memoryview]) -> None:
         """Write `parts` in order, one gathered write where the socket takes them all (a
-        frame's header and the network buffer holding its payload, without joining them)."""
+        frame's header and the network buffer holding its payload, without joining them).
+        What is written is taken off `parts`: a call cancelled (or failed) midway leaves
+        the rest there."""
         if self._write_streak >= FAIR_STREAK:
             self._write_streak = 0
             await trio.lowlevel.checkpoint()
@@ -153,21 +155,21 @@ class SocketIO:
                 continue
             except OSError as exc:
                 raise _stream_error(exc) from exc
-            parts = _unsent(parts, sent)
+            parts[:] = _unsent(parts, sent)
             if not parts:
                 break
         self._write_streak += 1
 
-    def write_now(self, parts: list[bytes | bytearray | memoryview]) -> list[bytes | bytearray | memoryview]:
-        """Write what the socket takes of `parts` without waiting; what is left of them.
+    def write_now(self, parts: list[bytes | bytearray | memoryview]) -> None:
+        """Write what the socket takes of `parts` without waiting, taking it off `parts`.
         (No checkpoint: the caller is no writer task of its own.)"""
         try:
             sent = os.writev(self._socket.fileno(), parts)
         except BlockingIOError:
-            return parts
+            return
         except OSError as exc:
             raise _stream_error(exc) from exc
-        return _unsent(parts, sent)
+        parts[:] = _unsent(parts, sent)
 
 
 def _unsent(parts: list[bytes | bytearray | memoryview], sent: int) -> list[bytes | bytearray | memoryview]:

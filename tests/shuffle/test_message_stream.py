@@ -9,7 +9,7 @@ import trio.testing
 from shuffle.buffer.buffer import Buffer, MemorySegment
 from shuffle.buffer.data_type import DataType
 from shuffle.netty.message_stream import FramedMessageStream
-from shuffle.netty.messages import BufferResponse
+from shuffle.netty.messages import BufferResponse, ErrorResponse
 from shuffle.netty.outbound_writer import OutboundWriter
 
 pytestmark = pytest.mark.tcp
@@ -156,7 +156,7 @@ async def test_over_tcp_an_error_of_a_write_from_another_task_is_raised_by_the_w
     assert taken and all(buffer.is_recycled for buffer in taken)  # nothing it got is lost
 
 
-async def test_a_frame_left_unfinished_when_the_writer_ends_has_its_buffer_recycled():
+async def test_a_frame_left_unfinished_when_the_writer_ends_stays_until_the_connection_is_closed():
     sender, _receiver = socket_streams()
     work = Work(sender)
     recycled: list[int] = []
@@ -166,9 +166,41 @@ async def test_a_frame_left_unfinished_when_the_writer_ends_has_its_buffer_recyc
         await writer_idle(work)
         for buffer in buffers:
             work.add(buffer)
-        nursery.cancel_scope.cancel()  # nobody reads: the writer ends with frames not written
-    assert sender.has_unsent() is False
+        await trio.sleep(0.05)  # the writer task waits for the socket, with a frame half written
+        nursery.cancel_scope.cancel()  # nobody reads: the writer ends there
     written = [buffer for buffer in buffers if buffer.is_recycled]
-    assert buffers[:len(written)] == written  # the written ones, in order, plus the unfinished one
-    assert all(not buffer.is_recycled for buffer in buffers[len(written):])
-    assert 0 < len(written) < len(buffers)
+    assert 0 < len(written) < len(buffers) and buffers[:len(written)] == written
+    assert sender.has_unsent()  # the rest of the next frame: a later write must finish it first
+    unfinished = buffers[len(written)]
+    assert not unfinished.is_recycled
+    sender.discard_unsent()  # the connection is closed (as the handlers do)
+    assert unfinished.is_recycled and not sender.has_unsent()
+    assert all(not buffer.is_recycled for buffer in buffers[len(written) + 1:])  # still queued
+
+
+async def test_a_write_after_the_writer_was_cancelled_midway_comes_after_the_whole_frame():
+    """The server's fatal ErrorResponse, sent once the connection's writer is gone, must not
+    land inside a frame the writer was cancelled in the middle of."""
+    sender, receiver = socket_streams()
+    work = Work(sender)
+    recycled: list[int] = []
+    received: list = []
+
+    async def read_all():
+        while messages := await receiver.receive():
+            received.extend(messages)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            async with trio.open_nursery() as connection:
+                connection.start_soon(work.writer.run)
+                await writer_idle(work)
+                for _ in range(40):
+                    work.add(pooled_buffer(bytes(60_000), recycled))
+                await trio.sleep(0.05)
+                connection.cancel_scope.cancel()  # a fatal error ends the connection's writer
+            nursery.start_soon(read_all)
+            await sender.send(ErrorResponse("ProtocolError", "too many requests"))
+            await sender.stream.aclose()
+    assert received[-1] == ErrorResponse("ProtocolError", "too many requests")
+    assert all(type(msg) is BufferResponse and len(msg.buffer) == 60_000 for msg in received[:-1])
