@@ -85,21 +85,22 @@ def stream_pair():
     return trio.SocketStream(a), trio.SocketStream(b)
 
 
+async def read_into(io: SocketIO, received: bytearray, total: int) -> None:
+    """Read from `io` into `received` until it holds `total` bytes."""
+    buffer = memoryview(bytearray(100_000))
+    while len(received) < total:
+        count = await io.receive_into(buffer)
+        received.extend(buffer[:count])
+
+
 async def test_socket_io_moves_more_than_the_socket_buffers_hold_both_ways():
     left, right = stream_pair()
     io_left, io_right = SocketIO(left), SocketIO(right)
     payload = bytes(range(256)) * 8192  # 2 MiB: the writer must wait for the reader
     received = bytearray()
-
-    async def read_all():
-        buffer = memoryview(bytearray(100_000))
-        while len(received) < len(payload):
-            count = await io_right.receive_into(buffer)
-            received.extend(buffer[:count])
-
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(read_all)
+            nursery.start_soon(read_into, io_right, received, len(payload))
             await io_left.send_all(payload)
     assert received == payload
     await left.aclose()
@@ -113,18 +114,11 @@ async def test_socket_io_writes_parts_in_order_across_partial_writes():
     parts = [b"head", memoryview(bytes(range(256)) * 8192), b"", bytearray(b"tail")]  # 2 MiB in the middle
     expected = b"".join(parts)
     received = bytearray()
-
-    async def read_all():
-        buffer = memoryview(bytearray(100_000))
-        while len(received) < len(expected):
-            count = await io_right.receive_into(buffer)
-            received.extend(buffer[:count])
-
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(read_all)
+            nursery.start_soon(read_into, io_right, received, len(expected))
             await io_left.send_parts(parts)
-    assert received == expected
+    assert received == expected and parts == []  # what was written is taken off the list
 
 
 async def test_socket_io_errors_are_trios():
