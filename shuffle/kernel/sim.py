@@ -350,6 +350,9 @@ class CancelScope:
         parent._children.pop(self, None)
         parent._tasks[task] = None
         task.scope = parent
+        # An abandoned deadline keeps this scope in the heap until its time: it need not
+        # keep the (soon finished) task and the enclosing scopes too.
+        self._owner = self._parent = None
 
     def __enter__(self) -> CancelScope:
         self._attach(_K.current)
