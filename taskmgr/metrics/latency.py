@@ -3,8 +3,8 @@
 Values below 2^SUB_BITS ns are counted exactly; above, each power of two is split into
 2^SUB_BITS linear sub-buckets, so a bucket is never wider than 1/64 of its values (a
 percentile is within ~1.6 % of the true value) and a histogram is a fixed array of
-counts, whatever the number of records. Batches are bucketed with a few vectorized
-operations and counted in with one `np.bincount` per 16,384 values.
+counts, whatever the number of records. Values are kept as they come and bucketed and
+counted in with a few vectorized operations per 16,384 values.
 
 A sink subtask keeps two: one per sample period (`LatencyMetrics`, sampled into
 metrics.parquet as `latencyP50Ms`, ...) and one over the steady state, the second half of
@@ -13,7 +13,7 @@ the run, that the JobManager merges per sink vertex for summary.json's `latency_
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -29,30 +29,17 @@ _NS_PER_MS = 1e6
 
 
 def bucket_indices(values: np.ndarray) -> np.ndarray:
-    """The bucket of each value (int64 ns, negatives count as 0)."""
-    v = np.maximum(values.astype(np.int64, copy=False), 0)
+    """The bucket of each value (int64 ns, >= 0)."""
     # bucket = shift * _SUB + (v >> shift), shift = max(bit length - 1 - SUB_BITS, 0); the
     # exponent field of v as a float64 is bit length - 1 (as frexp's exponent; v < _SUB: shift 0)
-    shift = np.maximum((v.astype(np.float64).view(np.int64) >> 52) - (1023 + SUB_BITS), 0)
-    return (shift << SUB_BITS) + (v >> shift)
+    shift = np.maximum((values.astype(np.float64).view(np.int64) >> 52) - (1023 + SUB_BITS), 0)
+    return (shift << SUB_BITS) + (values >> shift)
 
 
-def _bucket_index(v: int) -> int:
-    """`bucket_indices` of one value >= 0 (below 2^53 ns, where float64 holds it exactly)."""
-    if v < _SUB:
-        return v
-    shift = v.bit_length() - 1 - SUB_BITS
-    return shift * _SUB + (v >> shift)
-
-
-def _non_negative(values_ns: np.ndarray) -> np.ndarray:
-    """Values as int64, negatives as 0."""
-    return np.maximum(np.asarray(values_ns, dtype=np.int64), 0)
-
-
-#: Bucket indices a histogram keeps before it adds them to its counts (128 KiB of them).
+#: Values a histogram keeps before it buckets them and adds them to its counts (128 KiB of
+#: them): bucketing costs a dozen numpy calls, so it is done per ~16,000 values, not per batch.
 _MAX_PENDING = 1 << 14
-#: Batches up to this many values are bucketed in plain Python (numpy's per-call overhead
+#: Batches up to this many values are kept as Python ints (numpy's per-call overhead
 #: dominates them: a sink of a paced job sees a few records per buffer).
 _SMALL = 16
 
@@ -68,90 +55,86 @@ def bucket_upper_bounds() -> np.ndarray:
 _UPPER = bucket_upper_bounds()
 
 
-class _Bucketed(NamedTuple):
-    """A batch of values (ns, >= 0) as a histogram adds them: the bucket of each value, a
-    list for a small batch (plain Python is cheaper than numpy for a few), else an array."""
-
-    buckets: list[int] | np.ndarray
-    count: int
-    total: int | float
-    largest: int
-
-    @staticmethod
-    def of(values: np.ndarray | list[int]) -> _Bucketed:
-        if len(values) <= _SMALL:
-            plain = values if isinstance(values, list) else values.tolist()
-            return _Bucketed([_bucket_index(value) for value in plain], len(plain), sum(plain), max(plain))
-        return _Bucketed(bucket_indices(values), len(values), float(values.sum()), int(values.max()))
-
-
 class LatencyHistogram:
-    """Counts of latency values (ns) with their exact count, sum and max.
+    """Counts of latency values (ns; negatives count as 0) with their exact count, sum and max.
 
-    Batches are counted into the bucket array lazily, many at once: one `np.bincount` over
-    all the buckets (3,712) per batch of a few hundred values cost more than the values.
+    Values are kept as they come and counted into the bucket array many at once (`_fold`):
+    bucketing and counting a sink's batch of a few hundred values one by one cost more than
+    the rest of its path.
     """
 
-    __slots__ = ("_counts", "_pending", "_pending_arrays", "_num_pending", "count", "total", "max")
+    __slots__ = ("_counts", "_pending", "_pending_arrays", "_num_pending", "count", "_total", "_max")
 
     def __init__(self) -> None:
         #: Made on the first values (30 KB: a sink idle for a sample period never needs it).
         self._counts: np.ndarray | None = None
-        #: Buckets of values not yet added to `_counts` (see `counts`): small batches' in
-        #: one list, larger ones' arrays as they came.
+        #: Values not yet in `_counts`: small batches' in one list, larger ones' arrays as they came.
         self._pending: list[int] = []
         self._pending_arrays: list[np.ndarray] = []
         self._num_pending = 0
         self.count = 0
-        self.total = 0.0
-        self.max = 0
+        self._total = 0.0
+        self._max = 0
 
     @property
     def counts(self) -> np.ndarray:
         """The count of each bucket."""
         if self._num_pending:
-            self._fold_pending()
+            self._fold()
         if self._counts is None:
             self._counts = np.zeros(NUM_BUCKETS, dtype=np.int64)
         return self._counts
 
-    def _fold_pending(self) -> None:
+    @property
+    def total(self) -> float:
+        """The sum of the values (ns)."""
+        if self._num_pending:
+            self._fold()
+        return self._total
+
+    @property
+    def max(self) -> int:
+        """The largest value (ns)."""
+        if self._num_pending:
+            self._fold()
+        return self._max
+
+    def _fold(self) -> None:
         parts = self._pending_arrays
         if self._pending:
             parts.append(np.asarray(self._pending, dtype=np.int64))
-        added = np.bincount(np.concatenate(parts), minlength=NUM_BUCKETS).astype(np.int64, copy=False)
+        values = np.maximum(np.concatenate(parts) if len(parts) > 1 else parts[0], 0)
+        added = np.bincount(bucket_indices(values), minlength=NUM_BUCKETS).astype(np.int64, copy=False)
         if self._counts is None:
             self._counts = added
         else:
             self._counts += added
+        self._total += float(values.sum())
+        self._max = max(self._max, int(values.max()))
         self._pending.clear()
         self._pending_arrays = []
         self._num_pending = 0
 
-    def record(self, values_ns: np.ndarray) -> None:
-        if len(values_ns):
-            self.add(_Bucketed.of(_non_negative(values_ns)))
-
-    def add(self, values: _Bucketed) -> None:
-        """Count values already bucketed (once for all the histograms they go to)."""
-        if isinstance(values.buckets, list):
-            self._pending.extend(values.buckets)
+    def record(self, values_ns: np.ndarray | list[int]) -> None:
+        """Count `values_ns` (ns; an array is kept, not copied: it must not be written after)."""
+        n = len(values_ns)
+        if not n:
+            return
+        if isinstance(values_ns, list):
+            self._pending.extend(values_ns)
         else:
-            self._pending_arrays.append(values.buckets)  # shared, never written
-        self._num_pending += values.count
-        if self._num_pending >= _MAX_PENDING:  # the steady histogram is read only at the end
-            self._fold_pending()
-        self.count += values.count
-        self.total += float(values.total)
-        if values.largest > self.max:
-            self.max = values.largest
+            self._pending_arrays.append(np.asarray(values_ns, dtype=np.int64))
+        self._num_pending += n
+        self.count += n
+        if self._num_pending >= _MAX_PENDING:
+            self._fold()
 
     def merge(self, other: LatencyHistogram) -> None:
         counts = self.counts
         counts += other.counts
         self.count += other.count
-        self.total += other.total
-        self.max = max(self.max, other.max)
+        self._total += other.total
+        self._max = max(self._max, other.max)
 
     def percentile(self, q: float) -> int:
         """The value (ns) at or below which `q` % of the values lie (bucket upper bound, capped
@@ -181,7 +164,7 @@ class LatencyHistogram:
     def from_message(cls, message: dict[str, Any]) -> LatencyHistogram:
         histogram = cls()
         histogram.counts[np.asarray(message["buckets"], dtype=np.int64)] = message["counts"]
-        histogram.count, histogram.total, histogram.max = message["count"], message["total"], message["max"]
+        histogram.count, histogram._total, histogram._max = message["count"], message["total"], message["max"]
         return histogram
 
 
@@ -199,25 +182,20 @@ class LatencyMetrics:
         self.period = LatencyHistogram()
         self.steady = steady  # shared by the vertex's subtasks in this TaskManager
 
-    def record(self, values_ns: np.ndarray, in_steady_state: bool) -> None:
-        if len(values_ns):
-            self._add(_Bucketed.of(_non_negative(values_ns)), in_steady_state)
+    def record(self, values_ns: np.ndarray | list[int], in_steady_state: bool) -> None:
+        """Into the period's histogram and, in the steady state, the steady one (`values_ns`
+        is kept by both: it must not be written after)."""
+        self.period.record(values_ns)
+        if in_steady_state:
+            self.steady.record(values_ns)
 
     def record_since(self, now_ns: int, created_ns: np.ndarray, in_steady_state: bool) -> None:
-        """`record` of the latencies `now_ns - created_ns` (a sink's batch: usually a few
-        records, computed in plain Python)."""
-        n = len(created_ns)
-        if n > _SMALL:
+        """`record` of the latencies `now_ns - created_ns` (a sink's batch: for a few records,
+        computed in plain Python)."""
+        if len(created_ns) > _SMALL:
             self.record(now_ns - created_ns.astype(np.int64), in_steady_state)
-        elif n:
-            values = [now_ns - created if created < now_ns else 0 for created in created_ns.tolist()]
-            self._add(_Bucketed.of(values), in_steady_state)
-
-    def _add(self, values: _Bucketed, in_steady_state: bool) -> None:
-        """Into the period's histogram and, in the steady state, the steady one: bucketed once."""
-        self.period.add(values)
-        if in_steady_state:
-            self.steady.add(values)
+        else:
+            self.record([now_ns - created for created in created_ns.tolist()], in_steady_state)
 
     def snapshot(self) -> dict[str, float]:
         """The period's percentiles (nothing if no record arrived), then a fresh period."""
