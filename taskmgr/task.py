@@ -66,7 +66,7 @@ CHECKPOINT_DECLINED_TASK_CLOSING = "CHECKPOINT_DECLINED_TASK_CLOSING"
 class TaskMetrics:
     """A subtask's metric source: Flink's task I/O metrics plus the buffer gauges (spec 7.3)."""
 
-    counters = COUNTERS | INPUT_CHANNEL_COUNTERS
+    counters = COUNTERS.union(INPUT_CHANNEL_COUNTERS)
 
     def __init__(self, io: TaskIOMetricGroup, partitions: list[ResultPartition],
                  gates: list[SingleInputGate], barrier_handler: CheckpointBarrierHandler | None = None) -> None:

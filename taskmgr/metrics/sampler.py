@@ -56,12 +56,12 @@ class _Registration:
 def derive_rates(
     counters: Collection[str], before: dict[str, float], after: dict[str, float], dt: float
 ) -> dict[str, float]:
-    """Flink's per-second metrics from two snapshots ``dt`` seconds apart."""
+    """Flink's per-second metrics from two snapshots ``dt`` seconds apart, in the snapshots' order."""
     rates: dict[str, float] = {}
-    for key in counters:
-        if key not in after or key not in before:
+    for key, value in after.items():
+        if key not in counters or key not in before:
             continue
-        per_second = (after[key] - before[key]) / dt
+        per_second = (value - before[key]) / dt
         if key in TIME_RATES:
             rates[TIME_RATES[key]] = min(max(per_second, 0.0), MS_PER_SECOND)
         elif not key.startswith("accumulate"):

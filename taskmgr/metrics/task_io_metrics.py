@@ -34,8 +34,9 @@ COUNTERS = frozenset(
 
 #: Flink's `InputChannelMetrics` (registered in the task's IO group too): what the task's
 #: local and remote input channels handed it, buffers (events and flushed slices included)
-#: and their bytes. Cumulative, like `COUNTERS`.
-INPUT_CHANNEL_COUNTERS = frozenset({"numBytesInLocal", "numBytesInRemote", "numBuffersInLocal", "numBuffersInRemote"})
+#: and their bytes. Cumulative, like `COUNTERS`. A tuple: metrics.parquet's rows come in its
+#: order, the same in every run (a set's order changes with the interpreter's hash seed).
+INPUT_CHANNEL_COUNTERS = ("numBytesInLocal", "numBytesInRemote", "numBuffersInLocal", "numBuffersInRemote")
 
 
 class AccumulatedTimes(NamedTuple):

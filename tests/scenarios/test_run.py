@@ -170,3 +170,19 @@ def test_a_run_whose_metrics_outgrow_an_rpc_frame_ends_with_them(tmp_path: Path)
     assert summary["status"] == "FINISHED"
     times = read_metrics(out).column("t").to_pylist()
     assert max(times) == pytest.approx(200, abs=0.01) and len(set(times)) > 3990  # every 50 ms sample
+
+
+def test_runs_under_other_hash_seeds_write_the_same_bytes(tmp_path: Path) -> None:
+    """Users diff run outputs: metrics.parquet and the trace must not depend on the order of a
+    set of strings, which changes with the interpreter's hash seed."""
+    import subprocess
+
+    outputs = []
+    for seed in ("1", "2"):
+        out = tmp_path / f"seed{seed}"
+        subprocess.run([sys.executable, "-m", "scenarios.cli", "run", str(LIBRARY / "slow-map.toml"),
+                        "--out", str(out), "--trace", "--set", "duration=3s"],
+                       env={**os.environ, "PYTHONHASHSEED": seed}, check=True, capture_output=True)
+        outputs.append(((out / "metrics.parquet").read_bytes(), (out / "trace.jsonl").read_bytes()))
+    assert len(outputs[0][0]) > 1000 and outputs[0][1]
+    assert outputs[0] == outputs[1]
