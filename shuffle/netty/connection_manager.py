@@ -31,7 +31,9 @@ class ConnectionManager:
         self._nursery: Any | None = None
         self._clients: dict[Any, CreditBasedPartitionRequestClientHandler] = {}
         self._connecting: dict[Any, kernel.Lock] = {}
-        self._server_handlers: set[PartitionRequestServerHandler] = set()
+        #: In the order they connected (a set's order would follow memory addresses, and closing
+        #: them in that order would make a run's end differ between processes).
+        self._server_handlers: dict[PartitionRequestServerHandler, None] = {}
 
     async def start(self, nursery: Any, address: Any) -> Any:
         """Start serving in `nursery`; returns the address consumers connect to."""
@@ -41,11 +43,11 @@ class ConnectionManager:
 
     async def _serve_connection(self, stream: ByteStream) -> None:
         handler = PartitionRequestServerHandler(stream, self.partition_manager, self.config, self.tracer)
-        self._server_handlers.add(handler)
+        self._server_handlers[handler] = None
         try:
             await handler.run()
         finally:
-            self._server_handlers.discard(handler)
+            self._server_handlers.pop(handler, None)
 
     def find_reader(self, receiver_id: str) -> CreditBasedSequenceNumberingViewReader | None:
         """The server-side reader serving `receiver_id` (inspection: harness, metrics)."""
