@@ -31,14 +31,18 @@ def register_figure(name: str) -> Callable[[Figure], Figure]:
     return register
 
 
-def run_figures(names: list[str] | None = None) -> Iterator[dict[str, Any]]:
-    """Compute the named figures (all when None), in registration order."""
+def run_figures(names: list[str] | None = None,
+                on_start: Callable[[str, int, int], None] | None = None) -> Iterator[dict[str, Any]]:
+    """Compute the named figures (all when None), in registration order; `on_start(name, k,
+    n)` is told before the k-th of the n figure functions runs."""
     unknown = [name for name in names or () if name not in FIGURES]
     if unknown:
         raise KeyError(f"unknown figure {unknown[0]!r}; known: {', '.join(FIGURES)}")
-    for name, fn in FIGURES.items():
-        if names is None or name in names:
-            yield from fn()
+    chosen = [name for name in FIGURES if names is None or name in names]
+    for k, name in enumerate(chosen, 1):
+        if on_start is not None:
+            on_start(name, k, len(chosen))
+        yield from FIGURES[name]()
 
 
 def keyed_shuffle(per_record: float = 1e-6) -> StreamExecutionEnvironment:

@@ -136,9 +136,11 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--quiet", action="store_true", help="print no progress")
 
     bench = commands.add_parser("bench", help="print performance figures as JSON lines",
-                                description="Compute performance figures; one JSON object per line.")
+                                description="Compute performance figures; one JSON object per line on stdout, "
+                                            "which figure is being computed on stderr.")
     bench.add_argument("figures", nargs="*", metavar="FIGURE",
                        help="figures to compute (default: all; an unknown name lists them)")
+    bench.add_argument("--quiet", action="store_true", help="print no progress (on stderr)")
 
     fuzz = commands.add_parser("fuzz", help="fuzz the Netty and RPC decoders with mutated frames",
                                description="Feed mutated valid frames and random bytes to the decoders of peer "
@@ -360,12 +362,22 @@ def _start_spark(master: str, verbose: bool = False) -> Any:
 
 def _bench(args: argparse.Namespace) -> int:
     from scenarios.bench import run_figures
+    from scenarios.progress import StatusLine
+
+    status = StatusLine(sys.stderr)
+
+    def starting(name: str, k: int, n: int) -> None:
+        if not args.quiet:
+            status.show(f"bench: {name} ({k}/{n})...")
 
     try:
-        for figure in run_figures(args.figures or None):
+        for figure in run_figures(args.figures or None, starting):
+            status.clear()
             print(json.dumps(figure), flush=True)
     except KeyError as e:
         raise UserError(e.args[0]) from None
+    finally:
+        status.clear()
     return 0
 
 

@@ -32,6 +32,13 @@ class StatusLine:
             self.stream.write(text + "\n")
         self.stream.flush()
 
+    def clear(self) -> None:
+        """Erase a redrawn line (another stream is about to write on the terminal)."""
+        if self._drawn:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._drawn = False
+
     def close(self) -> None:
         """End a redrawn line, so that what follows starts on a line of its own."""
         if self._drawn:

@@ -3,7 +3,7 @@
 import io
 
 from graph import DiscardingSink, StreamExecutionEnvironment
-from scenarios.progress import ProgressPrinter
+from scenarios.progress import ProgressPrinter, StatusLine
 from shuffle import kernel
 from shuffle.trace import NULL_TRACER
 from taskmgr.cluster import PROGRESS_STEPS, ClusterConfig, run_job
@@ -42,3 +42,17 @@ def test_a_log_gets_plain_lines_and_a_terminal_a_redrawn_bar():
     printer.close()
     assert terminal.getvalue().startswith("\r[" + "#" * 12 + "." * 12 + "] job: 5.0/10 s  500 records")
     assert terminal.getvalue().endswith("\n")
+
+
+def test_a_status_line_is_erased_before_other_output_on_a_terminal():
+    terminal = Terminal()
+    status = StatusLine(terminal)
+    status.clear()  # nothing drawn: nothing to erase
+    status.show("bench: scale (4/6)...")
+    status.clear()
+    assert terminal.getvalue() == "\rbench: scale (4/6)...\x1b[K\r\x1b[K"
+    log = io.StringIO()
+    status = StatusLine(log)
+    status.show("bench: scale (4/6)...")
+    status.clear()
+    assert log.getvalue() == "bench: scale (4/6)...\n"  # a log keeps its lines

@@ -71,8 +71,15 @@ def test_plan_prints_graphs(capsys: pytest.CaptureFixture[str]) -> None:
 def test_bench_registry_prints_json_lines(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(bench, "FIGURES", {})
     bench.register_figure("answer")(lambda: [{"figure": "answer", "value": 42}])
+    bench.register_figure("pair")(lambda: [{"figure": "pair_a", "value": 1}, {"figure": "pair_b", "value": 2}])
     assert main(["bench"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"figure": "answer", "value": 42}
+    out, err = capsys.readouterr()
+    assert [json.loads(line) for line in out.splitlines()] == [
+        {"figure": "answer", "value": 42}, {"figure": "pair_a", "value": 1}, {"figure": "pair_b", "value": 2}]
+    assert err.splitlines() == ["bench: answer (1/2)...", "bench: pair (2/2)..."]  # stdout stays JSON only
+    assert main(["bench", "pair", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 2 and err == ""
 
 
 PROGRAMS = {
