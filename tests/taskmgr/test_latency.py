@@ -94,13 +94,17 @@ def test_latency_is_in_the_run_outputs(tmp_path):
 
 
 def test_small_batches_count_as_large_ones():
-    values = np.random.default_rng(5).integers(-10, 1 << 40, 5000)
+    """Values are bucketed per ~16,000 (`_MAX_PENDING`): 50,000 of them, in batches of 3 (as
+    Python ints, the way a sink's small batches come) or as one array, fold at different
+    points and still count the same."""
+    values = np.random.default_rng(5).integers(-10, 1 << 40, 50_000)
     small, large = LatencyHistogram(), LatencyHistogram()
     for start in range(0, len(values), 3):
-        small.record(values[start:start + 3])
+        small.record(values[start:start + 3].tolist())
     large.record(values)
     assert (small.counts == large.counts).all()
     assert (small.count, small.total, small.max) == (large.count, large.total, large.max)
+    assert small.max == values.max() and small.total == float(np.maximum(values, 0).sum())
 
 
 @pytest.mark.parametrize("batch", [1, 3, 16, 17, 100])
@@ -121,16 +125,20 @@ def test_latencies_since_creation_count_as_the_recorded_differences(batch):
         assert a.summary_ms() == b.summary_ms()
 
 
-def test_a_histogram_of_small_batches_keeps_few_pending_values():
-    """Small batches are bucketed in Python and added to the counts in bulk; a steady-state
-    histogram, read only at the job's end, must not keep one pending value per record."""
-    histogram, reference = LatencyHistogram(), LatencyHistogram()
+def test_a_histogram_keeps_at_most_one_fold_of_pending_values():
+    """A steady-state histogram is read only at the job's end: it must not keep one pending
+    value per record, whether its values come as a sink's small batches (Python ints) or as
+    arrays."""
     values = np.random.default_rng(2).integers(0, 1 << 30, 300_000)
-    for start in range(0, len(values), 3):
-        histogram.record(values[start:start + 3])
-    reference.record(values)
-    assert len(histogram._pending) < 1 << 16
-    assert (histogram.counts == reference.counts).all() and histogram.count == reference.count
+    for as_list in (True, False):
+        histogram, reference = LatencyHistogram(), LatencyHistogram()
+        for start in range(0, len(values), 3):
+            batch = values[start:start + 3]
+            histogram.record(batch.tolist() if as_list else batch)
+            assert histogram._num_pending < 1 << 14
+        assert len(histogram._pending) + sum(len(a) for a in histogram._pending_arrays) == histogram._num_pending
+        reference.record(values)
+        assert (histogram.counts == reference.counts).all() and histogram.count == reference.count
 
 
 def test_a_histogram_holds_its_bucket_array_only_once_values_came():
