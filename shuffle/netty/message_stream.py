@@ -93,6 +93,11 @@ class _WrittenFrame:
         if self.buffer is not None:
             self.buffer.recycle()
 
+    @staticmethod
+    def of(sealed: Any) -> _WrittenFrame:
+        """A sealed message as a frame to write (a frame without a buffer is sealed as its bytes)."""
+        return sealed if type(sealed) is _WrittenFrame else _WrittenFrame([sealed], None)
+
 
 class FramedMessageStream:
     """Messages as Flink's frames on a byte stream. On a TCP stream the socket is read
@@ -123,7 +128,7 @@ class FramedMessageStream:
         if self._io is None:
             await self.stream.send_all(sealed)
             return
-        frame = sealed if type(sealed) is _WrittenFrame else _WrittenFrame([sealed], None)
+        frame = _WrittenFrame.of(sealed)
         try:
             if self._unsent is not None:
                 await self._send_unsent()
@@ -183,7 +188,7 @@ class FramedMessageStream:
         if self._io is None:
             self.stream.send_now(sealed, len(sealed))
             return
-        frame = sealed if type(sealed) is _WrittenFrame else _WrittenFrame([sealed], None)
+        frame = _WrittenFrame.of(sealed)
         try:
             self._io.write_now(frame.parts)
         except Exception as exc:  # noqa: BLE001 - the writer task raises it (`wait_writable`)
