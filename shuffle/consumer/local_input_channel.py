@@ -113,5 +113,7 @@ class LocalInputChannel(InputChannel):
 
     @property
     def queue_size(self) -> int:
-        """`inputQueueSize` share: the producer's queued bytes, as for the length."""
-        return self.view.subpartition.queued_bytes if self.view is not None else 0
+        """`inputQueueSize` share: 0. Flink's local channel reads only the buffer count
+        through the view; its byte size is the base channel's 0, so the producer's queued
+        bytes show as its `outputQueueSize` only."""
+        return 0
