@@ -11,6 +11,8 @@ from typing import Any
 from scenarios.channels import channel_timelines, read_trace
 from scenarios.report.data import Run, flat_settings, load_run
 from scenarios.report.figures import (
+    BACKPRESSURE,
+    BUSY,
     CHECKPOINT_SIZES,
     CHECKPOINT_TIMES,
     LATENCY_STATS,
@@ -23,6 +25,7 @@ from scenarios.report.figures import (
     vertex_figure,
 )
 from scenarios.report.page import Section, esc, figure_html, render_page, table_html
+from taskmgr.metrics.summary import subtask_max
 
 REPORT_FILE = "report.html"
 
@@ -63,12 +66,19 @@ def _lead(summary: Mapping[str, Any]) -> str:
 
 def _steady_state_table(run: Run) -> str:
     metrics = [(metric, label) for panel in VERTEX_PANELS for metric, label in panel.metrics]
-    rows = [[v["name"], v["parallelism"], v["backpressure_level"]] + [v["metrics"].get(m, "-") for m, _ in metrics]
+    highest = ((BACKPRESSURE, "back-pressured max"), (BUSY, "busy max"))
+    rows = [[v["name"], v["parallelism"], v["backpressure_level"]]
+            + [_or_dash(subtask_max(v, m)) for m, _ in highest] + [v["metrics"].get(m, "-") for m, _ in metrics]
             for v in run.vertices]
-    table = table_html(["vertex", "p", "level"] + [label for _, label in metrics], rows,
+    table = table_html(["vertex", "p", "level"] + [label for _, label in (*highest, *metrics)], rows,
                        [v["backpressure_level"] for v in run.vertices])
-    return ("<p class=\"note\">Steady state (mean over the second half of the run, per subtask; summary.json)."
-            "</p>" + table)
+    return ("<p class=\"note\">Steady state (mean over the second half of the run, per subtask; summary.json). "
+            "A vertex's value is the mean over its subtasks; the max columns take its highest subtask, "
+            "as Flink's web UI does on each job graph node.</p>" + table)
+
+
+def _or_dash(value: float | None) -> float | str:
+    return "-" if value is None else value
 
 
 def _channel_labels(plan: Mapping[str, Any] | None, channels: list[str]) -> dict[str, str]:

@@ -78,3 +78,10 @@ def vertex_summaries(
             }
         )
     return summaries
+
+
+def subtask_max(vertex: dict[str, Any], metric: str) -> float | None:
+    """The largest steady-state value of `metric` over a ``vertices`` entry's subtasks (as
+    Flink's web UI shows back-pressured and busy time per job vertex), None if none has it."""
+    values = [s["metrics"][metric] for s in vertex["subtasks"] if metric in s["metrics"]]
+    return max(values) if values else None

@@ -79,6 +79,24 @@ def test_run_writes_a_self_contained_report(slow_map: Path, capsys: pytest.Captu
     assert (slow_map / REPORT_FILE).read_text() == page  # remade from the files alone, the same
 
 
+def test_steady_state_table_shows_each_vertex_s_busiest_subtask(slow_map: Path, tmp_path: Path) -> None:
+    # Flink's job graph nodes read "Busy (max)" and "Backpressured (max)": the highest subtask.
+    folder = tmp_path / "uneven"
+    shutil.copytree(slow_map, folder)
+    summary = json.loads((folder / "summary.json").read_text())
+    slow = next(v for v in summary["vertices"] if v["name"] == "SlowMap -> Sink: Writer")
+    for subtask, busy in zip(slow["subtasks"], (12.5, 987.25)):
+        subtask["metrics"]["busyTimeMsPerSecond"] = busy
+    (folder / "summary.json").write_text(json.dumps(summary))
+    write_report(folder)
+    page = (folder / REPORT_FILE).read_text()
+    assert "<th>back-pressured max</th><th>busy max</th>" in page
+    row = page[page.index("<td>SlowMap -&gt; Sink: Writer</td>"):].split("</tr>")[0]
+    cells = [c.split(">", 1)[1] for c in row.split("</td>")[:-1]]
+    assert cells[4] == "987.2"  # the max column; the mean column stays summary.json's
+    assert cells[6] == f"{slow['metrics']['busyTimeMsPerSecond']:.4g}"
+
+
 def test_report_renders_every_plot_with_data_in_chromium(slow_map: Path, tmp_path: Path) -> None:
     probe = probe_plots(slow_map / REPORT_FILE, tmp_path)
     assert probe["plotly"] is True

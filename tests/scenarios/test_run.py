@@ -12,6 +12,7 @@ import pytest
 from scenarios import bench
 from scenarios.cli import main
 from scenarios.outputs import read_metrics
+from scenarios.run import format_table
 
 LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
 
@@ -43,6 +44,23 @@ def test_run_writes_outputs_and_summary(tmp_path: Path, capsys: pytest.CaptureFi
     assert set(metrics["vertex"].to_pylist()) == {"Source: Seq", "SlowMap -> Sink: Writer"}
     events = [json.loads(line) for line in (out / "trace.jsonl").read_text().splitlines()]
     assert {"partition_request", "buffer_sent", "buffer_received"} <= {e["event"] for e in events}
+
+
+def _vertex(name: str, busy: list[float]) -> dict:
+    """A summary.json vertex whose subtasks have the given busy times (idle the rest)."""
+    subtasks = [{"index": i, "metrics": {"busyTimeMsPerSecond": b, "idleTimeMsPerSecond": 1000 - b}}
+                for i, b in enumerate(busy)]
+    return {"name": name, "parallelism": len(busy), "backpressure_level": "ok", "subtasks": subtasks,
+            "metrics": {"busyTimeMsPerSecond": sum(busy) / len(busy), "idleTimeMsPerSecond": 1000 - sum(busy) / len(busy)}}
+
+
+def test_table_shows_the_busiest_subtask_as_flinks_web_ui_does() -> None:
+    # Flink's job graph node reads "Busy (max)": one hot subtask of four shows as 1000, not
+    # hidden in the vertex mean (skewed keys); the mean columns still stack to 1000.
+    table = format_table({"vertices": [_vertex("CountPerKey", [1000, 200, 100, 0])]})
+    header, row = table.splitlines()
+    assert header.split()[3:8] == ["bp", "max", "busy", "max", "backpressured"]
+    assert row.split() == ["CountPerKey", "4", "ok", "-", "1000", "-", "325", "675", "-", "-", "-", "-"]
 
 
 @pytest.mark.parametrize("argv, message", [
