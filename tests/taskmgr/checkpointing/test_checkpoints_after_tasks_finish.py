@@ -219,3 +219,23 @@ def test_a_finished_task_sends_end_of_data_before_end_of_partition_whatever_the_
         if e["data_type"] == "EVENT_BUFFER":
             events[e["channel"]] = events.get(e["channel"], 0) + 1
     assert events and set(events.values()) == {2}
+
+
+def test_a_source_waiting_for_its_final_checkpoint_counts_as_busy_as_in_flink():
+    """At END_OF_INPUT Flink suspends the default action without a timer and runs the mailbox
+    until the final checkpoint: no idle or back-pressure timer runs, so the wait shows as
+    busy time (busyTimeMsPerSecond = 1000 - idle - back-pressured)."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.enable_checkpointing(4.0)
+    env.get_checkpoint_config().set_min_pause_between_checkpoints(3.9)  # the first at 3.9-4 s
+    env.from_generator(count=200).name("Gen").rebalance().map().name("M").sink_to(VerifyingSink("check"))
+    cluster = ClusterConfig(task_managers=2)
+    job = JobConfig(30, sample_period=0.5, task_managers=2)
+    result = kernel.run(run_job, env, cluster, job, NULL_TRACER, mode="sim").raise_for_status()
+    source_end = result.vertex_end_times["Source: Gen"]
+    assert source_end > 3.9  # data ends at once; the final checkpoint comes seconds later
+    rows = [r for r in result.metrics.to_pylist()
+            if r["vertex"] == "Source: Gen" and 0.5 <= r["t"] <= source_end - 0.5]
+    busy = [r["value"] for r in rows if r["metric"] == "busyTimeMsPerSecond"]
+    idle = [r["value"] for r in rows if r["metric"] == "idleTimeMsPerSecond"]
+    assert len(busy) >= 6 and all(b == 1000 for b in busy) and all(i == 0 for i in idle)
