@@ -12,9 +12,10 @@ Flink's per-second metrics derived from the counters' change since the previous 
 - any other counter ``numX`` -> ``numXPerSecond`` (``numRecordsInPerSecond``,
   ``numBytesOutPerSecond``, ...).
 
-Flink's gauges and meters average over a 60 s window (TimerGauge and MeterView); we report
-each sample period on its own, so a plot shows changes at the sampling resolution. The
-steady state of a run is the mean over its second half (see ``summary.py``).
+Flink smooths: its meters (MeterView) are the count of the last 60 s over 60, updated every
+5 s, and its time gauges (TimerGauge) are updated every 5 s; we report each sample period on
+its own, so a plot shows changes at the sampling resolution (README, differences from
+Flink). The steady state of a run is the mean over its second half (see ``summary.py``).
 """
 
 from __future__ import annotations
