@@ -288,6 +288,15 @@ class GeneratorSourceOperator(SourceOperator):
                 self.ctx.records_emitted += len(records)
 
 
+def sequence_split(start: int, end: int, index: int, splits: int) -> range:
+    """Split `index` of `splits` of the numbers start..end (inclusive), as Flink's
+    NumberSequenceIterator.split cuts them: equal shares, the remainder one each to the
+    first splits (subtask i reads split i here; Flink hands splits out as readers ask)."""
+    share, extra = divmod(end - start + 1, splits)
+    first = start + index * share + min(index, extra)
+    return range(first, first + share + (index < extra))
+
+
 class ListSourceOperator(SourceOperator):
     """`from_sequence` (this subtask's share of the range) and `from_collection` (p=1)."""
 
@@ -295,10 +304,7 @@ class ListSourceOperator(SourceOperator):
         super().__init__(node, ctx, output, GENERIC_BATCH)
         source = node.source
         if isinstance(source, SequenceSource):
-            total = source.end - source.start + 1
-            first = source.start + ctx.subtask_index * total // ctx.parallelism
-            last = source.start + (ctx.subtask_index + 1) * total // ctx.parallelism
-            self.values: Any = range(first, last)
+            self.values: Any = sequence_split(source.start, source.end, ctx.subtask_index, ctx.parallelism)
         elif isinstance(source, CollectionSource):
             self.values = source.elements
         else:
