@@ -4,6 +4,11 @@ Chained operators call each other directly (`await output.emit(records)` runs th
 operator's `process`); records leaving the task go through a `RecordWriterOutput`.
 Records carry no output tag; an emission names its tag (None: the main output) and
 reaches the edges with that tag.
+
+A task moves records through its chain in steps (`StreamOperator.begin_step`): Flink's
+mailbox takes one record per turn through the whole chain, and runs mails between two; a
+step takes as many records as fit in `MAX_CHUNK_TIME` of the chain's modelled cost, in one
+call per operator.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from shuffle.writer.record_writer import RecordWriter
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.operators.records import Records, as_generic
 from taskmgr.task_services import TaskServices
+
+#: Longest modelled processing time of one step of a task's records (seconds).
+MAX_CHUNK_TIME = 0.010
 
 
 @dataclass
@@ -71,6 +79,8 @@ class OperatorContext:
     #: The shortest buffer timeout of the task's outputs (s; 0 = flush every record, -1 = none):
     #: paced sources emit in steps finer than it, so pacing does not hide the flush latency.
     flush_timeout: float = -1.0
+    #: The current step's modelled cost per record through the chain (s; `begin_step`).
+    step_cost: float = 0.0
     records_emitted: int = 0
     records_received: int = 0
 
@@ -137,6 +147,13 @@ class Output:
         self.chained: list[tuple[OutputTag | None, StreamOperator]] = []
         self.writers: list[tuple[OutputTag | None, RecordWriterOutput]] = []
 
+    def cost_per_record(self) -> float:
+        """Modelled cost of one record through the chained operators downstream, now."""
+        total = 0.0
+        for _, operator in self.chained:  # a loop, not sum(): asked before every step
+            total += operator.cost_per_record() + operator.output.cost_per_record()
+        return total
+
     def headroom(self, limit: int) -> int:
         """Of the next `limit` records, how many can go out before an output downstream in
         the chain turns unavailable (taken as one record out per record in)."""
@@ -200,6 +217,15 @@ class StreamOperator:
         if cost is None or not self.ctx.run.costs_enabled:
             return 0.0
         return cost.at(self.ctx.run.job_time())
+
+    def begin_step(self, ready: int, max_time: float = MAX_CHUNK_TIME) -> int:
+        """Start a step of the task at this operator, the head of its chain: of `ready`
+        records, how many go through the chain in it, those whose modelled cost ends within
+        `max_time` (at least one; all of them without a cost). Notes the cost per record."""
+        cost = self.ctx.step_cost = self.cost_per_record() + self.output.cost_per_record()
+        if cost <= 0:
+            return ready
+        return max(1, min(ready, int(max_time / cost + 1e-9)))
 
 
 def user_method(function: Any, method: str) -> Any:
