@@ -5,8 +5,9 @@
 the next is polled once every record of the last is processed, and a buffer is recycled
 (which gives credit back) as its last record is done. It hands the records to the
 operator chain in chunks, the task's steps (`StreamOperator.begin_step`: at most
-`max_chunk_time` of modelled cost), so that the mailbox checks output availability (and
-mails, and priority events) between chunks as Flink does between records. An event is handled once the records polled before it are
+`max_chunk_time` of modelled cost, ending before an output's next flush), so that the
+mailbox checks output availability (and mails, and priority events) between chunks as
+Flink does between records. An event is handled once the records polled before it are
 processed, except a priority event (unaligned barrier, announcement), which is handled
 at once: the records still unread then are in-flight data of an unaligned checkpoint.
 The turn that handles the last channel's EndOfData says END_OF_DATA, before any event

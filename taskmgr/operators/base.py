@@ -7,13 +7,14 @@ reaches the edges with that tag.
 
 A task moves records through its chain in steps (`StreamOperator.begin_step`): Flink's
 mailbox takes one record per turn through the whole chain, and runs mails between two; a
-step takes as many records as fit in `MAX_CHUNK_TIME` of the chain's modelled cost, in one
-call per operator.
+step takes as many records as fit in `MAX_CHUNK_TIME` of the chain's modelled cost and end
+before the next flush of an output, in one call per operator.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+import math
 from typing import Any
 
 import numpy as np
@@ -154,6 +155,16 @@ class Output:
             total += operator.cost_per_record() + operator.output.cost_per_record()
         return total
 
+    def next_flush_at(self) -> float:
+        """When the first of the record writers downstream flushes next (virtual s; inf: none
+        will)."""
+        first = math.inf
+        for _, writer in self.writers:
+            first = min(first, writer.writer.next_flush_at)
+        for _, operator in self.chained:
+            first = min(first, operator.output.next_flush_at())
+        return first
+
     def headroom(self, limit: int) -> int:
         """Of the next `limit` records, how many can go out before an output downstream in
         the chain turns unavailable (taken as one record out per record in)."""
@@ -221,11 +232,17 @@ class StreamOperator:
     def begin_step(self, ready: int, max_time: float = MAX_CHUNK_TIME) -> int:
         """Start a step of the task at this operator, the head of its chain: of `ready`
         records, how many go through the chain in it, those whose modelled cost ends within
-        `max_time` (at least one; all of them without a cost). Notes the cost per record."""
+        `max_time` and strictly before the next flush of a record writer downstream, which
+        then sees the records Flink's would have written by then (at least one; all of them
+        without a cost). Notes the cost per record."""
         cost = self.ctx.step_cost = self.cost_per_record() + self.output.cost_per_record()
         if cost <= 0:
             return ready
-        return max(1, min(ready, int(max_time / cost + 1e-9)))
+        count = int(max_time / cost + 1e-9)
+        flush_in = self.output.next_flush_at() - kernel.current_time()
+        if 0 < flush_in <= count * cost:  # a flush while the step runs: the step ends before it
+            count = math.ceil(flush_in / cost - 1e-9) - 1
+        return max(1, min(ready, count))
 
 
 def user_method(function: Any, method: str) -> Any:
