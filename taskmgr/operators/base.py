@@ -80,7 +80,9 @@ class OperatorContext:
     #: The shortest buffer timeout of the task's outputs (s; 0 = flush every record, -1 = none):
     #: paced sources emit in steps finer than it, so pacing does not hide the flush latency.
     flush_timeout: float = -1.0
-    #: The current step's modelled cost per record through the chain (s; `begin_step`).
+    #: When the current step began (virtual s) and its modelled cost per record through the
+    #: chain (s; `StreamOperator.begin_step`).
+    step_start: float = 0.0
     step_cost: float = 0.0
     records_emitted: int = 0
     records_received: int = 0
@@ -234,12 +236,13 @@ class StreamOperator:
         records, how many go through the chain in it, those whose modelled cost ends within
         `max_time` and strictly before the next flush of a record writer downstream, which
         then sees the records Flink's would have written by then (at least one; all of them
-        without a cost). Notes the cost per record."""
+        without a cost). Notes when the step began and its cost per record."""
+        now = self.ctx.step_start = kernel.current_time()
         cost = self.ctx.step_cost = self.cost_per_record() + self.output.cost_per_record()
         if cost <= 0:
             return ready
         count = int(max_time / cost + 1e-9)
-        flush_in = self.output.next_flush_at() - kernel.current_time()
+        flush_in = self.output.next_flush_at() - now
         if 0 < flush_in <= count * cost:  # a flush while the step runs: the step ends before it
             count = math.ceil(flush_in / cost - 1e-9) - 1
         return max(1, min(ready, count))
