@@ -4,7 +4,8 @@
 `StreamInputProcessor` takes one buffer at a time, as Flink's deserializer holds one:
 the next is polled once every record of the last is processed, and a buffer is recycled
 (which gives credit back) as its last record is done. It hands the records to the
-operator chain in chunks of at most `max_chunk_time` of modelled cost, so that the
+operator chain in chunks, the task's steps (`StreamOperator.begin_step`: at most
+`max_chunk_time` of modelled cost, ending before an output's next flush), so that the
 mailbox checks output availability (and mails, and priority events) between chunks as
 Flink does between records. An event is handled once the records polled before it are
 processed, except a priority event (unaligned barrier, announcement), which is handled
@@ -16,7 +17,7 @@ queued behind it (as Flink's input returns it when it meets that event).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from shuffle import kernel
@@ -31,14 +32,12 @@ from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializ
 from taskmgr.checkpointing.checkpointed_input_gate import CheckpointedInputGate
 from taskmgr.checkpointing.task_state import ChannelKey, channel_key
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
-from taskmgr.operators.base import OperatorContext, StreamOperator
+from taskmgr.operators.base import MAX_CHUNK_TIME, OperatorContext, StreamOperator
 from taskmgr.operators.formats import RecordFormat
 from taskmgr.operators.records import Records, split
 from taskmgr.task_input import InputStatus, TaskInput  # noqa: F401 (TaskInput: re-exported)
 
-#: Longest modelled processing time of one chunk of records (seconds).
-MAX_CHUNK_TIME = 0.010
-#: The same when unaligned barriers may come: Flink takes a priority event after the
+#: `MAX_CHUNK_TIME` when unaligned barriers may come: Flink takes a priority event after the
 #: record in hand, so chunks stay short.
 PRIORITY_CHUNK_TIME = 0.001
 
@@ -65,13 +64,12 @@ class StreamInputProcessor:
     """
 
     def __init__(self, inputs: Sequence[CheckpointedInputGate], formats: dict[int, RecordFormat],
-                 head: StreamOperator, chain_cost: Callable[[], float], io: TaskIOMetricGroup,
-                 ctx: OperatorContext, max_chunk_time: float = MAX_CHUNK_TIME) -> None:
+                 head: StreamOperator, io: TaskIOMetricGroup, ctx: OperatorContext,
+                 max_chunk_time: float = MAX_CHUNK_TIME) -> None:
         self.inputs = list(inputs)
         self.formats = formats
         self.max_chunk_time = max_chunk_time
         self.head = head
-        self.chain_cost = chain_cost
         self.io = io
         self.ctx = ctx
         #: One per channel, by gate index, then channel index (a list per gate: a dict entry and
@@ -101,8 +99,7 @@ class StreamInputProcessor:
                 if self._end_of_data_channels == self._num_channels:
                     return InputStatus.END_OF_DATA  # before any event behind it (a barrier)
             return InputStatus.MORE_AVAILABLE
-        cost = self.chain_cost()
-        wanted = max(1, int(self.max_chunk_time / cost + 1e-9)) if cost > 0 else len(head.records)
+        wanted = self.head.begin_step(len(head.records), self.max_chunk_time)
         await self._process_chunk(self.head.output.headroom(wanted))
         return InputStatus.MORE_AVAILABLE
 

@@ -33,10 +33,10 @@ from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointBa
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointCoordinator
 from taskmgr.checkpointing.task_state import TaskStateSnapshot, channel_key
 from taskmgr.execution_state import ExecutionState
-from taskmgr.input_processor import MAX_CHUNK_TIME, PRIORITY_CHUNK_TIME, StreamInputProcessor
+from taskmgr.input_processor import PRIORITY_CHUNK_TIME, StreamInputProcessor
 from taskmgr.metrics.task_io_metrics import COUNTERS, INPUT_CHANNEL_COUNTERS, TaskIOMetricGroup
 from taskmgr.operators import OperatorChain, build_operator_chain
-from taskmgr.operators.base import OperatorContext, RunControl
+from taskmgr.operators.base import MAX_CHUNK_TIME, OperatorContext, RunControl
 from taskmgr.operators.formats import output_format
 from taskmgr.operators.sources import SourceOperator
 from taskmgr.payloads import load_object
@@ -421,8 +421,7 @@ class Task:
                 chunk_time = PRIORITY_CHUNK_TIME
         inputs = [CheckpointedInputGate(gates, input_index, self._barrier_handler, self.env.tracer, self.name)
                   for input_index, gates in by_input.items()]
-        return StreamInputProcessor(inputs, formats, chain.head, chain.cost_per_record, io, ctx,
-                                    max_chunk_time=chunk_time)
+        return StreamInputProcessor(inputs, formats, chain.head, io, ctx, max_chunk_time=chunk_time)
 
     def release_partitions(self) -> None:
         """Release what this task produced (consumers that still read it fail)."""

@@ -189,13 +189,18 @@ class LatencyMetrics:
         if in_steady_state:
             self.steady.record(values_ns)
 
-    def record_since(self, now_ns: int, created_ns: np.ndarray, in_steady_state: bool) -> None:
-        """`record` of the latencies `now_ns - created_ns` (a sink's batch: for a few records,
+    def record_since(self, now_ns: int, created_ns: np.ndarray, spacing_ns: int, in_steady_state: bool) -> None:
+        """`record` of the latencies of records created at `created_ns` and done one after the
+        other, `spacing_ns` apart, the last at `now_ns` (a sink's batch: for a few records,
         computed in plain Python)."""
-        if len(created_ns) > _SMALL:
-            self.record(now_ns - created_ns.astype(np.int64), in_steady_state)
+        n = len(created_ns)
+        first_ns = now_ns - (n - 1) * spacing_ns
+        if n > _SMALL:
+            done = np.arange(first_ns, now_ns + 1, spacing_ns, dtype=np.int64) if spacing_ns else now_ns
+            self.record(done - created_ns.astype(np.int64), in_steady_state)
         else:
-            self.record([now_ns - created for created in created_ns.tolist()], in_steady_state)
+            self.record([first_ns + i * spacing_ns - created for i, created in enumerate(created_ns.tolist())],
+                        in_steady_state)
 
     def snapshot(self) -> dict[str, float]:
         """The period's percentiles (nothing if no record arrived), then a fresh period."""

@@ -4,10 +4,16 @@ Chained operators call each other directly (`await output.emit(records)` runs th
 operator's `process`); records leaving the task go through a `RecordWriterOutput`.
 Records carry no output tag; an emission names its tag (None: the main output) and
 reaches the edges with that tag.
+
+A task moves records through its chain in steps (`StreamOperator.begin_step`): Flink's
+mailbox takes one record per turn through the whole chain, and runs mails between two; a
+step takes as many records as fit in `MAX_CHUNK_TIME` of the chain's modelled cost and end
+before the next flush of an output, in one call per operator.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +28,9 @@ from shuffle.writer.record_writer import RecordWriter
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.operators.records import Records, as_generic
 from taskmgr.task_services import TaskServices
+
+#: Longest modelled processing time of one step of a task's records (seconds).
+MAX_CHUNK_TIME = 0.010
 
 
 @dataclass
@@ -71,6 +80,10 @@ class OperatorContext:
     #: The shortest buffer timeout of the task's outputs (s; 0 = flush every record, -1 = none):
     #: paced sources emit in steps finer than it, so pacing does not hide the flush latency.
     flush_timeout: float = -1.0
+    #: When the current step began (virtual s) and its modelled cost per record through the
+    #: chain (s; `StreamOperator.begin_step`).
+    step_start: float = 0.0
+    step_cost: float = 0.0
     records_emitted: int = 0
     records_received: int = 0
 
@@ -137,6 +150,23 @@ class Output:
         self.chained: list[tuple[OutputTag | None, StreamOperator]] = []
         self.writers: list[tuple[OutputTag | None, RecordWriterOutput]] = []
 
+    def cost_per_record(self) -> float:
+        """Modelled cost of one record through the chained operators downstream, now."""
+        total = 0.0
+        for _, operator in self.chained:  # a loop, not sum(): asked before every step
+            total += operator.cost_per_record() + operator.output.cost_per_record()
+        return total
+
+    def next_flush_at(self) -> float:
+        """When the first of the record writers downstream flushes next (virtual s; inf: none
+        will)."""
+        first = math.inf
+        for _, writer in self.writers:
+            first = min(first, writer.writer.next_flush_at)
+        for _, operator in self.chained:
+            first = min(first, operator.output.next_flush_at())
+        return first
+
     def headroom(self, limit: int) -> int:
         """Of the next `limit` records, how many can go out before an output downstream in
         the chain turns unavailable (taken as one record out per record in)."""
@@ -200,6 +230,22 @@ class StreamOperator:
         if cost is None or not self.ctx.run.costs_enabled:
             return 0.0
         return cost.at(self.ctx.run.job_time())
+
+    def begin_step(self, ready: int, max_time: float = MAX_CHUNK_TIME) -> int:
+        """Start a step of the task at this operator, the head of its chain: of `ready`
+        records, how many go through the chain in it, those whose modelled cost ends within
+        `max_time` and strictly before the next flush of a record writer downstream, which
+        then sees the records Flink's would have written by then (at least one; all of them
+        without a cost). Notes when the step began and its cost per record."""
+        now = self.ctx.step_start = kernel.current_time()
+        cost = self.ctx.step_cost = self.cost_per_record() + self.output.cost_per_record()
+        if cost <= 0:
+            return ready
+        count = int(max_time / cost + 1e-9)
+        flush_in = self.output.next_flush_at() - now
+        if 0 < flush_in <= count * cost:  # a flush while the step runs: the step ends before it
+            count = math.ceil(flush_in / cost - 1e-9) - 1
+        return max(1, min(ready, count))
 
 
 def user_method(function: Any, method: str) -> Any:

@@ -60,13 +60,6 @@ class OperatorChain:
         head = self.head
         return head if isinstance(head, SourceOperator) else None
 
-    def cost_per_record(self) -> float:
-        """Modelled cost of one record through the whole chain, now."""
-        total = 0.0
-        for operator in self.operators:  # a loop, not sum(): asked before every chunk of records
-            total += operator.cost_per_record()
-        return total
-
 
 def _create(node: StreamNode, ctx: OperatorContext, output: Output, batch_bytes: int) -> StreamOperator:
     if node.kind == "source":

@@ -1,10 +1,13 @@
 """Source operators: the input of a source task (they drive the mailbox like an input processor).
 
-`process_input` emits the next batch (about one network buffer of records per output
-channel, so the mailbox checks output availability at least once per buffer of a channel) or says that nothing
-is due, or that the source ran out (END_OF_DATA, then END_OF_INPUT; a stopped source
-skips END_OF_DATA: the run is over); `wait_available` waits until something is (that
-wait is idle time, as for a FLIP-27 source waiting on its rate limiter). `stop()` ends the source at the next call;
+`process_input` emits the next batch, one step of the task (about one network buffer of
+records per output channel, so the mailbox checks output availability at least once per
+buffer of a channel; through a costed chain at most `MAX_CHUNK_TIME` of its cost, so that
+mails such as checkpoint triggers run between steps, as Flink's run between records:
+`StreamOperator.begin_step`) or says that nothing is due, or that the source ran out
+(END_OF_DATA, then END_OF_INPUT; a stopped source skips END_OF_DATA: the run is over);
+`wait_available` waits until something is (that wait is idle time, as for a FLIP-27
+source waiting on its rate limiter). `stop()` ends the source at the next call;
 `before_mail()` runs before the task's mailbox actions.
 
 A paced generator emits in pacing steps (`RATE_QUANTUM`). Where its records go straight
@@ -15,7 +18,9 @@ mailbox action or its stop: the same records reach the network at the same times
 the same timestamps, for far fewer wakeups.
 
 A source without a modelled cost spends `DEFAULT_SOURCE_COST` per record, so that a
-pipeline of free operators still advances virtual time.
+pipeline of free operators still advances virtual time. Through a costed chain each record
+of a step is created once the chain has processed the ones before it (Flink's source
+emits one record per mailbox turn), and stamped so.
 """
 
 from __future__ import annotations
@@ -109,10 +114,19 @@ class SourceOperator(StreamOperator):
         (Flink checks after every record; at least one); None at the end."""
         return self.next_records(self.output.headroom(n))
 
+    def creation_times(self, n: int) -> int | np.ndarray:
+        """Timestamps of the next `n` records of the step (ns since the job started): now for
+        the first, and each after the chain's cost per record for the ones before it."""
+        now_ns = self.ctx.timestamp_ns()
+        cost = self.ctx.step_cost
+        if cost <= 0 or n <= 1:
+            return now_ns
+        return now_ns + (np.arange(n) * (cost * 1e9)).astype(np.int64)
+
     async def _emit_records(self, n: int) -> bool:
-        """Hand out and emit the next of up to `n` records (`take_records`); False (and
-        finished) at the end."""
-        records = self.take_records(n)
+        """Hand out and emit the next of up to `n` records (`take_records`; one step of the
+        task); False (and finished) at the end."""
+        records = self.take_records(self.begin_step(n))
         if records is None:
             self.finished = True
             return False
@@ -245,19 +259,19 @@ class GeneratorSourceOperator(SourceOperator):
         return steps
 
     def _timestamps(self, n: int) -> np.ndarray | int:
-        """Now for records emitted as they came due; for records of steps slept through (the
+        """`creation_times` for records emitted as they came due; for records of steps slept through (the
         next n from `slept`), the time of their step, when per-step pacing emitted them."""
-        now_ns = self.ctx.timestamp_ns()
+        created = self.creation_times(n)
         slept = self.slept
         first = self.forgone + self.emitted + 1
         if slept is None or first > slept[1]:
             self.slept = None
-            return now_ns
+            return created
         count, last = slept
         records = np.arange(first, first + n, dtype=np.int64)
         steps = count - (count - records) // self.quantum * self.quantum
         step_ns = ((self.schedule.start + steps / self.schedule.rate - self.ctx.run.t0) * 1e9).astype(np.int64)
-        return np.where(records <= last, step_ns, now_ns)
+        return np.where(records <= last, step_ns, created)
 
     async def before_mail(self) -> None:
         """Emit the steps slept through before a mailbox action (a checkpoint's position
@@ -317,10 +331,12 @@ class ListSourceOperator(SourceOperator):
     def next_records(self, n: int) -> Records | None:
         if self.position >= len(self.values):
             return None
-        timestamp = self.ctx.timestamp_ns()
         chunk = self.values[self.position:self.position + n]
         self.position += len(chunk)
-        return [(value, timestamp) for value in chunk]
+        created = self.creation_times(len(chunk))
+        if isinstance(created, int):
+            return [(value, created) for value in chunk]
+        return list(zip(chunk, created.tolist()))
 
 
 class IterationHeadOperator(SourceOperator):

@@ -107,18 +107,21 @@ def test_small_batches_count_as_large_ones():
     assert small.max == values.max() and small.total == float(np.maximum(values, 0).sum())
 
 
+@pytest.mark.parametrize("spacing", [0, 1234])
 @pytest.mark.parametrize("batch", [1, 3, 16, 17, 100])
-def test_latencies_since_creation_count_as_the_recorded_differences(batch):
+def test_latencies_since_creation_count_as_the_recorded_differences(batch, spacing):
     """A sink's small batches take a plain-Python path: the same histograms as numpy's,
-    negative latencies (clock skew) counted as 0, steady state only when asked."""
+    negative latencies (clock skew) counted as 0, steady state only when asked; records
+    done `spacing` ns apart, the last now."""
     created = np.random.default_rng(9).integers(0, 1 << 40, 1000)
     now = 1 << 39
     fast, reference = LatencyMetrics(LatencyHistogram()), LatencyMetrics(LatencyHistogram())
     for start in range(0, len(created), batch):
         chunk = created[start:start + batch]
         steady = start % 2 == 0
-        fast.record_since(now, chunk.astype(">i8"), steady)  # a wire column: big-endian
-        reference.record(now - chunk, steady)
+        fast.record_since(now, chunk.astype(">i8"), spacing, steady)  # a wire column: big-endian
+        done = [now - spacing * (len(chunk) - 1 - i) for i in range(len(chunk))]
+        reference.record(np.array(done) - chunk, steady)
     for a, b in ((fast.period, reference.period), (fast.steady, reference.steady)):
         assert (a.counts == b.counts).all()
         assert (a.count, a.total, a.max) == (b.count, b.total, b.max)
