@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 from scenarios.spark_daemon import keep_native_libraries_single_threaded, prefer_installed_pyspark, preload
 
@@ -104,6 +105,9 @@ def hand_over(zygote: str, timeout: float = HAND_OVER_TIMEOUT) -> int | None:
     except OSError:  # a session leader: it stays where it is
         pass
     request = {"argv": sys.argv[1:], "env": dict(os.environ), "cwd": os.getcwd(), "executable": sys.executable}
+    # Forward the JVM's SIGTERM from before the zygote may write to the streams: Spark may
+    # stop its daemon as soon as it has read the daemon's port.
+    default = signal.signal(signal.SIGTERM, _forwarding_to(pid))
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection.connect(path)
@@ -116,12 +120,14 @@ def hand_over(zygote: str, timeout: float = HAND_OVER_TIMEOUT) -> int | None:
         connection.settimeout(None)
         ack = _read_to_end(connection)
     except OSError:  # no zygote (ended, or used already), or it ended before taking over
-        return None
+        ack = b""
     if not ack:  # it ended without taking the streams (it acknowledges before it writes)
+        signal.signal(signal.SIGTERM, default)
         return None
     if ack != _HEADER.pack(pid):
         raise SystemExit("the shufflesim zygote took the Spark daemon's streams, then failed")
-    _handle_for_zygote(connection, pid)
+    connection.settimeout(None)
+    _read_to_end(connection)  # the JVM's handle on the daemon: live until the zygote ends
     return pid
 
 
@@ -135,16 +141,12 @@ def _read_to_end(connection: socket.socket) -> bytes:
     return data
 
 
-def _handle_for_zygote(connection: socket.socket, pid: int) -> None:
-    """Stay the JVM's handle on the daemon: live until the zygote ends (its end of the
-    connection closes) and pass the JVM's SIGTERM on to it."""
+def _forwarding_to(pid: int) -> Callable[[int, object], None]:
+    """A SIGTERM handler that passes the signal on to the zygote and ends this process."""
     def forward(signum: int, _frame: object) -> None:
         _kill(pid, signum)
         os._exit(0)
-
-    signal.signal(signal.SIGTERM, forward)
-    connection.settimeout(None)
-    _read_to_end(connection)
+    return forward
 
 
 def _kill(pid: int, signum: int) -> None:
