@@ -34,6 +34,7 @@ from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.checkpoint_failure_manager import CheckpointFailureManager
 from taskmgr.checkpointing.checkpoint_plan import CheckpointPlanError, DefaultCheckpointPlanCalculator
+from taskmgr.checkpointing.single_checkpoint_barrier_handler import absolute_time_millis
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
 CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
@@ -61,17 +62,24 @@ class PendingCheckpoint:
         and the exactly-once accounting read)."""
         return {eid: ack for eid, ack in self.finished.items() if ack is not None} | self.acks
 
+    @property
+    def end_to_end_duration_ms(self) -> int | None:
+        """Flink's end-to-end duration: from the trigger timestamp to the last acknowledgement
+        (or the failure), both the JobManager's clock in whole milliseconds."""
+        if self.end_time is None:
+            return None
+        return max(0, absolute_time_millis(self.end_time) - self.barrier.timestamp)
+
     def stats(self) -> dict[str, Any]:
         """The checkpoint as summary.json lists it (Flink's names)."""
         acks = list(self.acks.values())
         unaligned = self.barrier.options.is_unaligned or any(a.metrics.unaligned for a in acks)
-        end = self.end_time
         return {
             "id": self.checkpoint_id,
             "status": self.status,
             "type": "UNALIGNED_CHECKPOINT" if unaligned else "CHECKPOINT",
             "trigger_s": round(self.trigger_time, 6),
-            "duration_ms": None if end is None else round((end - self.trigger_time) * 1000, 3),
+            "duration_ms": self.end_to_end_duration_ms,
             "start_delay_ms": max((a.metrics.start_delay_ns / 1e6 for a in acks), default=0.0),
             "alignment_ms": max((a.metrics.alignment_duration_ns / 1e6 for a in acks), default=0.0),
             "persisted_bytes": sum(a.persisted_bytes for a in acks),
@@ -189,7 +197,7 @@ class CheckpointCoordinator:
 
     def _new_checkpoint(self, now: float, tasks_to_wait_for: Collection[str]) -> PendingCheckpoint:
         checkpoint_id = next(self._ids)
-        barrier = CheckpointBarrier(checkpoint_id, int(now * 1000), self.options)
+        barrier = CheckpointBarrier(checkpoint_id, absolute_time_millis(now), self.options)
         pending = PendingCheckpoint(checkpoint_id, now, barrier, set(tasks_to_wait_for))
         self.checkpoints.append(pending)
         self.pending[checkpoint_id] = pending
@@ -232,7 +240,7 @@ class CheckpointCoordinator:
                 self._final_states[eid] = dataclasses.replace(task_ack, channel_state=ChannelStateSnapshot())
             if self.tracer.enabled:
                 self.tracer.emit("checkpoint_completed", checkpoint=pending.checkpoint_id,
-                                 duration_ms=(pending.end_time - pending.trigger_time) * 1000)
+                                 duration_ms=pending.end_to_end_duration_ms)
             self._spawn(self._notify_complete, pending.checkpoint_id)
 
     def receive_decline(self, execution_id: str, checkpoint_id: int, reason: str) -> None:

@@ -102,7 +102,8 @@ def test_unaligned_checkpoints_of_the_slow_map_take_milliseconds():
     assert 10 <= statistics.median(c["duration_ms"] for c in completed) <= 14
     assert 3 <= statistics.median(c["start_delay_ms"] for c in completed) <= 12
     # the barrier waits for the record in hand (5 ms) and no longer: the snapshot it starts
-    # runs in the same priority mail, not after another record
-    assert all(c["duration_ms"] - c["start_delay_ms"] < 5 for c in completed)
+    # runs in the same priority mail, not after another record (which would add 5 ms); both
+    # figures are whole milliseconds of the clock, as Flink's, so ~5.2 ms reads as 5 or 6
+    assert all(c["duration_ms"] - c["start_delay_ms"] <= 6 for c in completed)
     # the map's input (~9 buffers) and the source's output queue, overtaken by the barrier
     assert all(400_000 <= c["persisted_bytes"] <= 700_000 for c in completed)
