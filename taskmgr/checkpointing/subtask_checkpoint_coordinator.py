@@ -36,7 +36,8 @@ class SubtaskCheckpointAck:
 
     checkpoint_id: int
     metrics: CheckpointMetrics
-    state_bytes: int
+    #: Managed and raw, keyed and operator state (the `state_size` cost).
+    operator_state_bytes: int
     channel_state: ChannelStateSnapshot
     #: Operator state as the verifying accounting needs it (source positions, sink seqs).
     operator_state: dict[str, Any] = field(default_factory=dict)
@@ -49,6 +50,12 @@ class SubtaskCheckpointAck:
     @property
     def persisted_bytes(self) -> int:
         return self.channel_state.persisted_bytes
+
+    @property
+    def state_bytes(self) -> int:
+        """Flink's `OperatorSubtaskState.getStateSize()`: the operator state plus the
+        persisted in-flight data (input channel and result subpartition state)."""
+        return self.operator_state_bytes + self.persisted_bytes
 
 
 class SubtaskCheckpointCoordinator:
@@ -167,10 +174,10 @@ class SubtaskCheckpointCoordinator:
         if checkpoint_id in self.aborted:
             return
         channel_state = self.writer.take(checkpoint_id)
-        state_bytes = self.costs.state_size
-        await kernel.sleep(self.costs.upload_time(state_bytes + channel_state.persisted_bytes))
-        ack = SubtaskCheckpointAck(checkpoint_id, metrics, state_bytes, channel_state, operator_state,
-                                   sync_ms, elapsed_millis(start, self.job_time()), self.formats)
+        ack = SubtaskCheckpointAck(checkpoint_id, metrics, self.costs.state_size, channel_state, operator_state,
+                                   sync_ms, formats=self.formats)
+        await kernel.sleep(self.costs.upload_time(ack.state_bytes))
+        ack.async_duration_ms = elapsed_millis(start, self.job_time())
         await self.acknowledge(ack)
 
     # -- aborts ---------------------------------------------------------------------------------
