@@ -1,10 +1,18 @@
 """The JobManager's CheckpointCoordinator: periodic triggers at the sources, acknowledgements,
 completion, expiry, declines (Flink's `CheckpointCoordinator` and `CheckpointRequestDecider`).
 
-Flink's rules kept here: the first trigger comes after a random delay in
-[min pause, interval]; a periodic request while `max_concurrent` checkpoints are pending
-waits (one at most) and runs as soon as one ends, after the min pause; a checkpoint that
-is not complete within `timeout` expires; a decline fails it and every task is told.
+Flink's rules kept here:
+
+- the periodic scheduler starts after a random delay in [min pause, base interval] and
+  fires every base interval, the interval or the min pause if that is longer;
+- each tick is a trigger request; requests queue (up to 1,000) while `max_concurrent`
+  checkpoints are pending, and each completed or failed checkpoint lets one queued request
+  go, so a backlog left by checkpoints slower than the interval fires back to back;
+- a request that comes before the min pause since the last *completed* checkpoint has
+  passed is dropped and the scheduler restarts its ticks after the rest of the pause
+  (`rescheduleTrigger`: later ticks keep that new phase);
+- a checkpoint that is not complete within `timeout` expires; a decline fails it and every
+  task is told.
 
 Each checkpoint follows the plan of `checkpoint_plan` (FLIP-147): after some tasks have
 finished it starts at the first running tasks and counts the finished ones as finished.
@@ -42,6 +50,8 @@ CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
 CHECKPOINT_COORDINATOR_SHUTDOWN = "CHECKPOINT_COORDINATOR_SHUTDOWN"
 #: Flink's reason for the checkpoints pending when the job fails over.
 JOB_FAILOVER_REGION = "JOB_FAILOVER_REGION: FailoverRegion is restarting."
+#: Flink's CheckpointRequestDecider queues at most this many trigger requests.
+MAX_QUEUED_REQUESTS = 1000
 
 
 @dataclass
@@ -113,9 +123,14 @@ class CheckpointCoordinator:
         self.failure_manager = failure_manager
         self.checkpoints: list[PendingCheckpoint] = []
         self.pending: dict[int, PendingCheckpoint] = {}
+        #: Flink's: it makes no sense to tick more often than the min pause allows.
+        self.base_interval = max(config.interval, config.min_pause)
+        #: Periodic trigger requests waiting for the request decider (all alike: a count).
+        self.num_queued_requests = 0
         self._ids = itertools.count(1)
-        self._queued = False
-        self._last_end = -float("inf")
+        self._last_completion_ms: int | None = None
+        self._next_trigger_time = 0.0
+        self._periodic_trigger: Any = None
         self._nursery: Any = None
         #: Each task's share of the last completed checkpoint it acknowledged, without
         #: in-flight data: a finished task's final state.
@@ -130,10 +145,10 @@ class CheckpointCoordinator:
                    key=lambda c: c.checkpoint_id, default=None)
 
     def abort_pending(self, reason: str) -> None:
-        """Fail every pending checkpoint: the job fails over (checkpoint ids go on in the next
-        attempt, as Flink's) or has ended. Its tasks are being cancelled or are gone, so no
-        abort is sent to them."""
-        self._queued = False
+        """Fail every pending checkpoint and queued request: the job fails over (checkpoint ids
+        go on in the next attempt, as Flink's) or has ended. Its tasks are being cancelled or
+        are gone, so no abort is sent to them."""
+        self.num_queued_requests = 0
         self._final_states.clear()
         for pending in list(self.pending.values()):
             pending.failure = reason
@@ -146,13 +161,26 @@ class CheckpointCoordinator:
         try:
             async with kernel.open_nursery() as nursery:
                 self._nursery = nursery
-                interval, min_pause = self.config.interval, self.config.min_pause
-                await kernel.sleep(float(self.rng.uniform(min(min_pause, interval), interval)))
-                while True:
-                    self._request()
-                    await kernel.sleep(interval)
+                self._schedule_trigger_with_delay(float(self.rng.uniform(self.config.min_pause, self.base_interval)))
+                await kernel.sleep_forever()
         finally:
             self._nursery = None
+
+    # -- the periodic scheduler --------------------------------------------------------------
+
+    def _schedule_trigger_with_delay(self, delay: float) -> None:
+        self._next_trigger_time = self.job_time() + delay
+        self._periodic_trigger = scope = kernel.CancelScope()
+        self._nursery.start_soon(self._scheduled_trigger, scope)
+
+    async def _scheduled_trigger(self, scope: Any) -> None:
+        """Flink's ScheduledTrigger: the next tick is due one base interval after this one,
+        however late this one comes."""
+        with scope:
+            while True:
+                await kernel.sleep(max(0.0, self._next_trigger_time - self.job_time()))
+                self._next_trigger_time += self.base_interval
+                self._trigger_request()
 
     def _spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
         """Run `fn(*args)` in the coordinator's nursery; dropped once the attempt ended
@@ -160,24 +188,45 @@ class CheckpointCoordinator:
         if self._nursery is not None:
             self._nursery.start_soon(fn, *args)
 
-    def _request(self) -> None:
-        if len(self.pending) >= self.config.max_concurrent:
-            self._queued = True
-            return
-        wait = self._last_end + self.config.min_pause - self.job_time()
-        if wait > 0:
-            self._queued = True
-            self._spawn(self._trigger_after, wait)
-            return
-        self._trigger()
+    # -- trigger requests (Flink's CheckpointRequestDecider) -------------------------------------
 
-    async def _trigger_after(self, delay: float) -> None:
-        await kernel.sleep(delay)
-        if self._queued and len(self.pending) < self.config.max_concurrent:
-            self._queued = False
-            self._trigger()
+    def _trigger_request(self) -> None:
+        """A periodic request: queued (the newest is dropped past MAX_QUEUED_REQUESTS, Flink's
+        TOO_MANY_CHECKPOINT_REQUESTS), then the decider picks what may run now."""
+        self.num_queued_requests = min(self.num_queued_requests + 1, MAX_QUEUED_REQUESTS)
+        self._execute_queued_request()
 
-    def _trigger(self) -> None:
+    def _execute_queued_request(self) -> None:
+        if self._choose_request_to_execute():
+            self._start_triggering_checkpoint()
+
+    async def _execute_queued_request_later(self) -> None:
+        """Flink's scheduleTriggerRequest: the timer looks at the queue once the current work is done."""
+        self._execute_queued_request()
+
+    def _choose_request_to_execute(self) -> bool:
+        """Take the first queued request if a checkpoint may start now. Before the min pause
+        since the last completed checkpoint has passed, the request is dropped (Flink's
+        MINIMUM_TIME_BETWEEN_CHECKPOINTS) and the ticks start again after the rest of it."""
+        if self.num_queued_requests == 0 or len(self.pending) >= self.config.max_concurrent:
+            return False
+        self.num_queued_requests -= 1
+        if self._last_completion_ms is not None:
+            pause_left_ms = self._last_completion_ms + round(self.config.min_pause * 1000) - self._now_ms()
+            if pause_left_ms > 0:
+                self._reschedule_trigger(pause_left_ms / 1000)
+                return False
+        return True
+
+    def _reschedule_trigger(self, delay: float) -> None:
+        if self._periodic_trigger is not None:
+            self._periodic_trigger.cancel()
+        self._schedule_trigger_with_delay(delay)
+
+    def _now_ms(self) -> int:
+        return absolute_time_millis(self.job_time())
+
+    def _start_triggering_checkpoint(self) -> None:
         now = self.job_time()
         try:
             plan = self.plan_calculator.calculate_checkpoint_plan(self.finished_tasks())
@@ -234,6 +283,8 @@ class CheckpointCoordinator:
         pending.acks[execution_id] = ack
         if not pending.not_yet_acknowledged:
             self._end(pending, "COMPLETED")
+            # the min pause runs from here (failed checkpoints do not move it)
+            self._last_completion_ms = self._now_ms()
             if self.failure_manager is not None:
                 self.failure_manager.handle_checkpoint_success(pending.checkpoint_id)
             for eid, task_ack in pending.acks.items():
@@ -259,10 +310,8 @@ class CheckpointCoordinator:
             self.failure_manager.handle_checkpoint_failure(pending.checkpoint_id, reason)
 
     def _end(self, pending: PendingCheckpoint, status: str) -> None:
+        """`pending` is no longer pending: one queued request may go (Flink's scheduleTriggerRequest)."""
         pending.status = status
         pending.end_time = self.job_time()
         del self.pending[pending.checkpoint_id]
-        self._last_end = pending.end_time
-        if self._queued and self._nursery is not None:
-            self._queued = False
-            self._request()
+        self._spawn(self._execute_queued_request_later)

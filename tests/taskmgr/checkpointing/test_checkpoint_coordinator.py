@@ -1,9 +1,120 @@
-"""The CheckpointCoordinator on its own: the figures it reports per checkpoint."""
+"""The CheckpointCoordinator on its own (sim kernel, one source that acknowledges when told):
+the periodic scheduler, Flink's CheckpointRequestDecider (queued requests, the min pause),
+and the figures it reports."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from graph.api.environment import CheckpointConfig
+from shuffle import kernel
 from shuffle.api.events import CheckpointBarrier, CheckpointOptions
-from taskmgr.checkpointing.checkpoint_coordinator import PendingCheckpoint
+from shuffle.channel_state import ChannelStateSnapshot
+from taskmgr.checkpointing.checkpoint_coordinator import MAX_QUEUED_REQUESTS, CheckpointCoordinator, PendingCheckpoint
+from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.checkpointing.checkpoint_plan import CheckpointPlan
+from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointMetrics
+from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
+
+SOURCE = "source#0"
+FAST = 0.01
+
+
+class OneSourcePlan:
+    """Every checkpoint triggers and waits for the one source."""
+
+    def calculate_checkpoint_plan(self, finished: object) -> CheckpointPlan:
+        return CheckpointPlan((SOURCE,), (SOURCE,), (), ())
+
+
+def run_coordinator(config: CheckpointConfig, until: float, takes: Callable[[int], float],
+                    declined: frozenset[int] = frozenset(),
+                    during: Callable[[CheckpointCoordinator], object] = lambda c: None) -> CheckpointCoordinator:
+    """Run the scheduler from t = 0 until `until`; checkpoint n is acknowledged (declined if in
+    `declined`) `takes(n)` s after its trigger. `during(coordinator)` runs at `until`."""
+
+    async def main() -> CheckpointCoordinator:
+        async with kernel.open_nursery() as nursery:
+            async def acknowledge(barrier: CheckpointBarrier) -> None:
+                await kernel.sleep(takes(barrier.id))
+                if barrier.id in declined:
+                    coordinator.receive_decline(SOURCE, barrier.id, "CHECKPOINT_DECLINED")
+                    return
+                coordinator.receive_acknowledge(SOURCE, SubtaskCheckpointAck(
+                    barrier.id, CheckpointMetrics(barrier.id), 0, ChannelStateSnapshot()))
+
+            async def send_trigger(execution_id: str, barrier: CheckpointBarrier) -> None:
+                nursery.start_soon(acknowledge, barrier)
+
+            async def nothing(checkpoint_id: int) -> None:
+                pass
+
+            costs = CheckpointCosts(trigger_delay=0.0, ack_latency=0.0)
+            coordinator = CheckpointCoordinator(config, costs, OneSourcePlan(), set, send_trigger,
+                                                nothing, nothing, kernel.current_time, np.random.default_rng(3))
+            nursery.start_soon(coordinator.run)
+            await kernel.sleep(until)
+            during(coordinator)
+            nursery.cancel_scope.cancel()
+        return coordinator
+
+    return kernel.run(main, mode="sim")
+
+
+def triggers(coordinator: CheckpointCoordinator) -> list[float]:
+    return [c.trigger_time for c in coordinator.checkpoints]
+
+
+def test_requests_queue_while_a_checkpoint_is_pending_and_the_backlog_fires_back_to_back():
+    """Checkpoint 1 takes 3.5 intervals: the three ticks meanwhile queue, and each checkpoint
+    that completes lets the next queued one go, at once (Flink's chooseQueuedRequestToExecute)."""
+    coordinator = run_coordinator(CheckpointConfig(interval=1.0), 8.0, lambda n: 3.5 if n == 1 else FAST)
+    t0 = triggers(coordinator)[0]
+    assert triggers(coordinator)[:6] == pytest.approx([t0, t0 + 3.5, t0 + 3.51, t0 + 3.52, t0 + 4, t0 + 5])
+    assert all(c.status == "COMPLETED" for c in coordinator.checkpoints)
+
+
+def test_at_most_a_thousand_requests_queue():
+    config = CheckpointConfig(interval=0.01)
+    seen = []
+    run_coordinator(config, 10.5, lambda n: 20.0 if n == 1 else FAST,
+                    during=lambda c: seen.append((c.num_queued_requests, len(c.pending))))
+    assert seen == [(MAX_QUEUED_REQUESTS, 1)]  # ~1,050 ticks while checkpoint 1 runs
+
+
+def test_before_the_min_pause_a_request_is_dropped_and_the_ticks_start_again_after_it():
+    """Flink: the request is failed (MINIMUM_TIME_BETWEEN_CHECKPOINTS) and rescheduleTrigger
+    starts a new schedule after the rest of the pause; later ticks keep that phase."""
+    config = CheckpointConfig(interval=1.0, min_pause=0.6)
+    coordinator = run_coordinator(config, 4.5, lambda n: 0.7 if n == 1 else FAST)
+    t0 = triggers(coordinator)[0]
+    # 1 completes at t0 + 0.7: the tick at t0 + 1 comes 0.3 s early, so the next are t0 + 1.3, 2.3, ...
+    assert triggers(coordinator) == pytest.approx([t0, t0 + 1.3, t0 + 2.3, t0 + 3.3], abs=0.002)
+
+
+def test_the_min_pause_runs_from_the_last_completed_checkpoint_not_a_failed_one():
+    config = CheckpointConfig(interval=1.0, min_pause=0.6)
+    # 1 is declined 0.7 s after its trigger: the next tick (0.3 s later) goes at once
+    coordinator = run_coordinator(config, 3.0, lambda n: 0.7 if n == 1 else FAST, declined=frozenset({1}))
+    t0 = triggers(coordinator)[0]
+    assert [c.status for c in coordinator.checkpoints[:3]] == ["FAILED", "COMPLETED", "COMPLETED"]
+    assert triggers(coordinator)[:3] == pytest.approx([t0, t0 + 1, t0 + 2])
+
+
+def test_the_ticks_come_every_min_pause_when_it_is_longer_than_the_interval():
+    """Flink's base interval is max(interval, min pause); the first tick is in [min pause, base
+    interval]."""
+    config = CheckpointConfig(interval=1.0, min_pause=2.0)
+    queued = []
+    slow = run_coordinator(config, 4.5, lambda n: 3.0, during=lambda c: queued.append(c.num_queued_requests))
+    assert triggers(slow) == [2.0] and queued == [1]  # one tick (at 4 s) while checkpoint 1 runs
+    # each tick comes 10 ms (a checkpoint's duration) before the pause since the last
+    # completion is over: it is dropped and the ticks start again after the pause
+    fast = run_coordinator(config, 6.5, lambda n: FAST)
+    assert triggers(fast) == pytest.approx([2.0, 4.01, 6.02], abs=0.002)
 
 
 def test_end_to_end_duration_is_whole_milliseconds_of_the_jobmanagers_clock():
