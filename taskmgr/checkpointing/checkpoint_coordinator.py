@@ -3,16 +3,20 @@ completion, expiry, declines (Flink's `CheckpointCoordinator` and `CheckpointReq
 
 Flink's rules kept here:
 
-- the periodic scheduler starts after a random delay in [min pause, base interval] and
-  fires every base interval, the interval or the min pause if that is longer;
+- the periodic scheduler runs while the job runs and every task runs or has finished
+  (`checkpoint_coordinator_deactivator`); it starts after a random delay in [min pause,
+  base interval] and fires every base interval, the interval or the min pause if that is
+  longer; stopping it fails the pending checkpoints and the queued requests
+  (`CHECKPOINT_COORDINATOR_SUSPEND`);
 - each tick is a trigger request; requests queue (up to 1,000) while `max_concurrent`
   checkpoints are pending, and each completed or failed checkpoint lets one queued request
   go, so a backlog left by checkpoints slower than the interval fires back to back;
 - a request that comes before the min pause since the last *completed* checkpoint has
   passed is dropped and the scheduler restarts its ticks after the rest of the pause
   (`rescheduleTrigger`: later ticks keep that new phase);
-- a checkpoint that is not complete within `timeout` expires; a decline fails it and every
-  task is told.
+- a plan that cannot be made fails the request before it gets an id (Flink counts it as a
+  failed checkpoint with no entry in its history); a checkpoint that is not complete
+  within `timeout` expires; a decline fails it and every task is told.
 
 Each checkpoint follows the plan of `checkpoint_plan` (FLIP-147): after some tasks have
 finished it starts at the first running tasks and counts the finished ones as finished.
@@ -46,10 +50,9 @@ from taskmgr.checkpointing.single_checkpoint_barrier_handler import absolute_tim
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
 CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
-#: Flink's reason for the checkpoints pending when the job ends (finished or failed).
-CHECKPOINT_COORDINATOR_SHUTDOWN = "CHECKPOINT_COORDINATOR_SHUTDOWN"
-#: Flink's reason for the checkpoints pending when the job fails over.
-JOB_FAILOVER_REGION = "JOB_FAILOVER_REGION: FailoverRegion is restarting."
+#: Flink's reason for what is pending or queued when the periodic scheduler stops (the job
+#: or one of its tasks stopped running).
+CHECKPOINT_COORDINATOR_SUSPEND = "CHECKPOINT_COORDINATOR_SUSPEND"
 #: Flink's CheckpointRequestDecider queues at most this many trigger requests.
 MAX_QUEUED_REQUESTS = 1000
 
@@ -101,6 +104,24 @@ class PendingCheckpoint:
         }
 
 
+@dataclass
+class FailedTrigger:
+    """A trigger request that failed before its checkpoint got an id (its plan could not be
+    made). Flink counts it among the failed checkpoints, without an entry in its history."""
+
+    trigger_time: float
+    unaligned: bool
+    failure: str
+    status: str = "FAILED"
+
+    def stats(self) -> dict[str, Any]:
+        """The summary.json entry: an id of None and no figures."""
+        return {"id": None, "status": self.status, "type": "UNALIGNED_CHECKPOINT" if self.unaligned else "CHECKPOINT",
+                "trigger_s": round(self.trigger_time, 6), "duration_ms": None, "start_delay_ms": None,
+                "alignment_ms": None, "persisted_bytes": None, "state_bytes": None, "acknowledged": 0,
+                "finished_tasks": 0, "failure": self.failure}
+
+
 class CheckpointCoordinator:
     def __init__(self, config: Any, costs: CheckpointCosts, plan_calculator: DefaultCheckpointPlanCalculator,
                  finished_tasks: Callable[[], Collection[str]],
@@ -121,7 +142,8 @@ class CheckpointCoordinator:
         self.tracer = tracer
         #: Fails the job when too many checkpoints fail in a row (tolerable-failed-checkpoints).
         self.failure_manager = failure_manager
-        self.checkpoints: list[PendingCheckpoint] = []
+        #: Checkpoints with an id, and trigger requests that failed before they got one.
+        self.checkpoints: list[PendingCheckpoint | FailedTrigger] = []
         self.pending: dict[int, PendingCheckpoint] = {}
         #: Flink's: it makes no sense to tick more often than the min pause allows.
         self.base_interval = max(config.interval, config.min_pause)
@@ -139,34 +161,39 @@ class CheckpointCoordinator:
             "CHECKPOINT", is_exactly_once_mode=config.mode.value == "EXACTLY_ONCE",
             is_unaligned_enabled=config.unaligned, aligned_checkpoint_timeout=config.aligned_checkpoint_timeout)
 
-    def latest_completed(self) -> PendingCheckpoint | None:
-        """The completed checkpoint with the highest id (what a restart restores)."""
-        return max((c for c in self.checkpoints if c.status == "COMPLETED"),
+    def restore_latest_checkpointed_state(self) -> PendingCheckpoint | None:
+        """What the job's next attempt starts from: the completed checkpoint with the highest
+        id. The failed attempt's final states go (its finished tasks finish again)."""
+        self._final_states.clear()
+        return max((c for c in self.checkpoints if isinstance(c, PendingCheckpoint) and c.status == "COMPLETED"),
                    key=lambda c: c.checkpoint_id, default=None)
 
-    def abort_pending(self, reason: str) -> None:
-        """Fail every pending checkpoint and queued request: the job fails over (checkpoint ids
-        go on in the next attempt, as Flink's) or has ended. Its tasks are being cancelled or
-        are gone, so no abort is sent to them."""
-        self.num_queued_requests = 0
-        self._final_states.clear()
-        for pending in list(self.pending.values()):
-            pending.failure = reason
-            self._end(pending, "FAILED")
-            if self.tracer.enabled:
-                self.tracer.emit("checkpoint_failed", checkpoint=pending.checkpoint_id, reason=reason)
-
-    async def run(self) -> None:
-        """Trigger periodically until cancelled (the attempt ended); again for each attempt."""
+    async def run(self, *, task_status: Any = kernel.TASK_STATUS_IGNORED) -> None:
+        """The coordinator's timer for one attempt of the job (periodic ticks, expiries, RPCs),
+        until cancelled (the attempt ended); `task_status` learns when it is ready."""
         try:
             async with kernel.open_nursery() as nursery:
                 self._nursery = nursery
-                self._schedule_trigger_with_delay(float(self.rng.uniform(self.config.min_pause, self.base_interval)))
+                task_status.started()
                 await kernel.sleep_forever()
         finally:
             self._nursery = None
 
-    # -- the periodic scheduler --------------------------------------------------------------
+    # -- the periodic scheduler (Flink's startCheckpointScheduler / stopCheckpointScheduler) -----
+
+    def start_checkpoint_scheduler(self) -> None:
+        """Tick every base interval, the first tick after a random delay in [min pause, base interval]."""
+        self.stop_checkpoint_scheduler()
+        self._schedule_trigger_with_delay(float(self.rng.uniform(self.config.min_pause, self.base_interval)))
+
+    def stop_checkpoint_scheduler(self) -> None:
+        """No more ticks; the queued requests and the pending checkpoints fail."""
+        if self._periodic_trigger is not None:
+            self._periodic_trigger.cancel()
+            self._periodic_trigger = None
+        self.num_queued_requests = 0
+        for pending in list(self.pending.values()):
+            self._fail(pending, CHECKPOINT_COORDINATOR_SUSPEND)
 
     def _schedule_trigger_with_delay(self, delay: float) -> None:
         self._next_trigger_time = self.job_time() + delay
@@ -230,11 +257,9 @@ class CheckpointCoordinator:
         now = self.job_time()
         try:
             plan = self.plan_calculator.calculate_checkpoint_plan(self.finished_tasks())
-        except CheckpointPlanError as exc:  # Flink fails the trigger (counted as a failed checkpoint)
+        except CheckpointPlanError as exc:  # fails before the checkpoint gets an id
             self._fail_trigger(now, str(exc))
             return
-        if not plan.tasks_to_wait_for:
-            return  # every task has finished: the job is ending
         pending = self._new_checkpoint(now, plan.tasks_to_wait_for)
         pending.finished = {eid: self._final_states.get(eid) for eid in plan.finished_tasks}
         if self.tracer.enabled:
@@ -253,11 +278,12 @@ class CheckpointCoordinator:
         return pending
 
     def _fail_trigger(self, now: float, reason: str) -> None:
-        pending = self._new_checkpoint(now, ())
-        pending.failure = reason
-        self._end(pending, "FAILED")
+        """Flink's onTriggerFailure without a pending checkpoint: counted as failed
+        (reportFailedCheckpointsWithoutInProgress), then the next queued request may go."""
+        self.checkpoints.append(FailedTrigger(now, self.options.is_unaligned, reason))
         if self.tracer.enabled:
-            self.tracer.emit("checkpoint_failed", checkpoint=pending.checkpoint_id, reason=reason)
+            self.tracer.emit("checkpoint_failed", checkpoint=None, reason=reason)
+        self._spawn(self._execute_queued_request_later)
 
     async def _send_triggers(self, barrier: CheckpointBarrier, tasks: Sequence[str]) -> None:
         await kernel.sleep(self.costs.trigger_delay)

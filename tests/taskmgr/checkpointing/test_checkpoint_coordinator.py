@@ -1,6 +1,6 @@
 """The CheckpointCoordinator on its own (sim kernel, one source that acknowledges when told):
 the periodic scheduler, Flink's CheckpointRequestDecider (queued requests, the min pause),
-and the figures it reports."""
+plans that fail before a checkpoint gets an id, and the figures it reports."""
 
 from __future__ import annotations
 
@@ -13,9 +13,14 @@ from graph.api.environment import CheckpointConfig
 from shuffle import kernel
 from shuffle.api.events import CheckpointBarrier, CheckpointOptions
 from shuffle.channel_state import ChannelStateSnapshot
-from taskmgr.checkpointing.checkpoint_coordinator import MAX_QUEUED_REQUESTS, CheckpointCoordinator, PendingCheckpoint
+from taskmgr.checkpointing.checkpoint_coordinator import (
+    CHECKPOINT_COORDINATOR_SUSPEND,
+    MAX_QUEUED_REQUESTS,
+    CheckpointCoordinator,
+    PendingCheckpoint,
+)
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
-from taskmgr.checkpointing.checkpoint_plan import CheckpointPlan
+from taskmgr.checkpointing.checkpoint_plan import NOT_ALL_REQUIRED_TASKS_RUNNING, CheckpointPlan, CheckpointPlanError
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointMetrics
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
@@ -24,17 +29,26 @@ FAST = 0.01
 
 
 class OneSourcePlan:
-    """Every checkpoint triggers and waits for the one source."""
+    """Every checkpoint triggers and waits for the one source, unless `fail` says no."""
+
+    def __init__(self, fail: Callable[[int], bool] = lambda call: False) -> None:
+        self.fail = fail
+        self.calls = 0
 
     def calculate_checkpoint_plan(self, finished: object) -> CheckpointPlan:
+        self.calls += 1
+        if self.fail(self.calls):
+            raise CheckpointPlanError(f"{NOT_ALL_REQUIRED_TASKS_RUNNING}: a task is not running")
         return CheckpointPlan((SOURCE,), (SOURCE,), (), ())
 
 
 def run_coordinator(config: CheckpointConfig, until: float, takes: Callable[[int], float],
-                    declined: frozenset[int] = frozenset(),
-                    during: Callable[[CheckpointCoordinator], object] = lambda c: None) -> CheckpointCoordinator:
+                    plan: OneSourcePlan | None = None, declined: frozenset[int] = frozenset(),
+                    during: Callable[[CheckpointCoordinator], object] = lambda c: None,
+                    then: float = 0.0) -> CheckpointCoordinator:
     """Run the scheduler from t = 0 until `until`; checkpoint n is acknowledged (declined if in
-    `declined`) `takes(n)` s after its trigger. `during(coordinator)` runs at `until`."""
+    `declined`) `takes(n)` s after its trigger. `during(coordinator)` runs at `until`, and the
+    run goes on for `then` s."""
 
     async def main() -> CheckpointCoordinator:
         async with kernel.open_nursery() as nursery:
@@ -53,11 +67,13 @@ def run_coordinator(config: CheckpointConfig, until: float, takes: Callable[[int
                 pass
 
             costs = CheckpointCosts(trigger_delay=0.0, ack_latency=0.0)
-            coordinator = CheckpointCoordinator(config, costs, OneSourcePlan(), set, send_trigger,
+            coordinator = CheckpointCoordinator(config, costs, plan or OneSourcePlan(), set, send_trigger,
                                                 nothing, nothing, kernel.current_time, np.random.default_rng(3))
-            nursery.start_soon(coordinator.run)
+            await nursery.start(coordinator.run)
+            coordinator.start_checkpoint_scheduler()
             await kernel.sleep(until)
             during(coordinator)
+            await kernel.sleep(then)
             nursery.cancel_scope.cancel()
         return coordinator
 
@@ -115,6 +131,31 @@ def test_the_ticks_come_every_min_pause_when_it_is_longer_than_the_interval():
     # completion is over: it is dropped and the ticks start again after the pause
     fast = run_coordinator(config, 6.5, lambda n: FAST)
     assert triggers(fast) == pytest.approx([2.0, 4.01, 6.02], abs=0.002)
+
+
+def test_a_plan_that_fails_uses_no_checkpoint_id():
+    """Flink's plan fails before checkpointIdCounter.getAndIncrement(): the request counts as
+    a failed checkpoint (reportFailedCheckpointsWithoutInProgress), with no id."""
+    coordinator = run_coordinator(CheckpointConfig(interval=1.0), 3.5, lambda n: FAST,
+                                  plan=OneSourcePlan(fail=lambda call: call == 2))
+    stats = [c.stats() for c in coordinator.checkpoints]
+    assert [(s["id"], s["status"]) for s in stats] == [(1, "COMPLETED"), (None, "FAILED"), (2, "COMPLETED"),
+                                                      (3, "COMPLETED")]
+    assert stats[1]["failure"].startswith(NOT_ALL_REQUIRED_TASKS_RUNNING) and stats[1]["duration_ms"] is None
+
+
+def test_stopping_the_scheduler_fails_what_is_pending_and_queued_and_ends_the_ticks():
+    seen = []
+
+    def stop(coordinator: CheckpointCoordinator) -> None:
+        seen.append(coordinator.num_queued_requests)
+        coordinator.stop_checkpoint_scheduler()
+
+    coordinator = run_coordinator(CheckpointConfig(interval=1.0), 3.5, lambda n: 10.0, during=stop, then=3.0)
+    assert seen == [3]
+    [checkpoint] = coordinator.checkpoints  # no more after the stop
+    assert checkpoint.status == "FAILED" and checkpoint.failure == CHECKPOINT_COORDINATOR_SUSPEND
+    assert coordinator.num_queued_requests == 0
 
 
 def test_end_to_end_duration_is_whole_milliseconds_of_the_jobmanagers_clock():
