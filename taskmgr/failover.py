@@ -22,7 +22,8 @@ subpartitions, each consumer processes its persisted input before anything it re
 Records emitted after the checkpoint are emitted again, so the verifying sinks see every
 record once across the restart. Without a completed checkpoint the new attempt starts
 from the beginning and the sinks count that attempt only. Checkpoints pending at the
-failure fail (`JOB_FAILOVER_REGION`); their ids are not reused.
+failure have failed already (`CHECKPOINT_COORDINATOR_SUSPEND`: the periodic scheduler stops
+as soon as a task or the job stops running); their ids are not reused.
 
 All tasks restart, as with Flink's `full` failover strategy. Flink 2.x defaults to
 `region` (jobmanager.execution.failover-strategy), which restarts the pipelined region of
@@ -44,7 +45,6 @@ from typing import TYPE_CHECKING, Any
 from graph import ExecutionGraph
 from graph.stream_graph import IterationBroker
 from shuffle import kernel
-from taskmgr.checkpointing.checkpoint_coordinator import JOB_FAILOVER_REGION
 from taskmgr.checkpointing.task_state import TaskStateSnapshot
 from taskmgr.payloads import dump_object
 from taskmgr.restart_strategy import RestartStrategy
@@ -124,7 +124,7 @@ class Failover:
         (None: every subtask starts from the beginning); and the records the sources had
         emitted at that point."""
         coordinator = self.job.checkpoint_coordinator
-        checkpoint = coordinator.latest_completed() if coordinator is not None else None
+        checkpoint = coordinator.restore_latest_checkpointed_state() if coordinator is not None else None
         if checkpoint is None:
             return None, 0
         snapshots = {eid: TaskStateSnapshot.from_ack(ack) for eid, ack in checkpoint.task_states().items()}
@@ -149,8 +149,6 @@ class Failover:
         emitted = await self._cancel_attempt()
         if emitted is None:
             return False
-        if job.checkpoint_coordinator is not None:
-            job.checkpoint_coordinator.abort_pending(JOB_FAILOVER_REGION)
         restore, restored_position = self.restore_point()
         # emitted after the checkpoint restored (a lost TaskManager's sources cannot answer)
         replayed = max(0, emitted - restored_position)

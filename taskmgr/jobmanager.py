@@ -30,7 +30,8 @@ from shuffle import kernel
 from shuffle.netty.connection_manager import Transport
 from shuffle.trace import NULL_TRACER, Tracer
 from shuffle.transport import ByteStream
-from taskmgr.checkpointing.checkpoint_coordinator import CHECKPOINT_COORDINATOR_SHUTDOWN, CheckpointCoordinator
+from taskmgr.checkpointing.checkpoint_coordinator import CheckpointCoordinator
+from taskmgr.checkpointing.checkpoint_coordinator_deactivator import ExecutionTrackingCheckpointCoordinatorDeActivator
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.checkpoint_failure_manager import CheckpointFailureManager
 from taskmgr.checkpointing.checkpoint_plan import DefaultCheckpointPlanCalculator
@@ -103,6 +104,8 @@ class _JobExecution:
         self._changed = kernel.Event()
         self.stopped_early = False
         self.checkpoint_coordinator: CheckpointCoordinator | None = None
+        #: Starts and stops the periodic checkpoints while the current attempt runs.
+        self.checkpoint_deactivator: ExecutionTrackingCheckpointCoordinatorDeActivator | None = None
         self.attempt = 0
         self.restart_history: list[RestartRecord] = []
         self.recovery_suppressed_by: str | None = None
@@ -131,9 +134,16 @@ class _JobExecution:
         """Execution ids of the current attempt's finished tasks (the checkpoint plan's input)."""
         return {eid for eid, state in self.states.items() if state is ExecutionState.FINISHED}
 
+    @property
+    def running(self) -> bool:
+        """Flink's job status RUNNING: no failure, and not every task has ended."""
+        return self.failure is None and not self.all_terminal
+
     def fail(self, cause: BaseException) -> None:
         if self.failure is None:
             self.failure = cause
+        if self.checkpoint_deactivator is not None:
+            self.checkpoint_deactivator.job_status_changes(running=False)
         self._notify()
 
     def new_attempt(self, placement: dict[str, str]) -> None:
@@ -171,6 +181,9 @@ class _JobExecution:
         self.states[message.execution_id] = state
         if state is ExecutionState.FINISHED:
             self.finished_at[message.execution_id] = kernel.current_time()
+        if self.checkpoint_deactivator is not None:
+            self.checkpoint_deactivator.on_state_update(message.execution_id, state)
+            self.checkpoint_deactivator.job_status_changes(self.running)
         if cause is not None:
             self.fail(cause)
         self._notify()
@@ -385,16 +398,20 @@ class JobManager:
         while True:
             await self._deploy(job, graph, config, start, serialized, failover.next_restore)
             async with kernel.open_nursery() as nursery:
-                if job.checkpoint_coordinator is not None:
-                    nursery.start_soon(job.checkpoint_coordinator.run)
+                coordinator = job.checkpoint_coordinator
+                if coordinator is not None:
+                    await nursery.start(coordinator.run)
+                    job.checkpoint_deactivator = ExecutionTrackingCheckpointCoordinatorDeActivator(
+                        coordinator, job.states)
+                    job.checkpoint_deactivator.job_status_changes(job.running)
                 with kernel.move_on_at(start + config.duration):
                     await job.wait_for(lambda: job.all_terminal or job.failure is not None or job.stopped_early)
-                nursery.cancel_scope.cancel()  # no checkpoints while the job drains or restarts
+                # no checkpoints while the job drains or restarts (what is pending when the
+                # run's duration ends stays in progress)
+                job.checkpoint_deactivator = None
+                nursery.cancel_scope.cancel()
             if not await failover.recover():
                 break
-        if job.checkpoint_coordinator is not None and (job.all_terminal or job.failure is not None):
-            # the job ended by itself (not by the run's end): Flink shuts its coordinator down
-            job.checkpoint_coordinator.abort_pending(CHECKPOINT_COORDINATOR_SHUTDOWN)
         duration = min(config.duration, kernel.current_time() - start)
         if not job.all_terminal and job.failure is None:
             for task_manager in dict.fromkeys(job.placement.values()):

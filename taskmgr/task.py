@@ -29,7 +29,11 @@ from taskmgr.deployment import TaskDeploymentDescriptor
 from taskmgr.checkpointing.barrier_handlers import create_checkpoint_barrier_handler
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.checkpointed_input_gate import CheckpointedInputGate
-from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointBarrierHandler, CheckpointMetrics
+from taskmgr.checkpointing.single_checkpoint_barrier_handler import (
+    CheckpointBarrierHandler,
+    CheckpointMetrics,
+    checkpoint_start_delay_ns,
+)
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointCoordinator
 from taskmgr.checkpointing.task_state import TaskStateSnapshot, channel_key
 from taskmgr.execution_state import ExecutionState
@@ -220,7 +224,7 @@ class Task:
                 for channel in processor.unfinished_channels():
                     self._barrier_handler.process_barrier(barrier, channel, is_rpc_triggered=True)
                 return
-            start_delay = max(0, int(self.run_control.job_time() * 1e9) - barrier.timestamp * 1_000_000)
+            start_delay = checkpoint_start_delay_ns(self.run_control.job_time(), barrier.timestamp)
             metrics = CheckpointMetrics(barrier.id, start_delay, unaligned=barrier.options.is_unaligned)
             self._perform_checkpoint(barrier, metrics, wait_for_inputs=False)
         if self.checkpointing is None or self._stream_task is None or self.state is not ExecutionState.RUNNING:

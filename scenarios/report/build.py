@@ -121,7 +121,8 @@ def _checkpoints_section(summary: Mapping[str, Any]) -> Section:
     classes = ["bad" if str(c.get("status", "")).upper() == "FAILED" else "" for c in checkpoints]
     body = ('<p class="note">Per checkpoint, at its trigger time: end-to-end duration, barrier alignment time and '
             'start delay (trigger to the first barrier reaching a task); persisted in-flight data (unaligned '
-            'checkpoints) and state size.</p>'
+            'checkpoints) and state size (operator state plus the persisted in-flight data, as Flink counts '
+            'it).</p>'
             + figure_html(checkpoints_figure(checkpoints), "checkpoints") + table_html(keys, rows, classes))
     return Section("Checkpoints", body, "checkpoints")
 

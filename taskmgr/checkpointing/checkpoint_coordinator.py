@@ -1,10 +1,22 @@
 """The JobManager's CheckpointCoordinator: periodic triggers at the sources, acknowledgements,
 completion, expiry, declines (Flink's `CheckpointCoordinator` and `CheckpointRequestDecider`).
 
-Flink's rules kept here: the first trigger comes after a random delay in
-[min pause, interval]; a periodic request while `max_concurrent` checkpoints are pending
-waits (one at most) and runs as soon as one ends, after the min pause; a checkpoint that
-is not complete within `timeout` expires; a decline fails it and every task is told.
+Flink's rules kept here:
+
+- the periodic scheduler runs while the job runs and every task runs or has finished
+  (`checkpoint_coordinator_deactivator`); it starts after a random delay in [min pause,
+  base interval] and fires every base interval, the interval or the min pause if that is
+  longer; stopping it fails the pending checkpoints and the queued requests
+  (`CHECKPOINT_COORDINATOR_SUSPEND`);
+- each tick is a trigger request; requests queue (up to 1,000) while `max_concurrent`
+  checkpoints are pending, and each completed or failed checkpoint lets one queued request
+  go, so a backlog left by checkpoints slower than the interval fires back to back;
+- a request that comes before the min pause since the last *completed* checkpoint has
+  passed is dropped and the scheduler restarts its ticks after the rest of the pause
+  (`rescheduleTrigger`: later ticks keep that new phase);
+- a plan that cannot be made fails the request before it gets an id (Flink counts it as a
+  failed checkpoint with no entry in its history); a checkpoint that is not complete
+  within `timeout` expires; a decline fails it and every task is told.
 
 Each checkpoint follows the plan of `checkpoint_plan` (FLIP-147): after some tasks have
 finished it starts at the first running tasks and counts the finished ones as finished.
@@ -34,13 +46,15 @@ from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.checkpoint_failure_manager import CheckpointFailureManager
 from taskmgr.checkpointing.checkpoint_plan import CheckpointPlanError, DefaultCheckpointPlanCalculator
+from taskmgr.checkpointing.single_checkpoint_barrier_handler import absolute_time_millis
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
 CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
-#: Flink's reason for the checkpoints pending when the job ends (finished or failed).
-CHECKPOINT_COORDINATOR_SHUTDOWN = "CHECKPOINT_COORDINATOR_SHUTDOWN"
-#: Flink's reason for the checkpoints pending when the job fails over.
-JOB_FAILOVER_REGION = "JOB_FAILOVER_REGION: FailoverRegion is restarting."
+#: Flink's reason for what is pending or queued when the periodic scheduler stops (the job
+#: or one of its tasks stopped running).
+CHECKPOINT_COORDINATOR_SUSPEND = "CHECKPOINT_COORDINATOR_SUSPEND"
+#: Flink's CheckpointRequestDecider queues at most this many trigger requests.
+MAX_QUEUED_REQUESTS = 1000
 
 
 @dataclass
@@ -61,17 +75,24 @@ class PendingCheckpoint:
         and the exactly-once accounting read)."""
         return {eid: ack for eid, ack in self.finished.items() if ack is not None} | self.acks
 
+    @property
+    def end_to_end_duration_ms(self) -> int | None:
+        """Flink's end-to-end duration: from the trigger timestamp to the last acknowledgement
+        (or the failure), both the JobManager's clock in whole milliseconds."""
+        if self.end_time is None:
+            return None
+        return max(0, absolute_time_millis(self.end_time) - self.barrier.timestamp)
+
     def stats(self) -> dict[str, Any]:
         """The checkpoint as summary.json lists it (Flink's names)."""
         acks = list(self.acks.values())
         unaligned = self.barrier.options.is_unaligned or any(a.metrics.unaligned for a in acks)
-        end = self.end_time
         return {
             "id": self.checkpoint_id,
             "status": self.status,
             "type": "UNALIGNED_CHECKPOINT" if unaligned else "CHECKPOINT",
             "trigger_s": round(self.trigger_time, 6),
-            "duration_ms": None if end is None else round((end - self.trigger_time) * 1000, 3),
+            "duration_ms": self.end_to_end_duration_ms,
             "start_delay_ms": max((a.metrics.start_delay_ns / 1e6 for a in acks), default=0.0),
             "alignment_ms": max((a.metrics.alignment_duration_ns / 1e6 for a in acks), default=0.0),
             "persisted_bytes": sum(a.persisted_bytes for a in acks),
@@ -81,6 +102,24 @@ class PendingCheckpoint:
             "finished_tasks": len(self.finished),
             "failure": self.failure,
         }
+
+
+@dataclass
+class FailedTrigger:
+    """A trigger request that failed before its checkpoint got an id (its plan could not be
+    made). Flink counts it among the failed checkpoints, without an entry in its history."""
+
+    trigger_time: float
+    unaligned: bool
+    failure: str
+    status: str = "FAILED"
+
+    def stats(self) -> dict[str, Any]:
+        """The summary.json entry: an id of None and no figures."""
+        return {"id": None, "status": self.status, "type": "UNALIGNED_CHECKPOINT" if self.unaligned else "CHECKPOINT",
+                "trigger_s": round(self.trigger_time, 6), "duration_ms": None, "start_delay_ms": None,
+                "alignment_ms": None, "persisted_bytes": None, "state_bytes": None, "acknowledged": 0,
+                "finished_tasks": 0, "failure": self.failure}
 
 
 class CheckpointCoordinator:
@@ -103,11 +142,17 @@ class CheckpointCoordinator:
         self.tracer = tracer
         #: Fails the job when too many checkpoints fail in a row (tolerable-failed-checkpoints).
         self.failure_manager = failure_manager
-        self.checkpoints: list[PendingCheckpoint] = []
+        #: Checkpoints with an id, and trigger requests that failed before they got one.
+        self.checkpoints: list[PendingCheckpoint | FailedTrigger] = []
         self.pending: dict[int, PendingCheckpoint] = {}
+        #: Flink's: it makes no sense to tick more often than the min pause allows.
+        self.base_interval = max(config.interval, config.min_pause)
+        #: Periodic trigger requests waiting for the request decider (all alike: a count).
+        self.num_queued_requests = 0
         self._ids = itertools.count(1)
-        self._queued = False
-        self._last_end = -float("inf")
+        self._last_completion_ms: int | None = None
+        self._next_trigger_time = 0.0
+        self._periodic_trigger: Any = None
         self._nursery: Any = None
         #: Each task's share of the last completed checkpoint it acknowledged, without
         #: in-flight data: a finished task's final state.
@@ -116,35 +161,53 @@ class CheckpointCoordinator:
             "CHECKPOINT", is_exactly_once_mode=config.mode.value == "EXACTLY_ONCE",
             is_unaligned_enabled=config.unaligned, aligned_checkpoint_timeout=config.aligned_checkpoint_timeout)
 
-    def latest_completed(self) -> PendingCheckpoint | None:
-        """The completed checkpoint with the highest id (what a restart restores)."""
-        return max((c for c in self.checkpoints if c.status == "COMPLETED"),
+    def restore_latest_checkpointed_state(self) -> PendingCheckpoint | None:
+        """What the job's next attempt starts from: the completed checkpoint with the highest
+        id. The failed attempt's final states go (its finished tasks finish again)."""
+        self._final_states.clear()
+        return max((c for c in self.checkpoints if isinstance(c, PendingCheckpoint) and c.status == "COMPLETED"),
                    key=lambda c: c.checkpoint_id, default=None)
 
-    def abort_pending(self, reason: str) -> None:
-        """Fail every pending checkpoint: the job fails over (checkpoint ids go on in the next
-        attempt, as Flink's) or has ended. Its tasks are being cancelled or are gone, so no
-        abort is sent to them."""
-        self._queued = False
-        self._final_states.clear()
-        for pending in list(self.pending.values()):
-            pending.failure = reason
-            self._end(pending, "FAILED")
-            if self.tracer.enabled:
-                self.tracer.emit("checkpoint_failed", checkpoint=pending.checkpoint_id, reason=reason)
-
-    async def run(self) -> None:
-        """Trigger periodically until cancelled (the attempt ended); again for each attempt."""
+    async def run(self, *, task_status: Any = kernel.TASK_STATUS_IGNORED) -> None:
+        """The coordinator's timer for one attempt of the job (periodic ticks, expiries, RPCs),
+        until cancelled (the attempt ended); `task_status` learns when it is ready."""
         try:
             async with kernel.open_nursery() as nursery:
                 self._nursery = nursery
-                interval, min_pause = self.config.interval, self.config.min_pause
-                await kernel.sleep(float(self.rng.uniform(min(min_pause, interval), interval)))
-                while True:
-                    self._request()
-                    await kernel.sleep(interval)
+                task_status.started()
+                await kernel.sleep_forever()
         finally:
             self._nursery = None
+
+    # -- the periodic scheduler (Flink's startCheckpointScheduler / stopCheckpointScheduler) -----
+
+    def start_checkpoint_scheduler(self) -> None:
+        """Tick every base interval, the first tick after a random delay in [min pause, base interval]."""
+        self.stop_checkpoint_scheduler()
+        self._schedule_trigger_with_delay(float(self.rng.uniform(self.config.min_pause, self.base_interval)))
+
+    def stop_checkpoint_scheduler(self) -> None:
+        """No more ticks; the queued requests and the pending checkpoints fail."""
+        if self._periodic_trigger is not None:
+            self._periodic_trigger.cancel()
+            self._periodic_trigger = None
+        self.num_queued_requests = 0
+        for pending in list(self.pending.values()):
+            self._fail(pending, CHECKPOINT_COORDINATOR_SUSPEND)
+
+    def _schedule_trigger_with_delay(self, delay: float) -> None:
+        self._next_trigger_time = self.job_time() + delay
+        self._periodic_trigger = scope = kernel.CancelScope()
+        self._nursery.start_soon(self._scheduled_trigger, scope)
+
+    async def _scheduled_trigger(self, scope: Any) -> None:
+        """Flink's ScheduledTrigger: the next tick is due one base interval after this one,
+        however late this one comes."""
+        with scope:
+            while True:
+                await kernel.sleep(max(0.0, self._next_trigger_time - self.job_time()))
+                self._next_trigger_time += self.base_interval
+                self._trigger_request()
 
     def _spawn(self, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
         """Run `fn(*args)` in the coordinator's nursery; dropped once the attempt ended
@@ -152,32 +215,51 @@ class CheckpointCoordinator:
         if self._nursery is not None:
             self._nursery.start_soon(fn, *args)
 
-    def _request(self) -> None:
-        if len(self.pending) >= self.config.max_concurrent:
-            self._queued = True
-            return
-        wait = self._last_end + self.config.min_pause - self.job_time()
-        if wait > 0:
-            self._queued = True
-            self._spawn(self._trigger_after, wait)
-            return
-        self._trigger()
+    # -- trigger requests (Flink's CheckpointRequestDecider) -------------------------------------
 
-    async def _trigger_after(self, delay: float) -> None:
-        await kernel.sleep(delay)
-        if self._queued and len(self.pending) < self.config.max_concurrent:
-            self._queued = False
-            self._trigger()
+    def _trigger_request(self) -> None:
+        """A periodic request: queued (the newest is dropped past MAX_QUEUED_REQUESTS, Flink's
+        TOO_MANY_CHECKPOINT_REQUESTS), then the decider picks what may run now."""
+        self.num_queued_requests = min(self.num_queued_requests + 1, MAX_QUEUED_REQUESTS)
+        self._execute_queued_request()
 
-    def _trigger(self) -> None:
+    def _execute_queued_request(self) -> None:
+        if self._choose_request_to_execute():
+            self._start_triggering_checkpoint()
+
+    async def _execute_queued_request_later(self) -> None:
+        """Flink's scheduleTriggerRequest: the timer looks at the queue once the current work is done."""
+        self._execute_queued_request()
+
+    def _choose_request_to_execute(self) -> bool:
+        """Take the first queued request if a checkpoint may start now. Before the min pause
+        since the last completed checkpoint has passed, the request is dropped (Flink's
+        MINIMUM_TIME_BETWEEN_CHECKPOINTS) and the ticks start again after the rest of it."""
+        if self.num_queued_requests == 0 or len(self.pending) >= self.config.max_concurrent:
+            return False
+        self.num_queued_requests -= 1
+        if self._last_completion_ms is not None:
+            pause_left_ms = self._last_completion_ms + round(self.config.min_pause * 1000) - self._now_ms()
+            if pause_left_ms > 0:
+                self._reschedule_trigger(pause_left_ms / 1000)
+                return False
+        return True
+
+    def _reschedule_trigger(self, delay: float) -> None:
+        if self._periodic_trigger is not None:
+            self._periodic_trigger.cancel()
+        self._schedule_trigger_with_delay(delay)
+
+    def _now_ms(self) -> int:
+        return absolute_time_millis(self.job_time())
+
+    def _start_triggering_checkpoint(self) -> None:
         now = self.job_time()
         try:
             plan = self.plan_calculator.calculate_checkpoint_plan(self.finished_tasks())
-        except CheckpointPlanError as exc:  # Flink fails the trigger (counted as a failed checkpoint)
+        except CheckpointPlanError as exc:  # fails before the checkpoint gets an id
             self._fail_trigger(now, str(exc))
             return
-        if not plan.tasks_to_wait_for:
-            return  # every task has finished: the job is ending
         pending = self._new_checkpoint(now, plan.tasks_to_wait_for)
         pending.finished = {eid: self._final_states.get(eid) for eid in plan.finished_tasks}
         if self.tracer.enabled:
@@ -189,18 +271,19 @@ class CheckpointCoordinator:
 
     def _new_checkpoint(self, now: float, tasks_to_wait_for: Collection[str]) -> PendingCheckpoint:
         checkpoint_id = next(self._ids)
-        barrier = CheckpointBarrier(checkpoint_id, int(now * 1000), self.options)
+        barrier = CheckpointBarrier(checkpoint_id, absolute_time_millis(now), self.options)
         pending = PendingCheckpoint(checkpoint_id, now, barrier, set(tasks_to_wait_for))
         self.checkpoints.append(pending)
         self.pending[checkpoint_id] = pending
         return pending
 
     def _fail_trigger(self, now: float, reason: str) -> None:
-        pending = self._new_checkpoint(now, ())
-        pending.failure = reason
-        self._end(pending, "FAILED")
+        """Flink's onTriggerFailure without a pending checkpoint: counted as failed
+        (reportFailedCheckpointsWithoutInProgress), then the next queued request may go."""
+        self.checkpoints.append(FailedTrigger(now, self.options.is_unaligned, reason))
         if self.tracer.enabled:
-            self.tracer.emit("checkpoint_failed", checkpoint=pending.checkpoint_id, reason=reason)
+            self.tracer.emit("checkpoint_failed", checkpoint=None, reason=reason)
+        self._spawn(self._execute_queued_request_later)
 
     async def _send_triggers(self, barrier: CheckpointBarrier, tasks: Sequence[str]) -> None:
         await kernel.sleep(self.costs.trigger_delay)
@@ -226,13 +309,15 @@ class CheckpointCoordinator:
         pending.acks[execution_id] = ack
         if not pending.not_yet_acknowledged:
             self._end(pending, "COMPLETED")
+            # the min pause runs from here (failed checkpoints do not move it)
+            self._last_completion_ms = self._now_ms()
             if self.failure_manager is not None:
                 self.failure_manager.handle_checkpoint_success(pending.checkpoint_id)
             for eid, task_ack in pending.acks.items():
                 self._final_states[eid] = dataclasses.replace(task_ack, channel_state=ChannelStateSnapshot())
             if self.tracer.enabled:
                 self.tracer.emit("checkpoint_completed", checkpoint=pending.checkpoint_id,
-                                 duration_ms=(pending.end_time - pending.trigger_time) * 1000)
+                                 duration_ms=pending.end_to_end_duration_ms)
             self._spawn(self._notify_complete, pending.checkpoint_id)
 
     def receive_decline(self, execution_id: str, checkpoint_id: int, reason: str) -> None:
@@ -251,10 +336,8 @@ class CheckpointCoordinator:
             self.failure_manager.handle_checkpoint_failure(pending.checkpoint_id, reason)
 
     def _end(self, pending: PendingCheckpoint, status: str) -> None:
+        """`pending` is no longer pending: one queued request may go (Flink's scheduleTriggerRequest)."""
         pending.status = status
         pending.end_time = self.job_time()
         del self.pending[pending.checkpoint_id]
-        self._last_end = pending.end_time
-        if self._queued and self._nursery is not None:
-            self._queued = False
-            self._request()
+        self._spawn(self._execute_queued_request_later)

@@ -10,6 +10,7 @@ sim kernel, on trio, and in plain unit tests.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,6 +34,18 @@ Clock = Callable[[], float]
 #: `register_timer(delay_s, action)` runs `action` on the task's thread after `delay_s`;
 #: it returns a function that cancels the timer.
 TimerService = Callable[[float, Callable[[], None]], Callable[[], None]]
+
+
+def absolute_time_millis(seconds: float) -> int:
+    """Flink's `Clock.absoluteTimeMillis()` at a time of the run's clock (s): whole
+    milliseconds, floored (barrier timestamps and the checkpoint figures Flink takes from it)."""
+    return math.floor(seconds * 1000 + 1e-6)  # + 1 ns: a float sum of sleeps lands just under a whole ms
+
+
+def checkpoint_start_delay_ns(now: float, timestamp_ms: int) -> int:
+    """Flink's `checkpointStartDelayNanos`: from the barrier's timestamp to `now` (s), in whole
+    milliseconds (`1_000_000 * max(0, absoluteTimeMillis - timestamp)`)."""
+    return 1_000_000 * max(0, absolute_time_millis(now) - timestamp_ms)
 
 
 @dataclass
@@ -98,12 +111,12 @@ class CheckpointBarrierHandler:
     def alignment_time_ns(self) -> int:
         """`checkpointAlignmentTime`: the running alignment, else the last one."""
         if self._alignment_start is not None:
-            return int((self.clock() - self._alignment_start) * 1e9)
+            return round((self.clock() - self._alignment_start) * 1e9)
         return self.latest_alignment_duration_ns
 
     def _mark_alignment_start(self, checkpoint_id: int, timestamp_ms: int) -> None:
         now = self.clock()
-        self.latest_start_delay_ns = max(0, int(now * 1e9) - timestamp_ms * 1_000_000)
+        self.latest_start_delay_ns = checkpoint_start_delay_ns(now, timestamp_ms)
         self._metrics = CheckpointMetrics(checkpoint_id, start_delay_ns=self.latest_start_delay_ns)
         self._alignment_start = now
         self.task.alignment_started(checkpoint_id, self.latest_start_delay_ns)
@@ -111,7 +124,7 @@ class CheckpointBarrierHandler:
     def _mark_alignment_end(self) -> None:
         if self._alignment_start is None or self._metrics is None:
             return
-        self.latest_alignment_duration_ns = int((self.clock() - self._alignment_start) * 1e9)
+        self.latest_alignment_duration_ns = round((self.clock() - self._alignment_start) * 1e9)
         self._metrics.alignment_duration_ns = self.latest_alignment_duration_ns
         self._alignment_start = None
 

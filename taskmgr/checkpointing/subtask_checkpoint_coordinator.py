@@ -25,24 +25,37 @@ from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointMetrics
 
 
+def elapsed_millis(start: float, end: float) -> int:
+    """Flink's `(System.nanoTime() - started) / 1_000_000` between two times (s)."""
+    return round((end - start) * 1e9) // 1_000_000
+
+
 @dataclass
 class SubtaskCheckpointAck:
     """What a subtask acknowledges for one checkpoint."""
 
     checkpoint_id: int
     metrics: CheckpointMetrics
-    state_bytes: int
+    #: Managed and raw, keyed and operator state (the `state_size` cost).
+    operator_state_bytes: int
     channel_state: ChannelStateSnapshot
     #: Operator state as the verifying accounting needs it (source positions, sink seqs).
     operator_state: dict[str, Any] = field(default_factory=dict)
-    sync_duration_ms: float = 0.0
-    async_duration_ms: float = 0.0
+    #: Flink's sync and async durations: elapsed nanoseconds in whole milliseconds, truncated.
+    sync_duration_ms: int = 0
+    async_duration_ms: int = 0
     #: Record format per consumed partition id (to read the persisted input data back).
     formats: dict[str, Any] = field(default_factory=dict)
 
     @property
     def persisted_bytes(self) -> int:
         return self.channel_state.persisted_bytes
+
+    @property
+    def state_bytes(self) -> int:
+        """Flink's `OperatorSubtaskState.getStateSize()`: the operator state plus the
+        persisted in-flight data (input channel and result subpartition state)."""
+        return self.operator_state_bytes + self.persisted_bytes
 
 
 class SubtaskCheckpointCoordinator:
@@ -121,7 +134,7 @@ class SubtaskCheckpointCoordinator:
 
         async def synchronous_part() -> None:
             await kernel.sleep(self.costs.sync_snapshot)
-            sync_ms = (self.job_time() - sync_start) * 1000
+            sync_ms = elapsed_millis(sync_start, self.job_time())
             self.spawn(lambda: self._asynchronous_part(checkpoint_id, metrics, operator_state, sync_ms))
 
         self.run_in_mailbox(synchronous_part)
@@ -144,7 +157,7 @@ class SubtaskCheckpointCoordinator:
             await self._pending_changed.wait()
 
     async def _asynchronous_part(self, checkpoint_id: int, metrics: CheckpointMetrics,
-                                 operator_state: dict[str, Any], sync_ms: float) -> None:
+                                 operator_state: dict[str, Any], sync_ms: int) -> None:
         try:
             await self._acknowledge(checkpoint_id, metrics, operator_state, sync_ms)
         finally:
@@ -153,7 +166,7 @@ class SubtaskCheckpointCoordinator:
             self._pending_changed = kernel.Event()
 
     async def _acknowledge(self, checkpoint_id: int, metrics: CheckpointMetrics,
-                           operator_state: dict[str, Any], sync_ms: float) -> None:
+                           operator_state: dict[str, Any], sync_ms: int) -> None:
         start = self.job_time()
         await self._inputs_event(checkpoint_id).wait()
         del self._inputs_done[checkpoint_id]
@@ -161,10 +174,10 @@ class SubtaskCheckpointCoordinator:
         if checkpoint_id in self.aborted:
             return
         channel_state = self.writer.take(checkpoint_id)
-        state_bytes = self.costs.state_size
-        await kernel.sleep(self.costs.upload_time(state_bytes + channel_state.persisted_bytes))
-        ack = SubtaskCheckpointAck(checkpoint_id, metrics, state_bytes, channel_state, operator_state,
-                                   sync_ms, (self.job_time() - start) * 1000, self.formats)
+        ack = SubtaskCheckpointAck(checkpoint_id, metrics, self.costs.state_size, channel_state, operator_state,
+                                   sync_ms, formats=self.formats)
+        await kernel.sleep(self.costs.upload_time(ack.state_bytes))
+        ack.async_duration_ms = elapsed_millis(start, self.job_time())
         await self.acknowledge(ack)
 
     # -- aborts ---------------------------------------------------------------------------------

@@ -14,7 +14,10 @@ from taskmgr.checkpointing.single_checkpoint_barrier_handler import (
     CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER,
     CHECKPOINT_DECLINED_SUBSUMED,
     SingleCheckpointBarrierHandler,
+    absolute_time_millis,
+    checkpoint_start_delay_ns,
 )
+from taskmgr.checkpointing.subtask_checkpoint_coordinator import elapsed_millis
 
 ALIGNED = CheckpointOptions()
 UNALIGNED = CheckpointOptions(alignment=AlignmentType.UNALIGNED)
@@ -105,6 +108,22 @@ def test_one_channel_aligns_at_once_and_the_queueing_shows_as_start_delay():
     assert ("trigger", 1, "aligned") in log
     assert task.metrics[1].alignment_duration_ns == 0
     assert task.metrics[1].start_delay_ns == 151_000_000_000
+
+
+def test_start_delay_is_whole_milliseconds_of_the_clock_and_alignment_nanoseconds():
+    """Flink: `1_000_000 * max(0, absoluteTimeMillis() - timestamp)`; the alignment runs on
+    the nanosecond clock."""
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.aligned, channels=2)
+    clock.now = 10.0309  # 30.9 ms after the barrier's timestamp (10,000 ms): 30 ms
+    handler.process_barrier(barrier(1), ch(0))
+    clock.now = 10.0312
+    handler.process_barrier(barrier(1), ch(1))
+    assert task.metrics[1].start_delay_ns == 30_000_000
+    assert task.metrics[1].alignment_duration_ns == 300_000
+    assert handler.latest_start_delay_ns == 30_000_000
+    clock.now = 9.9995  # a clock behind the coordinator's: no negative delay
+    handler.process_barrier(barrier(2), ch(0))
+    assert handler.latest_start_delay_ns == 0
 
 
 def test_aligned_data_bytes_during_alignment_are_counted():
@@ -241,6 +260,13 @@ def test_tracker_never_blocks_and_triggers_on_the_last_barrier():
     assert task.metrics[1].alignment_duration_ns == 300_000_000
 
 
+def test_tracker_start_delay_is_whole_milliseconds_too():
+    handler, log, clock, task = tracker(channels=1)
+    clock.now = 10.0047
+    handler.process_barrier(barrier(1), ch(0))
+    assert task.metrics[1].start_delay_ns == 4_000_000
+
+
 def test_tracker_drops_older_checkpoints_a_newer_one_completes_before():
     handler, log, clock, task = tracker()
     handler.process_barrier(barrier(1), ch(0))
@@ -265,3 +291,17 @@ def test_timeoutable_options_are_what_the_coordinator_derives():
     assert options.is_timeoutable and not options.is_unaligned
     assert CheckpointOptions.for_config("CHECKPOINT", is_exactly_once_mode=True, is_unaligned_enabled=True,
                                         aligned_checkpoint_timeout=math.inf).is_unaligned
+
+
+def test_the_millisecond_clock_floors_and_does_not_lose_a_millisecond_to_float_sums():
+    assert absolute_time_millis(1.0309) == 1030
+    assert absolute_time_millis(0.1 + 0.2) == 300
+    assert absolute_time_millis(1.001) == 1001  # 1.001 * 1000 is 1000.9999999999999
+    assert checkpoint_start_delay_ns(1.0309, 1027) == 3_000_000
+    assert checkpoint_start_delay_ns(1.0265, 1027) == 0
+
+
+def test_sync_and_async_durations_are_elapsed_nanoseconds_truncated_to_milliseconds():
+    assert elapsed_millis(1.0, 1.0002) == 0
+    assert elapsed_millis(1.0, 1.0029) == 2
+    assert elapsed_millis(5.001, 5.003) == 2  # not 1 for 1999999.9999997797 ns
