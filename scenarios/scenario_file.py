@@ -305,6 +305,8 @@ class NetworkSettings:
     #: Simulated link (sim mode): 10 Gbit/s in bytes/s, 50 us.
     link_bandwidth: float = field(default=10e9 / 8, metadata=_opt(_leaf(_as_bandwidth)))
     link_latency: float = field(default=50e-6, metadata=_opt(DURATION))
+    #: What the output flusher's sleep adds to each period (sim mode; see NetworkConfig).
+    flusher_sleep_overshoot: float = field(default=100e-6, metadata=_opt(DURATION))
     #: Socket send buffer of the simulated link: Netty's high write watermark, 2 x 32 KiB.
     send_window: int = field(default=64 * 1024, metadata=_opt(_size_from(1)))
     #: Largest frame a connection accepts; None: 1 MiB, or one buffer plus 64 KiB.

@@ -51,6 +51,12 @@ class NetworkConfig:
     link_bandwidth: float = 10e9 / 8
     link_latency: float = 50e-6
     send_window: int = 64 * 1024
+    # What a Java thread's sleep adds to its duration (sim mode only; realtime sleeps have
+    # their own): Flink's OutputFlusher sleeps `buffer_timeout` and then flushes, so its
+    # period is the timeout plus this, and drifts against paced sources. Measured with
+    # OpenJDK 17 on Linux: Thread.sleep(1 ms / 10 ms / 100 ms) overshoots by a median
+    # 93 / 104 / 150 us.
+    flusher_sleep_overshoot: float = 100e-6
     # Largest Netty frame a connection accepts; a longer one is refused from its length
     # field (before it is buffered) and closes the connection. None: 1 MiB, or one buffer
     # plus 64 KiB when buffers are larger (`frame_size_limit`).
@@ -81,6 +87,8 @@ class NetworkConfig:
             raise ValueError("network_memory must hold at least one buffer")
         if self.link_bandwidth <= 0 or self.link_latency < 0 or self.send_window < 1:
             raise ValueError("link_bandwidth must be > 0, link_latency >= 0, send_window >= 1")
+        if self.flusher_sleep_overshoot < 0:
+            raise ValueError("flusher_sleep_overshoot must be >= 0")
         if self.max_partition_requests_per_connection < 1 or self.first_request_timeout <= 0:
             raise ValueError("max_partition_requests_per_connection must be >= 1, first_request_timeout > 0")
         if self.debloat_target <= 0 or self.debloat_period <= 0 or self.debloat_samples < 1:

@@ -367,9 +367,10 @@ class Task:
                 self._nursery = nursery
                 for gate in self._gates:
                     nursery.start_soon(gate.request_partitions)
+                overshoot = env.config.flusher_sleep_overshoot if kernel.current_mode() == "sim" else 0.0
                 for index, writer in enumerate(writers):
                     phase = ctx.rng(f"output-flusher-{index}").uniform(0, max(writer.timeout, 0))
-                    nursery.start_soon(writer.run_output_flusher, phase)
+                    nursery.start_soon(writer.run_output_flusher, phase, overshoot)
                 if restore is not None:
                     await self._restore_output_state(restore)
                 if env.config.debloat and self._gates:

@@ -160,17 +160,20 @@ class RecordWriter:
     async def wait_available(self) -> None:
         await self.partition.wait_available()
 
-    async def run_output_flusher(self, phase: float = 0.0) -> None:
+    async def run_output_flusher(self, phase: float = 0.0, overshoot: float = 0.0) -> None:
         """Flush every `timeout` seconds until cancelled (Flink's OutputFlusher thread), the
         first time after `phase` seconds: where a flusher thread starts relative to the
         records is arbitrary in Flink, and a phase of 0 everywhere would align every flush
-        with every paced source in sim mode."""
+        with every paced source in sim mode. Each sleep lasts `timeout + overshoot`, as a
+        thread's sleep overshoots: the flushes drift against a paced source's records
+        instead of meeting each at the same point of its wait."""
         if self.timeout <= 0:
             return
-        self.next_flush_at = kernel.current_time() + phase + self.timeout
+        period = self.timeout + overshoot
+        self.next_flush_at = kernel.current_time() + phase + period
         await kernel.sleep(phase)
         while not self.partition.is_finished:
-            self.next_flush_at = kernel.current_time() + self.timeout
-            await kernel.sleep(self.timeout)
+            self.next_flush_at = kernel.current_time() + period
+            await kernel.sleep(period)
             self.partition.flush_all()
         self.next_flush_at = math.inf

@@ -132,13 +132,18 @@ class SourceOperator(StreamOperator):
             return False
         count = len(records)
         self.ctx.records_emitted += count
-        if self.node.cost is None:
-            if self.ctx.run.costs_enabled:
-                await kernel.sleep(count * DEFAULT_SOURCE_COST)
-        else:
-            await self.ctx.charge(self.node.cost, count)
+        cost = self.cost_per_record()
+        if cost > 0:
+            await kernel.sleep(count * cost)
         await self.output.emit(records)
         return True
+
+    def cost_per_record(self) -> float:
+        """The source's own modelled cost of one record now: its `cost`, else
+        `DEFAULT_SOURCE_COST` (0 while draining)."""
+        if self.node.cost is None:
+            return DEFAULT_SOURCE_COST if self.ctx.run.costs_enabled else 0.0
+        return super().cost_per_record()
 
     async def wait_available(self) -> None:
         await kernel.sleep_forever()
@@ -250,11 +255,15 @@ class GeneratorSourceOperator(SourceOperator):
         return max(1, steps)
 
     def _steps_before(self, deadline: float, count: int) -> int:
-        """Whole steps after record `count` due strictly before `deadline` (a step due at the
-        deadline itself came after the flush or sample there, whose timer was set first)."""
+        """Whole steps after record `count` that, slept through and written when the last of
+        them is due (each record after the source's cost), are written strictly before
+        `deadline`: a flush or sample there sees them, as Flink's would see records it wrote
+        one by one as they came due (a step due at the deadline itself came after the flush
+        or sample there, whose timer was set first)."""
         quantum, schedule = self.quantum, self.schedule
+        cost = self.cost_per_record()
         steps = (schedule.records_due(deadline) - count) // quantum
-        if steps > 0 and schedule.time_due(count + steps * quantum) >= deadline:
+        while steps > 0 and schedule.time_due(count + steps * quantum) + steps * quantum * cost >= deadline:
             steps -= 1
         return steps
 

@@ -93,7 +93,8 @@ def test_buffer_timeout_trades_latency_against_buffers(tmp_path: Path) -> None:
     slow_latency, slow_sent_per_s = measure()
     fast_latency, fast_sent_per_s = measure("network.buffer_timeout=1ms")
     assert slow_latency["p50"] == pytest.approx(50, abs=8) and 90 <= slow_latency["p99"] <= 101
-    assert fast_latency["p99"] < 1.1
+    # a flush every ~1.1 ms: the timeout plus the flusher thread's sleep overshoot
+    assert fast_latency["p50"] < 1.0 and fast_latency["p99"] < 1.2
     assert slow_sent_per_s == pytest.approx(10, abs=2) and fast_sent_per_s > 50 * slow_sent_per_s
 
 

@@ -9,6 +9,7 @@ from scenarios.scenario_file import (
     load_scenario,
     parse_override,
 )
+from shuffle.config import NetworkConfig
 
 LIBRARY = Path(__file__).parents[2] / "scenarios" / "library"
 
@@ -283,12 +284,14 @@ def test_bad_overrides(tmp_path, override, message):
 def test_network_config_by_field_name(tmp_path):
     scenario = load_scenario(
         write(tmp_path, MINIMAL),
-        ["network.buffer_size=4kb", "network.flow_control=tcp", "network.link_latency=1ms", "cluster.network_memory=2mb"],
+        ["network.buffer_size=4kb", "network.flow_control=tcp", "network.link_latency=1ms", "cluster.network_memory=2mb",
+         "network.flusher_sleep_overshoot=0ms"],
     )
     config = scenario.network_config()
     assert type(config).__module__ == "shuffle.config"
     assert (config.buffer_size, config.flow_control, config.network_memory) == (4096, "tcp", 2 * 1024 * 1024)
     assert config.link_latency == pytest.approx(0.001)
+    assert config.flusher_sleep_overshoot == 0 and NetworkConfig().flusher_sleep_overshoot == pytest.approx(100e-6)
     assert config.floating_buffers_per_gate == 8
 
 

@@ -5,6 +5,7 @@ turns unavailable."""
 import numpy as np
 import pytest
 
+from shuffle import kernel
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
 from shuffle.partition.result_partition import ResultPartition
@@ -62,3 +63,23 @@ def _drain(partition: ResultPartition) -> None:
     for sub in partition.subpartitions:
         while (polled := sub.poll_buffer()) is not None:
             polled.buffer.recycle()
+
+
+async def test_the_output_flusher_sleeps_the_timeout_plus_the_overshoot(sim_kernel, monkeypatch):
+    """Flink's OutputFlusher: Thread.sleep(timeout), then flushAll; a sleep overshoots, so the
+    period is longer than the timeout and drifts against a paced source's records."""
+    partition = ResultPartition("p", 1, ResultPartitionType.PIPELINED_BOUNDED, NetworkConfig(buffer_size=4096))
+    partition.setup(NetworkBufferPool(20, 4096))
+    writer = RecordWriter(partition, RebalancePartitioner(np.random.default_rng(0)),
+                          RecordSerializer(FixedWidthRecords.make(np.arange(1), np.arange(1), 0, 16).format), 0.001)
+    flushes, announced = [], []
+    monkeypatch.setattr(partition, "flush_all", lambda: flushes.append(kernel.current_time()))
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(writer.run_output_flusher, 0.0003, 0.0001)
+        for _ in range(4):
+            await kernel.sleep(0.0002)
+            announced.append(writer.next_flush_at)
+        await kernel.sleep(0.005)
+        nursery.cancel_scope.cancel()
+    assert flushes[:4] == pytest.approx([0.0003 + 0.0011 * k for k in range(1, 5)])
+    assert announced[0] == pytest.approx(0.0014) and announced[-1] == pytest.approx(0.0014)  # the next one
