@@ -5,7 +5,7 @@
 the next is polled once every record of the last is processed, and a buffer is recycled
 (which gives credit back) as its last record is done. It hands the records to the
 operator chain in chunks, the task's steps (`StreamOperator.begin_step`: at most
-`max_chunk_time` of modelled cost, ending before an output's next flush), so that the
+the context's `max_step_time` of modelled cost, ending before an output's next flush), so that the
 mailbox checks output availability (and mails, and priority events) between chunks as
 Flink does between records. An event is handled once the records polled before it are
 processed, except a priority event (unaligned barrier, announcement), which is handled
@@ -32,15 +32,10 @@ from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializ
 from taskmgr.checkpointing.checkpointed_input_gate import CheckpointedInputGate
 from taskmgr.checkpointing.task_state import ChannelKey, channel_key
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
-from taskmgr.operators.base import MAX_CHUNK_TIME, OperatorContext, StreamOperator
+from taskmgr.operators.base import OperatorContext, StreamOperator
 from taskmgr.operators.formats import RecordFormat
 from taskmgr.operators.records import Records, split
 from taskmgr.task_input import InputStatus, TaskInput  # noqa: F401 (TaskInput: re-exported)
-
-#: `MAX_CHUNK_TIME` when unaligned barriers may come: Flink takes a priority event after the
-#: record in hand, so chunks stay short.
-PRIORITY_CHUNK_TIME = 0.001
-
 
 class _Pending(NamedTuple):
     """Records of one buffer not processed yet (the buffer is recycled once they are), or
@@ -57,18 +52,16 @@ class _Pending(NamedTuple):
 class StreamInputProcessor:
     """Deserializes the task's inputs and feeds the head operator, one chunk per call.
 
-    A chunk is at most `MAX_CHUNK_TIME` of modelled cost, within one buffer: a task holds
+    A chunk is at most the context's `max_step_time` of modelled cost, within one buffer: a task holds
     no buffer beyond the one it reads (its channels' queues and credit are Flink's), and
     gives it back once all its records are processed (Flink: once the last is
     deserialized, one record's processing earlier).
     """
 
     def __init__(self, inputs: Sequence[CheckpointedInputGate], formats: dict[int, RecordFormat],
-                 head: StreamOperator, io: TaskIOMetricGroup, ctx: OperatorContext,
-                 max_chunk_time: float = MAX_CHUNK_TIME) -> None:
+                 head: StreamOperator, io: TaskIOMetricGroup, ctx: OperatorContext) -> None:
         self.inputs = list(inputs)
         self.formats = formats
-        self.max_chunk_time = max_chunk_time
         self.head = head
         self.io = io
         self.ctx = ctx
@@ -99,7 +92,7 @@ class StreamInputProcessor:
                 if self._end_of_data_channels == self._num_channels:
                     return InputStatus.END_OF_DATA  # before any event behind it (a barrier)
             return InputStatus.MORE_AVAILABLE
-        wanted = self.head.begin_step(len(head.records), self.max_chunk_time)
+        wanted = self.head.begin_step(len(head.records))
         await self._process_chunk(self.head.output.headroom(wanted))
         return InputStatus.MORE_AVAILABLE
 

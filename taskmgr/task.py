@@ -37,10 +37,10 @@ from taskmgr.checkpointing.single_checkpoint_barrier_handler import (
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointCoordinator
 from taskmgr.checkpointing.task_state import TaskStateSnapshot, channel_key
 from taskmgr.execution_state import ExecutionState
-from taskmgr.input_processor import PRIORITY_CHUNK_TIME, StreamInputProcessor
+from taskmgr.input_processor import StreamInputProcessor
 from taskmgr.metrics.task_io_metrics import COUNTERS, INPUT_CHANNEL_COUNTERS, TaskIOMetricGroup
 from taskmgr.operators import OperatorChain, build_operator_chain
-from taskmgr.operators.base import MAX_CHUNK_TIME, OperatorContext, RunControl
+from taskmgr.operators.base import MAX_CHUNK_TIME, PRIORITY_CHUNK_TIME, OperatorContext, RunControl
 from taskmgr.operators.formats import output_format
 from taskmgr.operators.sources import SourceOperator
 from taskmgr.payloads import load_object
@@ -348,6 +348,7 @@ class Task:
         ctx.flush_timeout = min(timeouts) if timeouts else -1.0
         chain = build_operator_chain(vertex, ctx, writers, env.config.buffer_size)
         self._source = chain.source
+        ctx.max_step_time = self._max_step_time()
         if self._source is None:
             self._input_processor = self._create_input_processor(chain, io, ctx)
         task_input = self._source or self._input_processor
@@ -408,6 +409,17 @@ class Task:
             timeout = self.job_graph.buffer_timeout
         return RecordWriter(partition, selector, RecordSerializer(output_format(producer)), timeout)
 
+    def _max_step_time(self) -> float:
+        """How long a step of this task may take: short where a checkpoint would otherwise
+        wait for it (Flink waits for the record in hand): a source's trigger is a mail, at
+        every checkpoint; an unaligned barrier overtakes a task's input."""
+        checkpointing = self.job_graph.checkpointing
+        if checkpointing is None or not checkpointing.enabled:
+            return MAX_CHUNK_TIME
+        if self._source is not None or checkpointing.config.unaligned:
+            return PRIORITY_CHUNK_TIME
+        return MAX_CHUNK_TIME
+
     def _create_input_processor(self, chain: OperatorChain, io: TaskIOMetricGroup,
                                 ctx: OperatorContext) -> StreamInputProcessor:
         by_input: dict[int, list[SingleInputGate]] = {}
@@ -416,17 +428,14 @@ class Task:
             by_input.setdefault(edge.type_number, []).append(gate)
             formats[gate.gate_index] = output_format(edge.stream_edges[0].source)
         checkpointing = self.job_graph.checkpointing
-        chunk_time = MAX_CHUNK_TIME
         if checkpointing is not None and checkpointing.enabled:
             config = checkpointing.config
             self._barrier_handler = create_checkpoint_barrier_handler(
                 config, self, self._gates, sum(gate.num_channels for gate in self._gates),
                 self.run_control.job_time, self._register_timer)
-            if config.unaligned:
-                chunk_time = PRIORITY_CHUNK_TIME
         inputs = [CheckpointedInputGate(gates, input_index, self._barrier_handler, self.env.tracer, self.name)
                   for input_index, gates in by_input.items()]
-        return StreamInputProcessor(inputs, formats, chain.head, io, ctx, max_chunk_time=chunk_time)
+        return StreamInputProcessor(inputs, formats, chain.head, io, ctx)
 
     def release_partitions(self) -> None:
         """Release what this task produced (consumers that still read it fail)."""

@@ -290,8 +290,8 @@ def checkpoints_figure(checkpoints: Sequence[Mapping[str, Any]]) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
                         subplot_titles=["Checkpoint times", "Checkpoint sizes"])
     x = [c.get("trigger_s") for c in checkpoints]
-    hover = [f"checkpoint {c.get('id')} ({c.get('type', '')}): {c.get('status', '')}"
-             + (f"<br>{c['failure']}" if c.get("failure") else "") for c in checkpoints]
+    hover = [f"checkpoint {c.get('id') or '(no id: its plan failed)'} ({c.get('type', '')}): "
+             f"{c.get('status', '')}" + (f"<br>{c['failure']}" if c.get("failure") else "") for c in checkpoints]
     for row, fields in ((1, CHECKPOINT_TIMES), (2, CHECKPOINT_SIZES)):
         for i, (key, label) in enumerate(fields):
             fig.add_trace(go.Scatter(x=x, y=[c.get(key) for c in checkpoints], name=label, mode="lines+markers",

@@ -31,6 +31,9 @@ from taskmgr.task_services import TaskServices
 
 #: Longest modelled processing time of one step of a task's records (seconds).
 MAX_CHUNK_TIME = 0.010
+#: The same where a mail or priority event must not wait long: Flink runs a checkpoint
+#: trigger (a source's mail) or takes an unaligned barrier after the record in hand.
+PRIORITY_CHUNK_TIME = 0.001
 
 
 @dataclass
@@ -80,6 +83,9 @@ class OperatorContext:
     #: The shortest buffer timeout of the task's outputs (s; 0 = flush every record, -1 = none):
     #: paced sources emit in steps finer than it, so pacing does not hide the flush latency.
     flush_timeout: float = -1.0
+    #: Longest modelled cost of one step (s): `MAX_CHUNK_TIME`, or `PRIORITY_CHUNK_TIME`
+    #: where checkpoints must not wait for long steps (the task decides).
+    max_step_time: float = MAX_CHUNK_TIME
     #: When the current step began (virtual s) and its modelled cost per record through the
     #: chain (s; `StreamOperator.begin_step`).
     step_start: float = 0.0
@@ -231,17 +237,17 @@ class StreamOperator:
             return 0.0
         return cost.at(self.ctx.run.job_time())
 
-    def begin_step(self, ready: int, max_time: float = MAX_CHUNK_TIME) -> int:
+    def begin_step(self, ready: int) -> int:
         """Start a step of the task at this operator, the head of its chain: of `ready`
         records, how many go through the chain in it, those whose modelled cost ends within
-        `max_time` and strictly before the next flush of a record writer downstream, which
+        the context's `max_step_time` and strictly before the next flush of a record writer downstream, which
         then sees the records Flink's would have written by then (at least one; all of them
         without a cost). Notes when the step began and its cost per record."""
         now = self.ctx.step_start = kernel.current_time()
         cost = self.ctx.step_cost = self.cost_per_record() + self.output.cost_per_record()
         if cost <= 0:
             return ready
-        count = int(max_time / cost + 1e-9)
+        count = int(self.ctx.max_step_time / cost + 1e-9)
         flush_in = self.output.next_flush_at() - now
         if 0 < flush_in <= count * cost:  # a flush while the step runs: the step ends before it
             count = math.ceil(flush_in / cost - 1e-9) - 1

@@ -138,6 +138,10 @@ def test_checkpoint_and_latency_figures_carry_the_values() -> None:
     assert list(traces["duration"].x) == [1.0, 2.0, 3.0] and list(traces["duration"].y) == [120.0, 40.0, 900.0]
     assert list(traces["persisted in-flight data"].y) == [0, 327680, None]
     assert list(traces["failed"].x) == [3.0]
+    assert traces["duration"].hovertext[2] == "checkpoint 3 (aligned): FAILED<br>CHECKPOINT_EXPIRED"
+    no_plan = {"id": None, "status": "FAILED", "type": "CHECKPOINT", "trigger_s": 4.0,
+               "failure": "NOT_ALL_REQUIRED_TASKS_RUNNING"}  # a trigger whose plan failed: no id
+    assert checkpoints_figure([no_plan]).data[0].hovertext[0].startswith("checkpoint (no id: its plan failed)")
     summary = {"latency_ms": LATENCY, "vertices": [{"name": "SlowMap -> Sink: Writer", "latency_ms": LATENCY},
                                                    {"name": "Source: Seq"}]}
     bars = {t.name: list(t.y) for t in latency_figure(latency_groups(summary)).data}

@@ -73,7 +73,7 @@ def test_each_record_is_created_after_the_chain_processed_the_one_before() -> No
     assert (steps >= 1).all() and (steps <= 3).all() and stamps[-1] - stamps[0] == pytest.approx(118, abs=1)
 
 
-def test_a_free_chain_takes_whole_batches_and_a_costed_one_ten_ms_of_records(monkeypatch) -> None:
+def test_a_free_chain_takes_whole_batches_and_a_costed_one_ten_ms_of_records_or_one_with_checkpoints(monkeypatch) -> None:
     drawn: list[int] = []
     peek = GeneratorState.peek_batch
 
@@ -83,9 +83,11 @@ def test_a_free_chain_takes_whole_batches_and_a_costed_one_ten_ms_of_records(mon
 
     monkeypatch.setattr(GeneratorState, "peek_batch", counting)
 
-    def job(cost: str) -> StreamExecutionEnvironment:
+    def job(cost: str, checkpoint: bool = False) -> StreamExecutionEnvironment:
         env = StreamExecutionEnvironment.get_execution_environment()
         env.set_buffer_timeout(-1)  # no flush to end a step early
+        if checkpoint:
+            env.enable_checkpointing(1.0)
         (env.from_generator(record_size=16, count=5000).name("Gen").forward().map(cost=cost)
             .rebalance().map().slot_sharing_group("other").sink_to(DiscardingSink()))
         return env
@@ -95,6 +97,11 @@ def test_a_free_chain_takes_whole_batches_and_a_costed_one_ten_ms_of_records(mon
     drawn.clear()
     execute(job("1ms"), duration=7, task_managers=2).raise_for_status()
     assert set(drawn) == {9}  # 10 ms over 1 ms for the map plus the source's own 100 ns
+    drawn.clear()
+    # with checkpoints a trigger (a mail) waits for the step in hand, where Flink's waits for
+    # one record: a source's steps are 1 ms, aligned or not
+    execute(job("0.1ms", checkpoint=True), duration=2, task_managers=2).raise_for_status()
+    assert set(drawn) == {9}
 
 
 # -- from_sequence --------------------------------------------------------------------------------
