@@ -307,8 +307,9 @@ class NetworkSettings:
     link_latency: float = field(default=50e-6, metadata=_opt(DURATION))
     #: What the output flusher's sleep adds to each period (sim mode; see NetworkConfig).
     flusher_sleep_overshoot: float = field(default=100e-6, metadata=_opt(DURATION))
-    #: Socket send buffer of the simulated link: Netty's high write watermark, 2 x 32 KiB.
-    send_window: int = field(default=64 * 1024, metadata=_opt(_size_from(1)))
+    #: Bytes a simulated connection holds in flight (its socket buffers); None: autotuned
+    #: from bandwidth and latency as Linux does (see NetworkConfig.socket_window).
+    send_window: int | None = field(default=None, metadata=_opt(_size_from(1)))
     #: Largest frame a connection accepts; None: 1 MiB, or one buffer plus 64 KiB.
     max_frame_size: int | None = field(default=None, metadata=_opt(_size_from(1)))
 

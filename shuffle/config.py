@@ -46,11 +46,15 @@ class NetworkConfig:
     request_backoff_initial: float = 0.1
     request_backoff_max: float = 10.0
     partition_request_timeout: float = 10.0
-    # Simulated link (sim mode only): 10 Gbit/s, 50 us, a 64 KiB socket buffer
-    # (Netty's high write watermark is 2 x segment size).
+    # Simulated link (sim mode only): 10 Gbit/s, 50 us. `send_window`: the bytes a connection
+    # holds between the writer and the reader (the kernel's socket buffers). Flink leaves
+    # SO_SNDBUF/SO_RCVBUF to the OS (taskmanager.network.netty.sendReceiveBufferSize = 0) and
+    # its server writes one BufferResponse at a time, so Netty's 64 KiB high watermark never
+    # gates it; Linux autotunes the send buffer to ~2x the congestion window. None: that,
+    # 2 x bandwidth x round trip, at least 64 KiB and at most 4 MiB (tcp_wmem's maximum).
     link_bandwidth: float = 10e9 / 8
     link_latency: float = 50e-6
-    send_window: int = 64 * 1024
+    send_window: int | None = None
     # What a Java thread's sleep adds to its duration (sim mode only; realtime sleeps have
     # their own): Flink's OutputFlusher sleeps `buffer_timeout` and then flushes, so its
     # period is the timeout plus this, and drifts against paced sources. Measured with
@@ -85,8 +89,9 @@ class NetworkConfig:
             raise ValueError(f"flow_control must be one of {FLOW_CONTROL_MODES}, got {self.flow_control!r}")
         if self.network_memory < self.buffer_size:
             raise ValueError("network_memory must hold at least one buffer")
-        if self.link_bandwidth <= 0 or self.link_latency < 0 or self.send_window < 1:
-            raise ValueError("link_bandwidth must be > 0, link_latency >= 0, send_window >= 1")
+        window_ok = self.send_window is None or self.send_window >= 1
+        if self.link_bandwidth <= 0 or self.link_latency < 0 or not window_ok:
+            raise ValueError("link_bandwidth must be > 0, link_latency >= 0, send_window >= 1 (or None)")
         if self.flusher_sleep_overshoot < 0:
             raise ValueError("flusher_sleep_overshoot must be >= 0")
         if self.max_partition_requests_per_connection < 1 or self.first_request_timeout <= 0:
@@ -103,6 +108,13 @@ class NetworkConfig:
         if self.max_frame_size is not None and self.max_frame_size < self.buffer_size + FRAME_HEADROOM:
             raise ValueError(f"max_frame_size must be at least buffer_size + {FRAME_HEADROOM} bytes of headers "
                              f"({self.buffer_size + FRAME_HEADROOM}), got {self.max_frame_size}")
+
+    @property
+    def socket_window(self) -> int:
+        """The simulated link's send window: `send_window`, or autotuned (see above)."""
+        if self.send_window is not None:
+            return self.send_window
+        return int(min(4 * 1024 * 1024, max(64 * 1024, 2 * self.link_bandwidth * 2 * self.link_latency)))
 
     @property
     def frame_size_limit(self) -> int:

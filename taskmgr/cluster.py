@@ -59,7 +59,7 @@ def create_transport(config: ClusterConfig) -> Transport:
         from shuffle.transport.sim_link import SimNetwork
 
         network = config.network
-        transport = SimNetwork(network.link_bandwidth, network.link_latency, network.send_window)
+        transport = SimNetwork(network.link_bandwidth, network.link_latency, network.socket_window)
     else:
         from shuffle.transport.tcp import TcpTransport
 

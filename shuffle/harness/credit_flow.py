@@ -114,7 +114,7 @@ class CreditFlowHarness:
         config = config or NetworkConfig()
         tracer = Tracer() if trace else NULL_TRACER
         if transport in ("sim", "sim_frames"):
-            network, addresses = SimNetwork(config.link_bandwidth, config.link_latency, config.send_window,
+            network, addresses = SimNetwork(config.link_bandwidth, config.link_latency, config.socket_window,
                                             carry_objects=transport == "sim"), ("producer", "consumer")
         elif transport == "tcp":
             from shuffle.transport.tcp import TcpTransport  # only the realtime variant needs sockets

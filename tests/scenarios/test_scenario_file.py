@@ -57,7 +57,7 @@ def test_defaults_are_flinks(tmp_path):
     assert (net.buffer_size, net.exclusive_buffers_per_channel, net.floating_buffers_per_gate) == (32768, 2, 8)
     assert (net.max_buffers_per_channel, net.max_overdraft_buffers_per_gate) == (10, 20)
     assert net.buffer_timeout == pytest.approx(0.1)
-    assert (net.flow_control, net.debloat, net.send_window) == ("credit", False, 65536)
+    assert (net.flow_control, net.debloat, net.send_window) == ("credit", False, None)
     assert net.link_bandwidth == pytest.approx(10e9 / 8)
     assert net.link_latency == pytest.approx(50e-6)
     assert scenario.name == "scenario"

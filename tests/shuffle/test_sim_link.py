@@ -7,6 +7,8 @@ from hypothesis import strategies as st
 import pytest
 
 from shuffle import kernel
+from shuffle.config import NetworkConfig
+from shuffle.harness.credit_flow import CreditFlowHarness
 from shuffle.kernel import sim
 from shuffle.transport.sim_link import SimNetwork
 
@@ -232,3 +234,31 @@ def test_bytes_arrive_in_order_for_any_sizes(parts, window, max_bytes):
     assert received == b"".join(parts)
     total = sum(map(len, parts))
     assert end >= total / BANDWIDTH + LATENCY - 1e-9 and math.isfinite(end)
+
+
+def test_the_send_window_is_autotuned_from_bandwidth_and_round_trip_unless_set():
+    # Flink leaves the socket buffers to the OS, which sizes the send buffer to ~2x the
+    # congestion window: 2 x bandwidth x round trip, between 64 KiB and tcp_wmem's 4 MiB
+    assert NetworkConfig().socket_window == 250_000  # 10 Gbit/s, 2 x 50 us
+    assert NetworkConfig(link_bandwidth=1.25e6).socket_window == 64 * 1024  # 10 Mbit/s
+    assert NetworkConfig(link_latency=0.01).socket_window == 4 * 1024 * 1024
+    assert NetworkConfig(send_window=4096).socket_window == 4096
+
+
+@pytest.mark.parametrize("latency, least, most", [(50e-6, 0.9, 1.02), (1e-3, 0.06, 0.15)])
+async def test_a_network_bound_channel_fills_the_link_until_credit_limits_it(sim_kernel, latency, least, most):
+    """Full buffers as fast as credit allows to a consumer that takes them at once: on the
+    default link the connection carries ~the link rate (a 64 KiB window held it to ~70 %);
+    at 1 ms credit per round trip bounds it, as in Flink (~7 %; a 64 KiB window: ~5 %)."""
+    config = NetworkConfig(buffer_size=32 * 1024, link_latency=latency)
+    async with CreditFlowHarness.open(config, trace=False) as h:
+        h.auto_consume(0)
+        await h.emit_buffers(0, 300)  # past the start: requests, credit, the window
+        while len(h.consumed[0]) < 299:
+            await kernel.sleep(0.0001)
+        start = kernel.current_time()
+        await h.emit_buffers(0, 2000)
+        while len(h.consumed[0]) < 2299:
+            await kernel.sleep(0.0001)
+        rate = 2000 * config.buffer_size / (kernel.current_time() - start)
+    assert least * config.link_bandwidth < rate < most * config.link_bandwidth
