@@ -240,9 +240,9 @@ class StreamOperator:
     def begin_step(self, ready: int) -> int:
         """Start a step of the task at this operator, the head of its chain: of `ready`
         records, how many go through the chain in it, those whose modelled cost ends within
-        the context's `max_step_time` and strictly before the next flush of a record writer downstream, which
-        then sees the records Flink's would have written by then (at least one; all of them
-        without a cost). Notes when the step began and its cost per record."""
+        the context's `max_step_time` and strictly before the next flush of a record writer
+        downstream, which then sees the records Flink's would have written by then (at least
+        one; all of them without a cost). Notes when the step began and its cost per record."""
         now = self.ctx.step_start = kernel.current_time()
         cost = self.ctx.step_cost = self.cost_per_record() + self.output.cost_per_record()
         if cost <= 0:

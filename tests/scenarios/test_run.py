@@ -50,8 +50,9 @@ def _vertex(name: str, busy: list[float]) -> dict:
     """A summary.json vertex whose subtasks have the given busy times (idle the rest)."""
     subtasks = [{"index": i, "metrics": {"busyTimeMsPerSecond": b, "idleTimeMsPerSecond": 1000 - b}}
                 for i, b in enumerate(busy)]
+    mean = sum(busy) / len(busy)
     return {"name": name, "parallelism": len(busy), "backpressure_level": "ok", "subtasks": subtasks,
-            "metrics": {"busyTimeMsPerSecond": sum(busy) / len(busy), "idleTimeMsPerSecond": 1000 - sum(busy) / len(busy)}}
+            "metrics": {"busyTimeMsPerSecond": mean, "idleTimeMsPerSecond": 1000 - mean}}
 
 
 def test_table_shows_the_busiest_subtask_as_flinks_web_ui_does() -> None:

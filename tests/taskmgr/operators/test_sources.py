@@ -73,7 +73,7 @@ def test_each_record_is_created_after_the_chain_processed_the_one_before() -> No
     assert (steps >= 1).all() and (steps <= 3).all() and stamps[-1] - stamps[0] == pytest.approx(118, abs=1)
 
 
-def test_a_free_chain_takes_whole_batches_and_a_costed_one_ten_ms_of_records_or_one_with_checkpoints(monkeypatch) -> None:
+def test_a_free_chain_takes_whole_batches_a_costed_one_10_ms_of_records_1_ms_with_checkpoints(monkeypatch) -> None:
     drawn: list[int] = []
     peek = GeneratorState.peek_batch
 
