@@ -1,13 +1,15 @@
 """The task's input side: the one place records and events come in (Flink's
 `StreamOneInputProcessor` / `StreamMultipleInputProcessor` over `CheckpointedInputGate`s).
 
-`StreamInputProcessor` takes one buffer at a time, as Flink's deserializer holds one:
-the next is polled once every record of the last is processed, and a buffer is recycled
-(which gives credit back) as its last record is done. It hands the records to the
-operator chain in chunks, the task's steps (`StreamOperator.begin_step`: at most
-the context's `max_step_time` of modelled cost, ending before an output's next flush), so that the
-mailbox checks output availability (and mails, and priority events) between chunks as
-Flink does between records. An event is handled once the records polled before it are
+`StreamInputProcessor` takes one buffer at a time per input, as Flink's deserializer of
+each input holds one: the next is polled once every record of the last is processed, and
+a buffer is recycled (which gives credit back) as its last record is done. It hands the
+records to the operator chain in chunks, the task's steps (`StreamOperator.begin_step`: at
+most the context's `max_step_time` of modelled cost, ending before an output's next
+flush), so that the mailbox checks output availability (and mails, and priority events)
+between chunks as Flink does between records. With several inputs (a two-input task) the
+inputs take turns so that those with data get equal numbers of records, as Flink's picks
+an input per record; a chunk of one input stops at what the others have in hand. An event is handled once the records polled before it are
 processed, except a priority event (unaligned barrier, announcement), which is handled
 at once: the records still unread then are in-flight data of an unaligned checkpoint.
 The turn that handles the last channel's EndOfData says END_OF_DATA, before any event
@@ -52,10 +54,10 @@ class _Pending(NamedTuple):
 class StreamInputProcessor:
     """Deserializes the task's inputs and feeds the head operator, one chunk per call.
 
-    A chunk is at most the context's `max_step_time` of modelled cost, within one buffer: a task holds
-    no buffer beyond the one it reads (its channels' queues and credit are Flink's), and
-    gives it back once all its records are processed (Flink: once the last is
-    deserialized, one record's processing earlier).
+    A chunk is at most the context's `max_step_time` of modelled cost, within one buffer: a
+    task holds no buffer beyond the one it reads per input (its channels' queues and credit
+    are Flink's), and gives it back once all its records are processed (Flink: once the last
+    is deserialized, one record's processing earlier).
     """
 
     def __init__(self, inputs: Sequence[CheckpointedInputGate], formats: dict[int, RecordFormat],
@@ -71,21 +73,66 @@ class StreamInputProcessor:
             gate.gate_index: [SpanningRecordDeserializer(formats[gate.gate_index]) for _ in gate.channels]
             for checkpointed in self.inputs for gate in checkpointed.gates
         }
-        self._pending: deque[_Pending] = deque()
-        self._next = 0
+        #: Per input (its place in `inputs`), as Flink's `StreamTaskNetworkInput` each hold a
+        #: deserializer with a buffer: records of one buffer, or an event after them.
+        self._pending_by_input: list[deque[_Pending]] = [deque() for _ in self.inputs]
+        self._position = {id(checkpointed): i for i, checkpointed in enumerate(self.inputs)}
+        #: The input read last (Flink's `lastReadInputIndex`, starting so that the first is read first).
+        self._last = len(self.inputs) - 1
+        #: Records processed per input (only their differences matter).
+        self._served = [0] * len(self.inputs)
+        self._single = len(self.inputs) == 1
         #: Channels whose EndOfData has been handled (all of them: end of data).
         self._end_of_data_channels = 0
         self._num_channels = sum(1 for _ in self._channels())
 
     async def process_input(self) -> InputStatus:
-        if not self._pending:
-            if not self._poll():
-                return InputStatus.END_OF_INPUT if self.is_finished else InputStatus.NOTHING_AVAILABLE
-            if not self._pending:  # an event handled at once, or a buffer without a whole record
-                return InputStatus.MORE_AVAILABLE
-        head = self._pending[0]
+        """One turn: a chunk of one input's records (or one event). With several inputs,
+        Flink's `StreamMultipleInputProcessor` picks an input per record (round-robin among
+        those with data, `fairSelectNextIndex`; a two-input task never emits a batch of
+        one input's records), so inputs with data get equal numbers of records: here each
+        turn goes to the input with data that has had the fewest records (ties round-robin),
+        and an input without data gains no claim on later turns."""
+        if self._single:
+            pending = self._pending_by_input[0]
+            if not pending:
+                result = self.inputs[0].poll_next()
+                if result is None:
+                    return InputStatus.END_OF_INPUT if self.is_finished else InputStatus.NOTHING_AVAILABLE
+                self._take(result, self.inputs[0])
+                if not pending:  # an event handled at once, or a buffer without a whole record
+                    return InputStatus.MORE_AVAILABLE
+            return await self._process_head(pending, 0)
+        inputs = self.inputs
+        n = len(inputs)
+        served = self._served
+        best = -1
+        for k in range(1, n + 1):
+            index = (self._last + k) % n
+            pending = self._pending_by_input[index]
+            if not pending:
+                result = inputs[index].poll_next()
+                if result is None:
+                    continue
+                self._take(result, inputs[index])
+                if not pending:  # an event handled at once, or a buffer without a whole record
+                    self._last = index
+                    return InputStatus.MORE_AVAILABLE
+            if best < 0 or served[index] < served[best]:
+                best = index
+        if best < 0:
+            return InputStatus.END_OF_INPUT if self.is_finished else InputStatus.NOTHING_AVAILABLE
+        floor = served[best]
+        for index in range(n):
+            if not self._pending_by_input[index] and served[index] < floor:
+                served[index] = floor
+        self._last = best
+        return await self._process_head(self._pending_by_input[best], best)
+
+    async def _process_head(self, pending: deque[_Pending], index: int) -> InputStatus:
+        head = pending[0]
         if head.records is None:
-            self._pending.popleft()
+            pending.popleft()
             head.source.handle_event(head.event)
             if isinstance(head.event.event, EndOfData):
                 self._end_of_data_channels += 1
@@ -93,7 +140,14 @@ class StreamInputProcessor:
                     return InputStatus.END_OF_DATA  # before any event behind it (a barrier)
             return InputStatus.MORE_AVAILABLE
         wanted = self.head.begin_step(len(head.records))
-        await self._process_chunk(self.head.output.headroom(wanted))
+        if not self._single:
+            # not past the records the other inputs have in hand: Flink would interleave them
+            for other in self._pending_by_input:
+                if other and other is not pending and other[0].records is not None:
+                    wanted = min(wanted, len(other[0].records))
+        done = await self._process_chunk(pending, self.head.output.headroom(wanted))
+        if not self._single:
+            self._served[index] += done
         return InputStatus.MORE_AVAILABLE
 
     @property
@@ -109,28 +163,17 @@ class StreamInputProcessor:
         treats each as if its barrier had arrived)."""
         return [channel for checkpointed in self.inputs for channel in checkpointed.unfinished_channels()]
 
-    def _poll(self) -> bool:
-        """Take the next buffer or event of any input (round-robin); False if none has one."""
-        inputs = self.inputs
-        for _ in range(len(inputs)):
-            checkpointed = inputs[self._next]
-            self._next = (self._next + 1) % len(inputs)
-            result = checkpointed.poll_next()
-            if result is not None:
-                self._take(result, checkpointed)
-                return True
-        return False
-
     def _take(self, result: BufferOrEvent, checkpointed: CheckpointedInputGate) -> None:
         self.io.num_bytes_in += result.size
         input_index = checkpointed.input_index
+        pending = self._pending_by_input[self._position[id(checkpointed)]]
         buffer = result.buffer
         channel = result.channel_info
         if buffer is None:
-            if (result.has_priority or not self._pending) and not isinstance(result.event, EndOfData):
+            if (result.has_priority or not pending) and not isinstance(result.event, EndOfData):
                 checkpointed.handle_event(result)
             else:
-                self._pending.append(_Pending(None, input_index, channel, None, result, checkpointed))
+                pending.append(_Pending(None, input_index, channel, None, result, checkpointed))
             return
         if checkpointed.handler is not None:
             checkpointed.handler.add_processed_bytes(result.size)
@@ -142,23 +185,24 @@ class StreamInputProcessor:
             buffer.recycle()
             raise
         if len(records):
-            self._pending.append(_Pending(records, input_index, channel, buffer))
+            pending.append(_Pending(records, input_index, channel, buffer))
         else:
             buffer.recycle()
 
-    def _next_run(self, wanted: int) -> tuple[Records, Buffer | None]:
+    @staticmethod
+    def _next_run(pending: deque[_Pending], wanted: int) -> tuple[Records, Buffer | None]:
         """Up to `wanted` records of the buffer being read, and the buffer if they are its last."""
-        entry = self._pending[0]
+        entry = pending[0]
         if wanted >= len(entry.records):
-            self._pending.popleft()
+            pending.popleft()
             return entry.records, entry.buffer
         head, rest = split(entry.records, wanted)
-        self._pending[0] = entry._replace(records=rest)
+        pending[0] = entry._replace(records=rest)
         return head, None
 
-    async def _process_chunk(self, wanted: int) -> None:
-        first = self._pending[0]
-        chunk, done = self._next_run(wanted)
+    async def _process_chunk(self, pending: deque[_Pending], wanted: int) -> int:
+        first = pending[0]
+        chunk, done = self._next_run(pending, wanted)
         self.io.num_records_in += len(chunk)
         self.ctx.current_channel = first.channel
         try:
@@ -166,6 +210,7 @@ class StreamInputProcessor:
         finally:
             if done is not None:  # None: more records of it to come, or restored records in no buffer
                 done.recycle()
+        return len(chunk)
 
     async def wait_available(self) -> None:
         await kernel.wait_any([c.wait_available for c in self.inputs if not c.is_finished])
@@ -198,7 +243,7 @@ class StreamInputProcessor:
         """Persist what was polled but not processed yet, per channel (Flink's unconsumed
         deserializer buffers): the records waiting here, then a record's partial start."""
         unread: dict[InputChannelInfo, list[bytes]] = {}
-        for entry in self._pending:
+        for entry in (entry for pending in self._pending_by_input for entry in pending):
             if entry.records is not None:
                 unread.setdefault(entry.channel, []).append(self._wire_bytes(entry.records, entry.channel))
         for _, channel in self._channels():
@@ -219,7 +264,8 @@ class StreamInputProcessor:
             deserializer.add_buffer(memoryview(b"".join(chunks)))
             records = deserializer.read()
             if len(records):
-                self._pending.append(_Pending(records, checkpointed.input_index, info, None))
+                self._pending_by_input[self._position[id(checkpointed)]].append(
+                    _Pending(records, checkpointed.input_index, info, None))
 
     def _channels(self) -> Iterator[tuple[CheckpointedInputGate, InputChannel]]:
         """Every input channel of the task, with the input it belongs to."""
@@ -236,7 +282,8 @@ class StreamInputProcessor:
 
     def close(self) -> None:
         """Recycle the buffers of records that will not be processed (the task ends early)."""
-        while self._pending:
-            buffer = self._pending.popleft().buffer
-            if buffer is not None:
-                buffer.recycle()
+        for pending in self._pending_by_input:
+            while pending:
+                buffer = pending.popleft().buffer
+                if buffer is not None:
+                    buffer.recycle()
