@@ -9,9 +9,9 @@ most the context's `max_step_time` of modelled cost, ending before an output's n
 flush), so that the mailbox checks output availability (and mails, and priority events)
 between chunks as Flink does between records. With several inputs (a two-input task) the
 inputs take turns so that those with data get equal numbers of records, as Flink's picks
-an input per record; a chunk of one input stops at what the others have in hand. An event is handled once the records polled before it are
-processed, except a priority event (unaligned barrier, announcement), which is handled
-at once: the records still unread then are in-flight data of an unaligned checkpoint.
+an input per record; a chunk of one input stops at what the others have in hand. An
+event is handled once the records polled before it are processed, except a priority
+event (unaligned barrier, announcement), which is handled at once: the records still unread then are in-flight data of an unaligned checkpoint.
 The turn that handles the last channel's EndOfData says END_OF_DATA, before any event
 queued behind it (as Flink's input returns it when it meets that event).
 """
