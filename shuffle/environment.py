@@ -38,7 +38,7 @@ class NettyShuffleEnvironment:
         self.tracer = tracer
         self.network_pool = NetworkBufferPool(config.num_network_buffers, config.buffer_size,
                                               config.exclusive_buffers_request_timeout)
-        self.partition_manager = ResultPartitionManager()
+        self.partition_manager = ResultPartitionManager(config.partition_request_timeout)
         self.connection_manager = ConnectionManager(transport, self.partition_manager, config, tracer)
 
     @property
@@ -47,6 +47,7 @@ class NettyShuffleEnvironment:
 
     async def start(self, nursery: Any, address: Any) -> Any:
         """Serve partitions at `address` (tasks of `nursery`); returns the bound address."""
+        self.partition_manager.start_listener_timeout_checks()
         return await self.connection_manager.start(nursery, address)
 
     def create_result_partition(self, partition_id: str, num_subpartitions: int,

@@ -1,8 +1,9 @@
 """PartitionRequestServerHandler: serves one inbound connection (spec 3.4).
 
 Decodes the consumer's requests and hands them to the connection's PartitionRequestQueue.
-A request for a partition that is not registered yet waits up to
-`partition_request_timeout`, then answers PartitionNotFound for that receiver only.
+A request for a partition that is not registered yet waits until the partition manager's
+checker expires it (one to two `partition_request_timeout`s), then answers
+PartitionNotFound for that receiver only.
 
 Bounded, whatever the consumer sends: its first request must arrive within
 `first_request_timeout` of the handshake, and it may hold at most
@@ -127,9 +128,8 @@ class PartitionRequestServerHandler:
 
     async def _request_when_registered(self, msg: PartitionRequest,
                                        reader: CreditBasedSequenceNumberingViewReader) -> None:
-        timeout = self.config.partition_request_timeout
         try:
-            registered = await self.partition_manager.wait_for_partition(msg.partition_id, timeout)
+            registered = await self.partition_manager.wait_for_partition(msg.partition_id)
         finally:
             self.waiting_requests -= 1
         if registered:

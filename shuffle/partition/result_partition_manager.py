@@ -1,11 +1,15 @@
 """ResultPartitionManager: the TaskManager's registry of produced partitions.
 
-Serves subpartition views to local channels and to the Netty server. A request for a
-partition that is not registered yet waits (bounded) for it, as Flink 1.18+ does with
-`partition-request-timeout`, before failing with PartitionNotFoundError.
+Serves subpartition views to local channels and to the Netty server. A remote request for
+a partition that is not registered yet waits for it, as Flink 1.18+ keeps it as a listener:
+a checker that runs every `partition-request-timeout` from the TaskManager's start fails
+the requests older than the timeout (so one waits between one and two timeouts); without
+a timeout there is no checker and a request waits until its partition comes.
 """
 
 from __future__ import annotations
+
+import math
 
 from shuffle import kernel
 from shuffle.errors import PartitionNotFoundError
@@ -14,10 +18,25 @@ from shuffle.partition.subpartition_view import BufferAvailabilityListener, Pipe
 
 
 class ResultPartitionManager:
-    def __init__(self) -> None:
+    def __init__(self, listener_timeout: float = 0.0) -> None:
         self._partitions: dict[str, ResultPartition] = {}
         self._registered: dict[str, kernel.Event] = {}
         self._waiting: dict[str, int] = {}  # requests waiting per partition id
+        self.listener_timeout = listener_timeout
+        self._checks_start: float | None = None
+
+    def start_listener_timeout_checks(self) -> None:
+        """Start Flink's checker of waiting requests (`checkRequestPartitionListeners`),
+        run every `listener_timeout` from now: its TaskManager starts."""
+        self._checks_start = kernel.current_time()
+
+    def _listener_expiry(self, requested_at: float) -> float:
+        """When the checker first finds a request made at `requested_at` older than the
+        timeout (inf: no checker)."""
+        timeout, start = self.listener_timeout, self._checks_start
+        if timeout <= 0 or start is None:
+            return math.inf
+        return start + timeout * (math.floor((requested_at + timeout - start) / timeout) + 1)
 
     def register_result_partition(self, partition: ResultPartition) -> None:
         if partition.partition_id in self._partitions:
@@ -38,14 +57,14 @@ class ResultPartitionManager:
                              f"subpartitions; {subpartition_index} requested")
         return PipelinedSubpartitionView(partition.subpartitions[subpartition_index], listener, partition)
 
-    async def wait_for_partition(self, partition_id: str, timeout: float) -> bool:
-        """True once `partition_id` is registered, False after `timeout` seconds."""
+    async def wait_for_partition(self, partition_id: str) -> bool:
+        """True once `partition_id` is registered, False once the checker expires the request."""
         if partition_id in self._partitions:
             return True
         event = self._registered.setdefault(partition_id, kernel.Event())
         self._waiting[partition_id] = self._waiting.get(partition_id, 0) + 1
         try:
-            with kernel.move_on_after(timeout):
+            with kernel.move_on_at(self._listener_expiry(kernel.current_time())):
                 await event.wait()
                 return True
             return False

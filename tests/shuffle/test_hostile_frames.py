@@ -205,8 +205,9 @@ def test_partition_request_round_trip_keeps_attempt_ids():
 async def test_requests_for_partitions_that_never_come_leave_nothing_behind(sim_kernel):
     from shuffle.partition.result_partition_manager import ResultPartitionManager
 
-    manager = ResultPartitionManager()
+    manager = ResultPartitionManager(listener_timeout=1.0)
+    manager.start_listener_timeout_checks()
     async with kernel.open_nursery() as nursery:
         for i in range(100):
-            nursery.start_soon(manager.wait_for_partition, f"guess-{i % 10}", 1.0)
+            nursery.start_soon(manager.wait_for_partition, f"guess-{i % 10}")
     assert manager._registered == {}
