@@ -68,3 +68,37 @@ async def test_without_a_timeout_a_request_waits_for_its_partition(sim_kernel):
         assert channel.error is None
         assert producer.partition_manager.partitions[0].subpartitions[0].read_view is not None
         nursery.cancel_scope.cancel()
+
+
+async def _request_missing_locally(nursery, register_at: float | None):
+    """A local channel requests, at time 0, a partition of its own TaskManager that is
+    registered at `register_at` (None: never)."""
+    network = SimNetwork(CONFIG.link_bandwidth, CONFIG.link_latency, CONFIG.socket_window)
+    env = NettyShuffleEnvironment(NetworkConfig(), network)
+    address = await env.start(nursery, "tm")
+    gate = env.create_input_gate(0, "consumer", [InputChannelDescriptor("missing", 0, address)])
+    await gate.setup()
+    nursery.start_soon(gate.request_partitions)
+    if register_at is not None:
+        await kernel.sleep_until(register_at)
+        env.create_result_partition("missing", 1)
+    return gate.channels[0]
+
+
+async def test_a_local_channel_retries_with_exponential_backoff(sim_kernel):
+    # Flink's LocalInputChannel: attempts at 0, 0.1, 0.3, 0.7 s (backoff 100 ms doubling).
+    async with kernel.open_nursery() as nursery:
+        channel = await _request_missing_locally(nursery, register_at=0.5)
+        await kernel.sleep_until(0.69)
+        assert channel.view is None and channel.error is None
+        await kernel.sleep_until(0.71)
+        assert channel.view is not None
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_local_channel_fails_once_its_backoff_is_exhausted(sim_kernel):
+    # 100 + 200 + ... + 6400 + 10000 ms of backoff, then PartitionNotFound.
+    async with kernel.open_nursery() as nursery:
+        channel = await _request_missing_locally(nursery, register_at=None)
+        assert 22.7 <= await _time_of_failure(channel) < 22.8
+        nursery.cancel_scope.cancel()
