@@ -223,11 +223,19 @@ class CustomPartitionerWrapper(_KeyedPartitioner):
         self.record_views = record_views
 
     def select_channel(self, record: Any) -> int:
-        return self._partition(_extract_key(self.key_selector, record), self.num_channels)
+        return self._channel_of_key(_extract_key(self.key_selector, record))
 
     def _key_column_channels(self, keys: np.ndarray) -> np.ndarray:
+        return np.fromiter(map(self._channel_of_key, keys.tolist()), dtype=np.int64, count=len(keys))
+
+    def _channel_of_key(self, key: Any) -> int:
+        """The user's channel; one out of range fails the task, as Flink's writer does
+        (`ArrayIndexOutOfBoundsException`): a negative one is no index from the end."""
         n = self.num_channels
-        return np.fromiter((self._partition(k, n) for k in keys.tolist()), dtype=np.int64, count=len(keys))
+        channel = self._partition(key, n)
+        if not 0 <= channel < n:
+            raise IndexError(f"Index {channel} out of bounds for length {n}")
+        return channel
 
 
 def _extract_key(key_selector: KeySelector, record: Any) -> Any:

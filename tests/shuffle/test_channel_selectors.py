@@ -161,6 +161,16 @@ def test_custom_partitioner(partitioner):
         selector.select_channel({})
 
 
+@pytest.mark.parametrize("channel", [-1, 3])
+def test_a_custom_channel_out_of_range_fails(channel):
+    selector = CustomPartitionerWrapper(lambda key, n: channel, lambda record: record)
+    selector.setup(3)
+    with pytest.raises(IndexError, match=f"Index {channel} out of bounds for length 3"):
+        selector.select_channel(1)
+    with pytest.raises(IndexError, match=f"Index {channel} out of bounds for length 3"):
+        selector.select_channels(batch_of([1, 2]))
+
+
 def parity_views(batch):
     return [{"k": k % 2} for k in batch.keys.tolist()]
 
