@@ -13,7 +13,7 @@ consumers: consumers 0 and 2 beside producers 0 and 1, consumer 1 alone).
 
 Shared slots take free slots in the order they were created, the TaskManagers' slots in
 registration order: one TaskManager fills before the next, as Flink's slot manager fills
-them without `cluster.evenly-spread-out-slots` (`AnyMatchingResourceMatchingStrategy`).
+them by default (`taskmanager.load-balance.mode` NONE; `AnyMatchingResourceMatchingStrategy`).
 Flink takes its TaskManagers in no fixed order (a hash map of random instance ids) and
 pairs shared slots with the slots offered in no fixed order either (requests in
 identity-hash order, offers as they arrive), so which groups share a TaskManager varies
