@@ -72,7 +72,7 @@ class PartitionerSpec:
     def equivalent(self, other: "PartitionerSpec") -> bool:
         """Flink's ``StreamPartitioner.equals``: same kind, same key selector and partitioner."""
         return (self.class_name == other.class_name
-                and self.key_selector is other.key_selector
+                and self.key_selector == other.key_selector
                 and self.custom_partitioner is other.custom_partitioner
                 and self.max_parallelism == other.max_parallelism)
 

@@ -1,19 +1,33 @@
-"""Slot allocation with slot sharing and co-location, as Flink schedules a streaming job by default.
+"""Slot allocation with slot sharing and co-location, as Flink 2.x's default scheduler
+places a streaming job.
 
-Subtasks of the vertices of one slot sharing group share slots: shared slot i holds
-subtask i of every vertex of the group, so a slot holds at most one subtask of each
-vertex and a group needs as many slots as its largest parallelism. Co-located vertices
-(iteration head and tail) are in one group, so subtask i of each lands in the same slot.
-Shared slots are requested group by group in topological order and take free slots in
-TaskManager registration order (the first TaskManager fills up first).
+Which subtasks share a slot follows Flink's `LocalInputPreferredSlotSharingStrategy`:
+vertices are taken in topological order and each subtask joins, in this order of
+preference, the shared slot of its co-location constraint (iteration head and tail), the
+slot of one of its producers in the same slot sharing group (the producers of each input
+in turn, each producer's slot offered to one consumer only), the first slot of its group
+it is not yet in, or a new slot. So a slot holds at most one subtask of each vertex and
+a group needs as many slots as its largest parallelism; over a pointwise edge (rescale)
+a consumer shares the slot of a producer it reads where it can (with 2 producers and 3
+consumers: consumers 0 and 2 beside producers 0 and 1, consumer 1 alone).
+
+Shared slots take free slots in the order they were created, the TaskManagers' slots in
+registration order: one TaskManager fills before the next, as Flink's slot manager fills
+them by default (`taskmanager.load-balance.mode` NONE; `AnyMatchingResourceMatchingStrategy`).
+Flink takes its TaskManagers in no fixed order (a hash map of random instance ids) and
+pairs shared slots with the slots offered in no fixed order either (requests in
+identity-hash order, offers as they arrive), so which groups share a TaskManager varies
+from run to run there; here it is always this one.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from graph import ExecutionGraph
+from graph import ExecutionGraph, ExecutionVertex
+from graph.job_graph import JobVertex
 
 from taskmgr.deployment import execution_id
 
@@ -36,32 +50,104 @@ class SlotAssignment:
     slot_index: int
 
 
+def execution_slot_sharing_groups(graph: ExecutionGraph) -> list[list[ExecutionVertex]]:
+    """The subtasks of each shared slot, slots in the order they are created (Flink's
+    `LocalInputPreferredSlotSharingStrategy`; see the module doc)."""
+    return _SharedSlotBuilder(graph).build()
+
+
 def slots_needed(graph: ExecutionGraph) -> int:
     """Slots the job needs: per slot sharing group, its largest parallelism."""
-    return sum(max(v.parallelism for v in vertices) for vertices in _sharing_groups(graph))
-
-
-def _sharing_groups(graph: ExecutionGraph) -> list[list]:
-    groups: dict[int, list] = {}
-    for vertex in graph.job_graph.vertices:
-        key = id(vertex.slot_sharing_group) if vertex.slot_sharing_group is not None else id(vertex)
-        groups.setdefault(key, []).append(vertex)
-    return list(groups.values())
+    return len(execution_slot_sharing_groups(graph))
 
 
 def allocate_slots(graph: ExecutionGraph, offers: Sequence[SlotOffer]) -> dict[str, SlotAssignment]:
     """The slot of every subtask, by execution id."""
     free = [SlotAssignment(offer.task_manager, i) for offer in offers for i in range(offer.num_slots)]
-    needed = slots_needed(graph)
-    if needed > len(free):
+    groups = execution_slot_sharing_groups(graph)
+    if len(groups) > len(free):
         raise NoResourceAvailableError(
-            f"Could not acquire the minimum required resources: the job needs {needed} slots, "
+            f"Could not acquire the minimum required resources: the job needs {len(groups)} slots, "
             f"the cluster has {len(free)} ({len(offers)} TaskManagers)")
-    placement: dict[str, SlotAssignment] = {}
-    next_free = iter(free)
-    for vertices in _sharing_groups(graph):
-        shared = [next(next_free) for _ in range(max(v.parallelism for v in vertices))]
-        for vertex in vertices:
-            for subtask in graph.task_vertices[vertex.id]:
-                placement[execution_id(subtask)] = shared[subtask.subtask_index]
-    return placement
+    return {execution_id(subtask): slot for group, slot in zip(groups, free) for subtask in group}
+
+
+class _SharedSlotBuilder:
+    """Flink's `ExecutionSlotSharingGroupBuilder`: shared slots are numbered in creation order."""
+
+    def __init__(self, graph: ExecutionGraph) -> None:
+        self._graph = graph
+        self._members: dict[object, list[JobVertex]] = {}
+        for vertex in graph.job_graph.vertices:
+            self._members.setdefault(_sharing_key(vertex), []).append(vertex)
+        self._groups: list[list[ExecutionVertex]] = []
+        self._group_of: dict[ExecutionVertex, int] = {}
+        #: per job vertex id: the shared slots of its group it is not in yet, in creation order
+        self._available: dict[str, dict[int, None]] = {}
+        #: per consumed partition group (edge, producers): producers' slots not yet offered
+        self._candidates: dict[tuple[int, tuple[int, ...]], deque[int]] = {}
+        self._co_located: dict[tuple[int, int], int] = {}
+
+    def build(self) -> list[list[ExecutionVertex]]:
+        for vertex in self._graph.job_graph.vertices:
+            subtasks = self._graph.task_vertices[vertex.id]
+            remaining = []
+            for subtask in subtasks:
+                group = self._co_located_group(subtask)
+                if group is None:
+                    group = self._producer_group(subtask)
+                if group is None:
+                    remaining.append(subtask)
+                else:
+                    self._add(subtask, group)
+            for subtask in remaining:
+                available = self._available.get(vertex.id)
+                self._add(subtask, next(iter(available)) if available else self._new_group(vertex))
+            if vertex.co_location_group is not None:
+                for subtask in subtasks:
+                    key = (id(vertex.co_location_group), subtask.subtask_index)
+                    self._co_located[key] = self._group_of[subtask]
+        return self._groups
+
+    def _co_located_group(self, subtask: ExecutionVertex) -> int | None:
+        co_location = subtask.job_vertex.co_location_group
+        if co_location is None:
+            return None
+        return self._co_located.get((id(co_location), subtask.subtask_index))
+
+    def _producer_group(self, subtask: ExecutionVertex) -> int | None:
+        vertex = subtask.job_vertex
+        available = self._available.get(vertex.id, {})
+        for edge, channels in zip(vertex.inputs, subtask.input_gates, strict=True):
+            producers = list(dict.fromkeys(partition.producer for partition, _ in channels))
+            key = (id(edge), tuple(producer.subtask_index for producer in producers))
+            candidates = self._candidates.get(key)
+            if candidates is None:
+                candidates = self._candidates[key] = self._producer_groups(vertex, producers)
+            while candidates:
+                group = candidates.popleft()
+                if group in available:
+                    return group
+        return None
+
+    def _producer_groups(self, vertex: JobVertex, producers: list[ExecutionVertex]) -> deque[int]:
+        if not producers or _sharing_key(producers[0].job_vertex) is not _sharing_key(vertex):
+            return deque()
+        return deque(dict.fromkeys(self._group_of[producer] for producer in producers))
+
+    def _new_group(self, vertex: JobVertex) -> int:
+        group = len(self._groups)
+        self._groups.append([])
+        for member in self._members[_sharing_key(vertex)]:
+            self._available.setdefault(member.id, {})[group] = None
+        return group
+
+    def _add(self, subtask: ExecutionVertex, group: int) -> None:
+        self._groups[group].append(subtask)
+        self._group_of[subtask] = group
+        self._available.get(subtask.job_vertex.id, {}).pop(group, None)
+
+
+def _sharing_key(vertex: JobVertex) -> object:
+    """A vertex's slot sharing group (a vertex without one shares with no other)."""
+    return vertex.slot_sharing_group if vertex.slot_sharing_group is not None else vertex

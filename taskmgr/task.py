@@ -42,6 +42,7 @@ from taskmgr.metrics.task_io_metrics import COUNTERS, INPUT_CHANNEL_COUNTERS, Ta
 from taskmgr.operators import OperatorChain, build_operator_chain
 from taskmgr.operators.base import MAX_CHUNK_TIME, PRIORITY_CHUNK_TIME, OperatorContext, RunControl
 from taskmgr.operators.formats import output_format
+from taskmgr.operators.records import reads_key_field, synthetic_records
 from taskmgr.operators.sources import SourceOperator
 from taskmgr.payloads import load_object
 from taskmgr.stream_task import StreamTask
@@ -400,10 +401,11 @@ class Task:
         data_set = self.vertex.produced_data_sets[data_set_index]
         producer = data_set.consumers[0].stream_edges[0].source
         spec = data_set.partitioner
+        views = None if reads_key_field(spec.key_selector) else synthetic_records
         selector = create_channel_selector(spec.name, key_selector=spec.key_selector,
                                            max_parallelism=spec.max_parallelism,
                                            custom_partitioner=spec.custom_partitioner,
-                                           rng=ctx.rng(f"partitioner-{data_set.id}"))
+                                           rng=ctx.rng(f"partitioner-{data_set.id}"), record_views=views)
         timeout = producer.buffer_timeout
         if timeout is None:
             timeout = self.job_graph.buffer_timeout

@@ -25,6 +25,7 @@ from graph.api.functions import (
     SinkFunction,
     SumAggregator,
     check_function,
+    key_function,
 )
 from graph.api.sinks import PrintSink
 from graph.api.workload import Cost
@@ -234,14 +235,14 @@ class DataStream(_OperatorSettings):
         """``partitioner.partition(key, n)`` (or a callable) picks the channel of a key."""
         check_function(partitioner, Partitioner, "partition_custom")
         check_function(key_selector, KeySelector, "partition_custom")
-        return self._partition(partitioners.custom(partitioner, key_selector))
+        return self._partition(partitioners.custom(partitioner, key_function(key_selector)))
 
     def key_by(self, key_selector: Any) -> "KeyedStream":
         check_function(key_selector, KeySelector, "key_by")
         transformation = PartitionTransformation(
             id=self._env.new_transformation_id(), name="Partition",
             parallelism=self._transformation.parallelism, input=self._transformation,
-            partitioner=partitioners.hash_by(key_selector),
+            partitioner=partitioners.hash_by(key_function(key_selector)),
         )
         return KeyedStream(self._env, transformation)
 

@@ -116,6 +116,12 @@ def check_function(function: Any, interface: type, operator: str) -> Any:
     )
 
 
+def key_function(key_selector: Any) -> Any:
+    """A checked key selector as the callable the runtime applies: a `KeySelector`'s
+    `get_key`, or the callable itself."""
+    return key_selector.get_key if isinstance(key_selector, KeySelector) else key_selector
+
+
 class SumAggregator(ReduceFunction):
     """What ``KeyedStream.sum`` reduces with: adds field ``position`` (a tuple/list index
     or dict key) of the new record to the running record."""

@@ -3,14 +3,15 @@
 Each selector is stateful and belongs to one record writer: call `setup(num_channels)`
 once, then `select_channel(record)` per record, or `select_channels(batch)` for a
 fixed-width batch (vectorized; key-based selectors hash the batch's `keys` column as Java
-Longs, round-robin selectors continue the same counter as the scalar path). Randomness
+Longs, unless given `record_views` to apply their key selector to each row; round-robin
+selectors continue the same counter as the scalar path). Randomness
 comes from a `numpy.random.Generator` the caller seeds, so runs are reproducible.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -19,6 +20,8 @@ from shuffle.partitioner.key_groups import KeyToOperatorTable, assign_key_to_par
 from shuffle.serialization.records import FixedWidthRecords
 
 KeySelector = Callable[[Any], Any]
+#: The rows of a fixed-width batch as a key selector sees them, one value per row.
+RecordViews = Callable[[FixedWidthRecords], Iterable[Any]]
 
 
 class Partitioner(Protocol):
@@ -151,27 +154,55 @@ class BroadcastPartitioner(StreamPartitioner):
         raise NotImplementedError("Broadcast partitioner does not support select channels.")
 
 
-class KeyGroupStreamPartitioner(StreamPartitioner):
+class _KeyedPartitioner(StreamPartitioner):
+    """A selector by the record's key. For a fixed-width batch, the key selector sees each
+    row as `record_views` shows it; without `record_views` it reads the batch's key
+    column (vectorized), which the caller vouches is what the key selector returns."""
+
+    key_selector: KeySelector
+    record_views: RecordViews | None = None
+
+    def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
+        if self.record_views is None:
+            return self._key_column_channels(batch.keys)
+        return np.fromiter(map(self.select_channel, self.record_views(batch)), dtype=np.int64, count=len(batch))
+
+    def select_channel_list(self, batch: FixedWidthRecords) -> list[int]:
+        if self.record_views is None:
+            return self._key_column_channel_list(batch.keys.tolist())
+        return [self.select_channel(view) for view in self.record_views(batch)]
+
+    @abstractmethod
+    def _key_column_channels(self, keys: np.ndarray) -> np.ndarray:
+        """The channels of int64 keys."""
+
+    def _key_column_channel_list(self, keys: list[int]) -> list[int]:
+        return self._key_column_channels(np.asarray(keys, dtype=np.int64)).tolist()
+
+
+class KeyGroupStreamPartitioner(_KeyedPartitioner):
     """The subtask owning the key group of the record's key (keyBy)."""
 
     name = "HASH"
 
-    def __init__(self, key_selector: KeySelector, max_parallelism: int) -> None:
+    def __init__(self, key_selector: KeySelector, max_parallelism: int,
+                 record_views: RecordViews | None = None) -> None:
         if max_parallelism <= 0:
             raise ValueError("Number of key-groups must be > 0!")
         self.key_selector = key_selector
         self.max_parallelism = max_parallelism
+        self.record_views = record_views
         self._table: KeyToOperatorTable | None = None
 
     def select_channel(self, record: Any) -> int:
         key = _extract_key(self.key_selector, record)
         return assign_key_to_parallel_operator(key, self.max_parallelism, self.num_channels)
 
-    def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
-        return self._key_table().lookup(batch.keys)
+    def _key_column_channels(self, keys: np.ndarray) -> np.ndarray:
+        return self._key_table().lookup(keys)
 
-    def select_channel_list(self, batch: FixedWidthRecords) -> list[int]:
-        return self._key_table().lookup_list(batch.keys.tolist())
+    def _key_column_channel_list(self, keys: list[int]) -> list[int]:
+        return self._key_table().lookup_list(keys)
 
     def _key_table(self) -> KeyToOperatorTable:
         table = self._table
@@ -180,21 +211,31 @@ class KeyGroupStreamPartitioner(StreamPartitioner):
         return table
 
 
-class CustomPartitionerWrapper(StreamPartitioner):
+class CustomPartitionerWrapper(_KeyedPartitioner):
     """A user partitioner applied to the record's key: `partitioner(key, n)` or `.partition(key, n)`."""
 
     name = "CUSTOM"
 
-    def __init__(self, partitioner: Partitioner | Callable[[Any, int], int], key_selector: KeySelector) -> None:
+    def __init__(self, partitioner: Partitioner | Callable[[Any, int], int], key_selector: KeySelector,
+                 record_views: RecordViews | None = None) -> None:
         self._partition = partitioner.partition if hasattr(partitioner, "partition") else partitioner
         self.key_selector = key_selector
+        self.record_views = record_views
 
     def select_channel(self, record: Any) -> int:
-        return self._partition(_extract_key(self.key_selector, record), self.num_channels)
+        return self._channel_of_key(_extract_key(self.key_selector, record))
 
-    def select_channels(self, batch: FixedWidthRecords) -> np.ndarray:
+    def _key_column_channels(self, keys: np.ndarray) -> np.ndarray:
+        return np.fromiter(map(self._channel_of_key, keys.tolist()), dtype=np.int64, count=len(keys))
+
+    def _channel_of_key(self, key: Any) -> int:
+        """The user's channel; one out of range fails the task, as Flink's writer does
+        (`ArrayIndexOutOfBoundsException`): a negative one is no index from the end."""
         n = self.num_channels
-        return np.fromiter((self._partition(k, n) for k in batch.keys.tolist()), dtype=np.int64, count=len(batch))
+        channel = self._partition(key, n)
+        if not 0 <= channel < n:
+            raise IndexError(f"Index {channel} out of bounds for length {n}")
+        return channel
 
 
 def _extract_key(key_selector: KeySelector, record: Any) -> Any:
@@ -211,8 +252,11 @@ def create_channel_selector(
     max_parallelism: int | None = None,
     custom_partitioner: Partitioner | Callable[[Any, int], int] | None = None,
     rng: np.random.Generator | None = None,
+    record_views: RecordViews | None = None,
 ) -> StreamPartitioner:
-    """A new selector for a ship strategy name (FORWARD, REBALANCE, ..., HASH, CUSTOM)."""
+    """A new selector for a ship strategy name (FORWARD, REBALANCE, ..., HASH, CUSTOM);
+    `record_views`: how HASH and CUSTOM key selectors see the rows of a fixed-width batch
+    (None: they read its key column)."""
     kind = name.upper()
     if kind == "FORWARD":
         return ForwardPartitioner()
@@ -229,9 +273,9 @@ def create_channel_selector(
     if kind == "HASH":
         if key_selector is None or max_parallelism is None:
             raise ValueError("HASH needs key_selector and max_parallelism")
-        return KeyGroupStreamPartitioner(key_selector, max_parallelism)
+        return KeyGroupStreamPartitioner(key_selector, max_parallelism, record_views)
     if kind == "CUSTOM":
         if key_selector is None or custom_partitioner is None:
             raise ValueError("CUSTOM needs key_selector and custom_partitioner")
-        return CustomPartitionerWrapper(custom_partitioner, key_selector)
+        return CustomPartitionerWrapper(custom_partitioner, key_selector, record_views)
     raise ValueError(f"unknown partitioner {name!r}")

@@ -13,6 +13,8 @@ assigner; we use the field for latency, and show user functions milliseconds
 
 from __future__ import annotations
 
+import inspect
+import operator
 from typing import Any, NamedTuple, Union
 
 from shuffle.serialization.records import FixedWidthRecords
@@ -44,3 +46,22 @@ def split(records: Records, n: int) -> tuple[Records, Records]:
         return (FixedWidthRecords(records.rows[:n], records.format),
                 FixedWidthRecords(records.rows[n:], records.format))
     return records[:n], records[n:]
+
+
+def synthetic_records(batch: FixedWidthRecords) -> list[SyntheticRecord]:
+    """The rows of `batch` as user functions see them."""
+    return [value for value, _ in as_generic(batch)]
+
+
+_KEY_FIELD = (lambda record: record.key).__code__
+
+
+def reads_key_field(function: Any) -> bool:
+    """Whether `function` is a plain function returning its one argument's `key` (as
+    `lambda r: r.key`, or `operator.attrgetter("key")`): on a synthetic record, the key
+    column, which writers then hash vectorized."""
+    if isinstance(function, operator.attrgetter):
+        return repr(function) == "operator.attrgetter('key')"
+    code = getattr(function, "__code__", None)
+    return (inspect.isfunction(function) and code is not None and code.co_code == _KEY_FIELD.co_code
+            and code.co_names == _KEY_FIELD.co_names and code.co_argcount == 1)

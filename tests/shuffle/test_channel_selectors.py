@@ -159,3 +159,29 @@ def test_custom_partitioner(partitioner):
     assert selector.select_channels(batch_of([4, 5, 9])).tolist() == [1, 2, 0]
     with pytest.raises(RuntimeError, match="Could not extract key from"):
         selector.select_channel({})
+
+
+@pytest.mark.parametrize("channel", [-1, 3])
+def test_a_custom_channel_out_of_range_fails(channel):
+    selector = CustomPartitionerWrapper(lambda key, n: channel, lambda record: record)
+    selector.setup(3)
+    with pytest.raises(IndexError, match=f"Index {channel} out of bounds for length 3"):
+        selector.select_channel(1)
+    with pytest.raises(IndexError, match=f"Index {channel} out of bounds for length 3"):
+        selector.select_channels(batch_of([1, 2]))
+
+
+def parity_views(batch):
+    return [{"k": k % 2} for k in batch.keys.tolist()]
+
+
+@pytest.mark.parametrize("selector", [
+    KeyGroupStreamPartitioner(lambda r: r["k"], 128, record_views=parity_views),
+    CustomPartitionerWrapper(ModPartitioner(), lambda r: r["k"], record_views=parity_views),
+])
+def test_keyed_selectors_apply_their_key_selector_to_the_rows_record_views_give(selector):
+    selector.setup(4)
+    keys = [0, 1, 2, 3, 7]
+    expected = [selector.select_channel({"k": k % 2}) for k in keys]
+    assert selector.select_channels(batch_of(keys)).tolist() == expected
+    assert selector.select_channel_list(batch_of(keys)) == expected

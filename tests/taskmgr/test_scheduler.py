@@ -1,0 +1,78 @@
+"""Which subtasks share a slot and which TaskManager each slot is on, as Flink 2.x's
+default scheduler places a streaming job (`LocalInputPreferredSlotSharingStrategy`, and
+the slot manager filling one TaskManager before the next)."""
+
+from graph import StreamExecutionEnvironment
+from taskmgr.deployment import execution_id
+from taskmgr.scheduler import SlotOffer, allocate_slots, execution_slot_sharing_groups, slots_needed
+
+
+def two_vertices(producers, consumers, partitioning, consumer_group=None):
+    env = StreamExecutionEnvironment.get_execution_environment()
+    source = env.from_sequence(1, 100).name("S").set_parallelism(producers)
+    mapped = partitioning(source).map(lambda x: x).name("M").set_parallelism(consumers)
+    if consumer_group is not None:
+        mapped.slot_sharing_group(consumer_group)
+    return env.get_execution_graph()
+
+
+def shared_slots(graph):
+    """Each shared slot as (vertex name, subtask index) pairs."""
+    return [sorted((s.job_vertex.name, s.subtask_index) for s in group)
+            for group in execution_slot_sharing_groups(graph)]
+
+
+def test_rescale_up_puts_each_producer_beside_a_consumer_it_feeds():
+    # Flink's testInputLocalityIsRespectedWithRescaleEdge: producer 1 feeds consumer 2
+    graph = two_vertices(2, 3, lambda s: s.rescale())
+    assert shared_slots(graph) == [[("M", 0), ("Source: S", 0)], [("M", 2), ("Source: S", 1)], [("M", 1)]]
+
+
+def test_rescale_down_puts_each_consumer_beside_its_first_producer():
+    graph = two_vertices(4, 2, lambda s: s.rescale())
+    assert shared_slots(graph) == [[("M", 0), ("Source: S", 0)], [("Source: S", 1)],
+                                   [("M", 1), ("Source: S", 2)], [("Source: S", 3)]]
+
+
+def test_all_to_all_consumer_i_shares_the_slot_of_producer_i():
+    graph = two_vertices(2, 4, lambda s: s.rebalance())
+    assert shared_slots(graph) == [[("M", 0), ("Source: S", 0)], [("M", 1), ("Source: S", 1)], [("M", 2)],
+                                   [("M", 3)]]
+    assert slots_needed(graph) == 4
+
+
+def test_vertices_in_different_slot_sharing_groups_share_no_slot():
+    graph = two_vertices(2, 3, lambda s: s.rescale(), consumer_group="other")
+    assert shared_slots(graph) == [[("Source: S", 0)], [("Source: S", 1)], [("M", 0)], [("M", 1)], [("M", 2)]]
+
+
+def test_iteration_head_and_tail_share_a_slot():
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+    iteration = env.from_sequence(1, 10).name("Seq").iterate(max_wait_time="5s")
+    body = iteration.map(lambda x: x - 1)
+    iteration.close_with(body.filter(lambda x: x > 0))
+    body.filter(lambda x: x <= 0).print()
+    groups = execution_slot_sharing_groups(env.get_execution_graph())
+    assert len(groups) == 2
+    for index, group in enumerate(groups):
+        assert {s.subtask_index for s in group} == {index}
+        assert {s.job_vertex.name for s in group} >= {"IterationSource-2", "IterationSink-2"}
+
+
+def test_rescale_up_on_one_slot_task_managers_makes_the_fed_consumers_local():
+    graph = two_vertices(2, 4, lambda s: s.rescale())
+    slots = allocate_slots(graph, [SlotOffer(f"tm-{i}", 1) for i in range(4)])
+    producers, consumers = (graph.execution_vertices(v) for v in graph.job_graph.vertices)
+    local = [slots[execution_id(partition.producer)].task_manager == slots[execution_id(consumer)].task_manager
+             for consumer in consumers for partition, _ in consumer.input_gates[0]]
+    assert local == [True, False, True, False]  # consumers 0 and 2 run beside producers 0 and 1
+
+
+def test_shared_slots_fill_one_task_manager_before_the_next():
+    graph = two_vertices(1, 3, lambda s: s.rebalance())
+    slots = allocate_slots(graph, [SlotOffer("tm-0", 2), SlotOffer("tm-1", 2)])
+    placed = {(s.job_vertex.name, s.subtask_index): (slots[execution_id(s)].task_manager,
+                                                      slots[execution_id(s)].slot_index)
+              for s in graph.all_execution_vertices}
+    assert placed == {("Source: S", 0): ("tm-0", 0), ("M", 0): ("tm-0", 0), ("M", 1): ("tm-0", 1),
+                      ("M", 2): ("tm-1", 0)}
