@@ -1,9 +1,8 @@
 """NetworkBufferPool: the TaskManager's fixed set of network memory segments (spec 1.2).
 
-Local pools take segments from here without blocking; input channels take their
-exclusive buffers as "unpooled" segments. Every pool's minimum and every unpooled
-segment is *required*; what is left over is shared among the local pools by
-redistribution (Flink 1.x proportional algorithm).
+Local pools (one per result partition, one per input gate) take segments from here
+without blocking. Every pool's minimum is *required*; what is left over is shared among
+the local pools by redistribution (Flink 1.x proportional algorithm).
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Callable
 
-from shuffle import kernel
 from shuffle.buffer.buffer import MemorySegment
 from shuffle.java_int import INT_MAX
 
@@ -21,19 +19,17 @@ if TYPE_CHECKING:
 
 
 class InsufficientBuffersError(IOError):
-    """Not enough network memory for a pool's minimum or a channel's exclusive buffers."""
+    """Not enough network memory for a pool's minimum, or exclusive buffers not obtained in time."""
 
 
 class NetworkBufferPool:
     """Owns `num_segments` segments of `segment_size` bytes."""
 
-    def __init__(self, num_segments: int, segment_size: int,
-                 exclusive_request_timeout: float = 30.0) -> None:
+    def __init__(self, num_segments: int, segment_size: int) -> None:
         if num_segments < 1:
             raise ValueError("a NetworkBufferPool needs at least one segment")
         self.total_segments = num_segments
         self.segment_size = segment_size
-        self.exclusive_request_timeout = exclusive_request_timeout
         # Segments never handed out yet are made on first use: a large pool starts cheaply.
         self._available: deque[MemorySegment] = deque()
         self._num_fresh = num_segments
@@ -41,7 +37,6 @@ class NetworkBufferPool:
         self._pools: list[LocalBufferPool] = []
         self._pools_capacity = 0  # the sum of the pools' max - min: what they could take in all
         self._segment_waiters: list[Callable[[], None]] = []
-        self._unpooled_event: kernel.Event | None = None
         self._destroyed = False
 
     # -- pooled segments (local pools) ------------------------------------------------
@@ -67,53 +62,8 @@ class NetworkBufferPool:
         self._segment_waiters.append(callback)
 
     def _notify_segment_available(self) -> None:
-        if self._unpooled_event is not None:
-            self._unpooled_event.set()
-            self._unpooled_event = None
         while self._segment_waiters and self.num_available_segments:
             self._segment_waiters.pop(0)()
-
-    # -- unpooled segments (exclusive buffers of remote channels) -----------------------
-
-    async def request_unpooled_segments(self, n: int) -> list[MemorySegment]:
-        """Take `n` segments as required, waiting (bounded) while local pools give back excess."""
-        if n <= 0:
-            return []
-        self._reserve(n)
-        self.redistribute_buffers()
-        if self.num_available_segments >= n:
-            # Nothing to wait for, so no timeout to arm: a deadline per channel would only
-            # sit in the kernel's heap, abandoned.
-            return [self.request_pooled_segment() for _ in range(n)]
-        got: list[MemorySegment] = []
-        try:
-            with kernel.fail_after(self.exclusive_request_timeout):
-                while len(got) < n:
-                    segment = self.request_pooled_segment()
-                    if segment is not None:
-                        got.append(segment)
-                        continue
-                    self._unpooled_event = self._unpooled_event or kernel.Event()
-                    await self._unpooled_event.wait()
-        except kernel.TooSlowError:
-            for seg in got:
-                self._available.append(seg)
-            self.num_total_required_buffers -= n
-            self.redistribute_buffers()
-            self._notify_segment_available()
-            raise InsufficientBuffersError(
-                f"Timeout triggered when requesting exclusive buffers: required {n}, "
-                f"obtained {len(got)} within {self.exclusive_request_timeout}s; raise "
-                "'taskmanager.network.memory.exclusive-buffers-request-timeout-ms' or the "
-                "network memory ('taskmanager.memory.network.fraction/min/max')") from None
-        return got
-
-    def recycle_unpooled_segments(self, segments: list[MemorySegment]) -> None:
-        for seg in segments:
-            self._available.append(seg)
-        self.num_total_required_buffers -= len(segments)
-        self.redistribute_buffers()
-        self._notify_segment_available()
 
     # -- local pools --------------------------------------------------------------------
 

@@ -19,10 +19,11 @@ def test_partition_pool_size_defaults():
 
 def test_gate_buffers_spec_streaming_and_batch():
     cfg = NetworkConfig()
-    assert gate_buffers_spec(4, cfg) == (2, 1, 8)
-    # Batch gate with a large fan-in (threshold 1000).
+    # Flink 2.x: one pool per gate holds the exclusive buffers too (N*B + 1 .. N*B + F).
+    assert gate_buffers_spec(4, cfg) == (2, 9, 16)
+    # Batch gate with a large fan-in (threshold 1000): exclusive buffers turn floating.
     spec = gate_buffers_spec(500, cfg, blocking=True)
-    assert spec.exclusive_per_channel == 1
+    assert spec == (1, 1000, 1008)
     spec = gate_buffers_spec(1000, cfg, blocking=True)
     assert spec == (0, 1000, 2008)
 
@@ -96,39 +97,6 @@ def test_listeners_get_recycled_buffers_fifo():
     assert declining.got == [] and len(taking.got) == 1
     taking.got[0].recycle()
     assert pool.num_available == 1
-
-
-async def test_unpooled_request_waits_for_excess_to_be_returned(sim_kernel):
-    from shuffle import kernel
-
-    nbp = NetworkBufferPool(4, 64, exclusive_request_timeout=5.0)
-    pool = nbp.create_buffer_pool(1, 4)
-    builders = [pool.request_buffer_builder() for _ in range(4)]
-    assert nbp.num_available_segments == 0
-
-    async def give_back():
-        await kernel.sleep(1)
-        for b in builders:
-            b.close()
-
-    async with kernel.open_nursery() as nursery:
-        nursery.start_soon(give_back)
-        segments = await nbp.request_unpooled_segments(2)
-    assert len(segments) == 2 and kernel.current_time() == pytest.approx(1.0)
-    assert pool.num_buffers == 2  # min 1 + the one segment not required by anyone
-    nbp.recycle_unpooled_segments(segments)
-    assert pool.num_buffers == 4
-
-
-async def test_unpooled_request_times_out_with_flink_hint(sim_kernel):
-    nbp = NetworkBufferPool(2, 64, exclusive_request_timeout=1.0)
-    pool = nbp.create_buffer_pool(1, 2)
-    held = [pool.request_buffer_builder(), pool.request_buffer_builder()]
-    with pytest.raises(InsufficientBuffersError, match="exclusive-buffers-request-timeout"):
-        await nbp.request_unpooled_segments(1)
-    assert nbp.num_total_required_buffers == 1
-    for b in held:
-        b.close()
 
 
 async def test_destroying_a_pool_wakes_tasks_waiting_for_its_availability(sim_kernel):

@@ -11,7 +11,10 @@ SMALL = NetworkConfig(buffer_size=4096)
 def lend_all_floating_buffers(h):
     """Take the gate's floating buffers away, so the channel has only its exclusive ones."""
     pool = h.gates[0].buffer_pool
-    return [pool.request_buffer() for _ in range(pool.num_buffers)]
+    lent = []
+    while (buffer := pool.request_buffer()) is not None:
+        lent.append(buffer)
+    return lent
 
 
 def give_back(buffers):
