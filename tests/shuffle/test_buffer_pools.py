@@ -35,14 +35,39 @@ def test_pool_minimum_must_fit():
         nbp.create_buffer_pool(5, 20)
 
 
-def test_redistribution_is_proportional_to_capacity():
+def test_redistribution_shares_in_proportion_to_expected_sizes():
     nbp = NetworkBufferPool(40, 64)
-    a = nbp.create_buffer_pool(5, 16)   # capacity 11
-    b = nbp.create_buffer_pool(5, 38)   # capacity 33 -> min(excess=30, 33) = 30
-    # excess 30, total capacity 41, distribute 30: a gets floor(30*11/41)=8, b the rest 22
-    assert (a.num_buffers, b.num_buffers) == (13, 27)
+    a = nbp.create_buffer_pool(5, 16)
+    b = nbp.create_buffer_pool(5, 38)
+    # 30 spare + 10 required shared 5:5 -> 20 each; a is capped at 16 and its 4 go to b.
+    # (Flink 1.x shared the 30 spare by capacity, 11:33, and gave (13, 27).)
+    assert (a.num_buffers, b.num_buffers) == (16, 24)
     nbp.destroy_buffer_pool(b)
     assert a.num_buffers == 16
+
+
+def test_redistribution_as_flinks_uniform_distribution_bounded():
+    # Flink's BufferPoolFactoryTest.testUniformDistributionBounded3/4 (its unpooled segments
+    # are required as a fixed-size pool's are).
+    nbp = NetworkBufferPool(3, 64)
+    first, second = nbp.create_buffer_pool(1, 10), nbp.create_buffer_pool(1, 10)
+    assert first.num_buffers + second.num_buffers == 3
+    third = nbp.create_buffer_pool(1, 10)
+    assert (first.num_buffers, second.num_buffers, third.num_buffers) == (1, 1, 1)
+
+    nbp = NetworkBufferPool(10, 64)
+    first = nbp.create_buffer_pool(1, 10)
+    assert first.num_buffers == 10
+    fixed = [nbp.create_buffer_pool(2, 2)]
+    assert first.num_buffers == 8
+    second = nbp.create_buffer_pool(1, 10)
+    assert (first.num_buffers, second.num_buffers) == (4, 4)
+    fixed.append(nbp.create_buffer_pool(2, 2))
+    assert (first.num_buffers, second.num_buffers) == (3, 3)
+    fixed.append(nbp.create_buffer_pool(2, 2))
+    assert (first.num_buffers, second.num_buffers) == (2, 2)
+    nbp.destroy_buffer_pool(fixed[0])
+    assert (first.num_buffers, second.num_buffers) == (3, 3)
 
 
 def test_subpartition_quota_makes_pool_unavailable_but_not_refusing():
