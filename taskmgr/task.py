@@ -126,12 +126,13 @@ class TaskMetrics:
             out_used, out_size = out_used + used, out_size + size
         exclusive_used = exclusive_total = floating_used = floating_total = in_used = in_total = 0
         for gate in self.gates:
-            used, total = gate.exclusive_buffers_usage()
-            exclusive_used, exclusive_total = exclusive_used + used, exclusive_total + total
-            used, total = gate.floating_buffers_usage()
-            floating_used, floating_total = floating_used + used, floating_total + total
-            used, total = gate.input_buffers_usage()
-            in_used, in_total = in_used + used, in_total + total
+            usage = gate.buffers_usage()
+            in_used += usage.used
+            in_total += usage.total
+            exclusive_used += usage.exclusive_used
+            exclusive_total += usage.exclusive_total
+            floating_used += usage.floating_used
+            floating_total += usage.floating_total
         handler = self.barrier_handler
         checkpoint_gauges = {} if handler is None else {
             "checkpointAlignmentTime": float(handler.alignment_time_ns),

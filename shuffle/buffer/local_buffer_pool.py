@@ -105,6 +105,10 @@ class LocalBufferPool:
     def _builder(self, segment: MemorySegment, target: int) -> BufferBuilder:
         return BufferBuilder(segment, self._recyclers[target] if target >= 0 else self._untargeted_recycler)
 
+    def request_memory_segment(self) -> MemorySegment | None:
+        """Non-blocking: a free segment, or None; the caller gives it back with `recycle`."""
+        return self._request_segment(UNKNOWN_CHANNEL)
+
     async def request_memory_segment_blocking(self, target: int = UNKNOWN_CHANNEL) -> MemorySegment:
         """Wait until a segment can be had; the caller gives it back with `recycle`."""
         while True:
@@ -117,10 +121,8 @@ class LocalBufferPool:
 
     def request_buffer(self) -> Buffer | None:
         """Non-blocking: a floating buffer that returns to this pool when recycled."""
-        segment = self._request_segment(UNKNOWN_CHANNEL)
-        if segment is None:
-            return None
-        return Buffer.of_segment(segment, self._untargeted_recycler)
+        segment = self.request_memory_segment()
+        return None if segment is None else Buffer.of_segment(segment, self._untargeted_recycler)
 
     def add_buffer_listener(self, listener: BufferListener) -> bool:
         """Queue `listener` for the next recycled segment; False if one is free right now."""

@@ -47,20 +47,27 @@ class BufferManager:
         """Take `n` segments out of the gate's pool as this channel's own, waiting (at most
         `timeout` seconds) while other pools give back segments above their size."""
         self.pool = pool
+        while len(self.exclusive) < n and (segment := pool.request_memory_segment()) is not None:
+            self.exclusive.append(segment)
+        if len(self.exclusive) < n:
+            # Only now a deadline: one per channel armed for nothing would sit in the kernel's heap.
+            await self._wait_for_exclusive_buffers(n, timeout)
+        self.num_exclusive_buffers = n
+
+    async def _wait_for_exclusive_buffers(self, n: int, timeout: float) -> None:
+        pool = self.pool
         try:
             with kernel.fail_after(timeout):
                 while len(self.exclusive) < n:
                     self.exclusive.append(await pool.request_memory_segment_blocking())
         except kernel.TooSlowError:
             obtained = len(self.exclusive)
-            for segment in self.exclusive:
-                pool.recycle(segment)
-            self.exclusive = []
+            while self.exclusive:
+                pool.recycle(self.exclusive.pop())
             raise InsufficientBuffersError(
                 f"Timeout triggered when requesting exclusive buffers: required {n}, obtained {obtained} "
                 f"within {timeout}s; raise 'taskmanager.network.memory.exclusive-buffers-request-timeout-ms' "
                 "or the network memory ('taskmanager.memory.network.fraction/min/max')") from None
-        self.num_exclusive_buffers = n
 
     def request_buffer(self) -> Buffer | None:
         """A free buffer for an incoming payload: floating first, then exclusive."""

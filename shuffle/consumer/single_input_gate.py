@@ -42,6 +42,26 @@ class GateBuffersSpec(NamedTuple):
     max_buffers: int
 
 
+class BuffersUsage(NamedTuple):
+    """A gate's buffers for Flink's input gauges: its pool's lent out and not held free by a
+    channel, of its size (CreditBasedInputBuffersUsageGauge, `inPoolUsage`), the exclusive
+    ones of its remote channels not free (ExclusiveBuffersUsageGauge), and the floating ones
+    as the difference (FloatingBuffersUsageGauge)."""
+
+    used: int
+    total: int
+    exclusive_used: int
+    exclusive_total: int
+
+    @property
+    def floating_used(self) -> int:
+        return max(0, self.used - self.exclusive_used)
+
+    @property
+    def floating_total(self) -> int:
+        return max(0, self.total - self.exclusive_total)
+
+
 def gate_buffers_spec(num_channels: int, config: NetworkConfig, blocking: bool = False) -> GateBuffersSpec:
     """Exclusive buffers per remote channel and the gate pool's min/max (spec 1.5).
 
@@ -351,24 +371,16 @@ class SingleInputGate:
         """Queued bytes over the channels (`inputQueueSize`)."""
         return sum(c.queue_size for c in self.channels)
 
-    def exclusive_buffers_usage(self) -> tuple[int, int]:
-        """(used, total) exclusive buffers over the remote channels (ExclusiveBuffersUsageGauge)."""
-        remote = self.remote_channels
-        return (sum(c.exclusive_buffers_used() for c in remote),
-                sum(c.buffer_manager.num_exclusive_buffers for c in remote))
-
-    def input_buffers_usage(self) -> tuple[int, int]:
-        """(used, total) buffers of the gate's pool: lent out and not held free by a channel
-        (CreditBasedInputBuffersUsageGauge, `inPoolUsage`)."""
+    def buffers_usage(self) -> BuffersUsage:
+        """What the input buffer gauges of Flink read off this gate."""
         pool = self.buffer_pool
         if pool is None:
-            return 0, 0
-        held_free = sum(len(c.buffer_manager.floating) + len(c.buffer_manager.exclusive)
-                        for c in self.remote_channels)
-        return max(0, pool.best_effort_get_num_of_used_buffers() - held_free), pool.num_buffers
-
-    def floating_buffers_usage(self) -> tuple[int, int]:
-        """(used, total) floating buffers: the pool's less the exclusive ones (FloatingBuffersUsageGauge)."""
-        used, total = self.input_buffers_usage()
-        exclusive_used, exclusive_total = self.exclusive_buffers_usage()
-        return max(0, used - exclusive_used), max(0, total - exclusive_total)
+            return BuffersUsage(0, 0, 0, 0)
+        held_free = exclusive_used = exclusive_total = 0
+        for channel in self.remote_channels:
+            manager = channel.buffer_manager
+            held_free += len(manager.floating) + len(manager.exclusive)
+            exclusive_used += channel.exclusive_buffers_used()
+            exclusive_total += manager.num_exclusive_buffers
+        return BuffersUsage(max(0, pool.best_effort_get_num_of_used_buffers() - held_free), pool.num_buffers,
+                            exclusive_used, exclusive_total)

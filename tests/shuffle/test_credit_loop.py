@@ -171,7 +171,8 @@ async def test_local_channel_uses_no_credit_and_no_receiver_buffers(credit_flow)
     assert h.sender(0).credit is None
     assert h.trace.of("credit_announced") == []
     assert len(h.consume(0, 10)) == 3
-    assert h.gates[0].exclusive_buffers_usage() == (0, 0)
+    usage = h.gates[0].buffers_usage()
+    assert (usage.exclusive_used, usage.exclusive_total) == (0, 0)
 
 
 async def test_records_arrive_in_order_across_buffers(credit_flow):

@@ -43,9 +43,9 @@ async def test_remote_channel_of_a_mixed_gate_floats_the_local_channels_share(si
             await remote.emit_record(bytes(CONFIG.buffer_size), 0)
         await kernel.sleep(0.05)
         assert len(remote_channel.received) == 12  # 2 exclusive + 10 floating, nothing consumed
-        assert gate.input_buffers_usage() == (12, 12)
-        assert gate.exclusive_buffers_usage() == (2, 2)
-        assert gate.floating_buffers_usage() == (10, 10)
+        usage = gate.buffers_usage()
+        assert (usage.used, usage.total, usage.exclusive_used, usage.exclusive_total) == (12, 12, 2, 2)
+        assert (usage.floating_used, usage.floating_total) == (10, 10)
         gate.close()
         remote.release()
         for env in envs:
