@@ -127,8 +127,8 @@ class NetworkBufferPool:
             for pool in pools:
                 pool.set_num_buffers(pool.max_buffers)
             return
-        to_distribute = excess + sum(pool.min_buffers for pool in pools)
         total_weight = sum(pool.min_buffers for pool in pools)
+        to_distribute = excess + total_weight
         sizes = [max(pool.min_buffers, min(pool.max_buffers, pool.min_buffers * to_distribute // total_weight))
                  for pool in pools]
         delta = to_distribute - sum(sizes)
