@@ -36,8 +36,7 @@ class NettyShuffleEnvironment:
     def __init__(self, config: NetworkConfig, transport: Transport, tracer: Tracer = NULL_TRACER) -> None:
         self.config = config
         self.tracer = tracer
-        self.network_pool = NetworkBufferPool(config.num_network_buffers, config.buffer_size,
-                                              config.exclusive_buffers_request_timeout)
+        self.network_pool = NetworkBufferPool(config.num_network_buffers, config.buffer_size)
         self.partition_manager = ResultPartitionManager(config.partition_request_timeout)
         self.connection_manager = ConnectionManager(transport, self.partition_manager, config, tracer)
 
@@ -78,8 +77,7 @@ class NettyShuffleEnvironment:
                                             cfg.request_backoff_max, self.tracer)
             else:
                 channel = RemoteInputChannel(gate, index, descriptor.partition_id, descriptor.subpartition_index,
-                                             descriptor.producer_address, self.connection_manager,
-                                             self.network_pool, exclusive,
+                                             descriptor.producer_address, self.connection_manager, exclusive,
                                              cfg.credit_based, cfg.request_backoff_initial, cfg.request_backoff_max,
                                              cfg.partition_request_timeout, self.tracer)
             gate.add_channel(channel)

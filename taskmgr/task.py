@@ -125,12 +125,15 @@ class TaskMetrics:
         for partition in self.partitions:
             used, size = partition.out_pool_usage()
             out_used, out_size = out_used + used, out_size + size
-        exclusive_used = exclusive_total = floating_used = floating_total = 0
+        exclusive_used = exclusive_total = floating_used = floating_total = in_used = in_total = 0
         for gate in self.gates:
-            used, total = gate.exclusive_buffers_usage()
-            exclusive_used, exclusive_total = exclusive_used + used, exclusive_total + total
-            used, total = gate.floating_buffers_usage()
-            floating_used, floating_total = floating_used + used, floating_total + total
+            usage = gate.buffers_usage()
+            in_used += usage.used
+            in_total += usage.total
+            exclusive_used += usage.exclusive_used
+            exclusive_total += usage.exclusive_total
+            floating_used += usage.floating_used
+            floating_total += usage.floating_total
         handler = self.barrier_handler
         checkpoint_gauges = {} if handler is None else {
             "checkpointAlignmentTime": float(handler.alignment_time_ns),
@@ -140,7 +143,7 @@ class TaskMetrics:
             "outPoolUsage": _ratio(out_used, out_size),
             "outputQueueLength": float(sum(p.output_queue_length for p in self.partitions)),
             "inputQueueLength": float(sum(g.input_queue_length for g in self.gates)),
-            "inPoolUsage": _ratio(exclusive_used + floating_used, exclusive_total + floating_total),
+            "inPoolUsage": _ratio(in_used, in_total),
             "inputExclusiveBuffersUsage": _ratio(exclusive_used, exclusive_total),
             "inputFloatingBuffersUsage": _ratio(floating_used, floating_total),
             "outputQueueSize": float(sum(p.output_queue_size for p in self.partitions)),

@@ -1,9 +1,9 @@
 """BufferManager: the free buffers of one RemoteInputChannel (spec 4.3).
 
-Exclusive buffers (the channel's own, from the NetworkBufferPool) and floating buffers
-(borrowed from the gate's pool). The channel aims to hold `backlog + initial_credit`
-free buffers: what it newly obtains becomes credit; floating buffers above that number
-go back to the gate as soon as exclusive ones return.
+Exclusive buffers (the channel's own) and floating buffers, both out of the gate's pool
+(Flink 2.x: the gate's one LocalBufferPool holds all of its buffers). The channel aims to
+hold `backlog + initial_credit` free buffers: what it newly obtains becomes credit;
+floating buffers above that number go back to the gate as soon as exclusive ones return.
 """
 
 from __future__ import annotations
@@ -13,20 +13,20 @@ from typing import TYPE_CHECKING
 from shuffle import kernel
 from shuffle.buffer.buffer import Buffer, MemorySegment
 from shuffle.buffer.local_buffer_pool import LocalBufferPool
-from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+from shuffle.buffer.network_buffer_pool import InsufficientBuffersError
 
 if TYPE_CHECKING:
     from shuffle.consumer.remote_input_channel import RemoteInputChannel
 
 
 class BufferManager:
-    __slots__ = ("network_pool", "channel", "floating_pool", "exclusive", "floating", "num_required_buffers",
+    __slots__ = ("channel", "pool", "exclusive", "floating", "num_required_buffers",
                  "is_waiting_for_floating_buffers", "num_exclusive_buffers", "_released", "_buffer_event")
 
-    def __init__(self, network_pool: NetworkBufferPool, channel: RemoteInputChannel) -> None:
-        self.network_pool = network_pool
+    def __init__(self, channel: RemoteInputChannel) -> None:
         self.channel = channel
-        self.floating_pool: LocalBufferPool | None = None
+        #: The gate's pool, set when the channel is set up.
+        self.pool: LocalBufferPool | None = None
         # lists, not deques: a few buffers each, and one pair per channel (an empty deque
         # costs ~700 bytes, a list 56). Free exclusive buffers are kept as their segments and
         # become Buffers when taken: an idle channel holds 2 segments, not 2 buffers with a
@@ -43,9 +43,31 @@ class BufferManager:
     def available(self) -> int:
         return len(self.exclusive) + len(self.floating)
 
-    async def request_exclusive_buffers(self, n: int) -> None:
-        self.exclusive.extend(await self.network_pool.request_unpooled_segments(n))
-        self.num_exclusive_buffers += n
+    async def request_exclusive_buffers(self, pool: LocalBufferPool, n: int, timeout: float) -> None:
+        """Take `n` segments out of the gate's pool as this channel's own, waiting (at most
+        `timeout` seconds) while other pools give back segments above their size."""
+        self.pool = pool
+        while len(self.exclusive) < n and (segment := pool.request_memory_segment()) is not None:
+            self.exclusive.append(segment)
+        if len(self.exclusive) < n:
+            # Only now a deadline: one per channel armed for nothing would sit in the kernel's heap.
+            await self._wait_for_exclusive_buffers(n, timeout)
+        self.num_exclusive_buffers = n
+
+    async def _wait_for_exclusive_buffers(self, n: int, timeout: float) -> None:
+        pool = self.pool
+        try:
+            with kernel.fail_after(timeout):
+                while len(self.exclusive) < n:
+                    self.exclusive.append(await pool.request_memory_segment_blocking())
+        except kernel.TooSlowError:
+            obtained = len(self.exclusive)
+            while self.exclusive:
+                pool.recycle(self.exclusive.pop())
+            raise InsufficientBuffersError(
+                f"Timeout triggered when requesting exclusive buffers: required {n}, obtained {obtained} "
+                f"within {timeout}s; raise 'taskmanager.network.memory.exclusive-buffers-request-timeout-ms' "
+                "or the network memory ('taskmanager.memory.network.fraction/min/max')") from None
 
     def request_buffer(self) -> Buffer | None:
         """A free buffer for an incoming payload: floating first, then exclusive."""
@@ -67,7 +89,7 @@ class BufferManager:
         return self._try_request_floating()
 
     def _try_request_floating(self) -> int:
-        pool = self.floating_pool
+        pool = self.pool
         obtained = 0
         while self.available < self.num_required_buffers and not self.is_waiting_for_floating_buffers:
             buffer = pool.request_buffer()
@@ -80,7 +102,7 @@ class BufferManager:
 
     def _recycle_exclusive(self, segment: MemorySegment) -> None:
         if self._released:
-            self.network_pool.recycle_unpooled_segments([segment])
+            self.pool.recycle(segment)
             return
         self.exclusive.append(segment)
         self._signal()
@@ -107,18 +129,16 @@ class BufferManager:
             self.floating.pop(0).recycle()
 
     def release_all_buffers(self) -> None:
-        """Exclusive segments back to the NetworkBufferPool, floating ones to the gate."""
+        """Every free buffer back to the gate's pool."""
         if self._released:
             return
         self._released = True
-        if self.floating_pool is not None and self.is_waiting_for_floating_buffers:
-            self.floating_pool.remove_buffer_listener(self)
-        segments = self.exclusive
-        self.exclusive = []
+        if self.pool is not None and self.is_waiting_for_floating_buffers:
+            self.pool.remove_buffer_listener(self)
         while self.floating:
             self.floating.pop(0).recycle()
-        if segments:
-            self.network_pool.recycle_unpooled_segments(segments)
+        while self.exclusive:
+            self.pool.recycle(self.exclusive.pop())
         self._signal()  # a connection reader waiting for a buffer of this channel gives up
 
     # -- pre-credit mode (flow_control = "tcp") ------------------------------------------
@@ -132,11 +152,11 @@ class BufferManager:
                 return self.floating.pop(0)
             if self.exclusive:
                 return self._take_exclusive()
-            buffer = self.floating_pool.request_buffer()
+            buffer = self.pool.request_buffer()
             if buffer is not None:
                 return buffer
             self._buffer_event = kernel.Event()
-            if not self.is_waiting_for_floating_buffers and self.floating_pool.add_buffer_listener(self):
+            if not self.is_waiting_for_floating_buffers and self.pool.add_buffer_listener(self):
                 self.is_waiting_for_floating_buffers = True
             await self._buffer_event.wait()
             self._buffer_event = None

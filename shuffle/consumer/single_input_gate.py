@@ -2,7 +2,8 @@
 
 Keeps the channels that have data in a FIFO with a priority section, so that every
 channel gets its turn (a channel with more data goes to the back), turns event buffers
-into events, tracks end of partition per channel, and owns the gate's floating buffers.
+into events, tracks end of partition per channel, and owns the gate's buffer pool (the
+exclusive and floating buffers of its remote channels).
 """
 
 from __future__ import annotations
@@ -37,18 +38,44 @@ from shuffle.trace import NULL_TRACER, Tracer
 
 class GateBuffersSpec(NamedTuple):
     exclusive_per_channel: int
-    required_floating: int
-    total_floating: int
+    min_buffers: int
+    max_buffers: int
+
+
+class BuffersUsage(NamedTuple):
+    """A gate's buffers for Flink's input gauges: its pool's lent out and not held free by a
+    channel, of its size (CreditBasedInputBuffersUsageGauge, `inPoolUsage`), the exclusive
+    ones of its remote channels not free (ExclusiveBuffersUsageGauge), and the floating ones
+    as the difference (FloatingBuffersUsageGauge)."""
+
+    used: int
+    total: int
+    exclusive_used: int
+    exclusive_total: int
+
+    @property
+    def floating_used(self) -> int:
+        return max(0, self.used - self.exclusive_used)
+
+    @property
+    def floating_total(self) -> int:
+        return max(0, self.total - self.exclusive_total)
 
 
 def gate_buffers_spec(num_channels: int, config: NetworkConfig, blocking: bool = False) -> GateBuffersSpec:
-    """Exclusive buffers per remote channel and the floating pool's min/max (spec 1.5)."""
+    """Exclusive buffers per remote channel and the gate pool's min/max (spec 1.5).
+
+    As Flink 2.x's `InputGateSpecUtils`: one pool per gate holds every buffer of the gate,
+    the remote channels' exclusive ones included. It requires `N*B + 1` (capped by
+    `read-buffer.required-per-gate.max`: 1000 for blocking gates) and may grow to `N*B + F`,
+    where N counts every channel, local ones too; a channel gets `min(B, (required-1) // N)`
+    exclusive buffers, so a capped gate turns exclusive buffers floating.
+    """
     b, f = config.exclusive_buffers_per_channel, config.floating_buffers_per_gate
     threshold = 1000 if blocking else INT_MAX
     required = min(threshold, num_channels * b + 1)
     exclusive = min(b, (required - 1) // num_channels) if num_channels else 0
-    return GateBuffersSpec(exclusive, required - exclusive * num_channels,
-                           num_channels * b + f - exclusive * num_channels)
+    return GateBuffersSpec(exclusive, required, num_channels * b + f)
 
 
 def _buffer_debloater(config: NetworkConfig) -> BufferDebloater:
@@ -119,9 +146,10 @@ class SingleInputGate:
         return gate_buffers_spec(self.num_channels, self.config, self.blocking)
 
     async def setup(self) -> None:
-        """Floating pool first (reserving one segment), then exclusive buffers (FLINK-24035)."""
+        """The gate's pool first (reserving one segment), then the remote channels' exclusive
+        buffers out of it (FLINK-24035)."""
         spec = self.buffers_spec
-        self.buffer_pool = self.network_pool.create_buffer_pool(spec.required_floating, spec.total_floating)
+        self.buffer_pool = self.network_pool.create_buffer_pool(spec.min_buffers, spec.max_buffers)
         self.buffer_pool.reserve_segments(1)
         for channel in self.channels:
             await channel.setup()
@@ -343,15 +371,16 @@ class SingleInputGate:
         """Queued bytes over the channels (`inputQueueSize`)."""
         return sum(c.queue_size for c in self.channels)
 
-    def exclusive_buffers_usage(self) -> tuple[int, int]:
-        """(used, total) exclusive buffers over the remote channels."""
-        remote = self.remote_channels
-        return (sum(c.exclusive_buffers_used() for c in remote), sum(c.initial_credit for c in remote))
-
-    def floating_buffers_usage(self) -> tuple[int, int]:
-        """(used, total) floating buffers: lent out and not held free by a channel."""
+    def buffers_usage(self) -> BuffersUsage:
+        """What the input buffer gauges of Flink read off this gate."""
         pool = self.buffer_pool
         if pool is None:
-            return 0, 0
-        held_free = sum(len(c.buffer_manager.floating) for c in self.remote_channels)
-        return max(0, pool.best_effort_get_num_of_used_buffers() - held_free), pool.num_buffers
+            return BuffersUsage(0, 0, 0, 0)
+        held_free = exclusive_used = exclusive_total = 0
+        for channel in self.remote_channels:
+            manager = channel.buffer_manager
+            held_free += len(manager.floating) + len(manager.exclusive)
+            exclusive_used += channel.exclusive_buffers_used()
+            exclusive_total += manager.num_exclusive_buffers
+        return BuffersUsage(max(0, pool.best_effort_get_num_of_used_buffers() - held_free), pool.num_buffers,
+                            exclusive_used, exclusive_total)
