@@ -17,6 +17,8 @@ from graph.partitioners import PartitionerSpec, forward, simple
 from graph.transformations import ChainingStrategy
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
+#: Flink's ExecutionOptions.DISABLED_NETWORK_BUFFER_TIMEOUT: flush only full buffers.
+DISABLED_BUFFER_TIMEOUT = -1
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,20 @@ class StreamEdge:
     def __repr__(self) -> str:
         return f"StreamEdge({self.edge_id}, {self.partitioner.name})"
 
+    def __str__(self) -> str:
+        """Flink's ``StreamEdge.toString`` (buffer timeout in ms, as Flink keeps it)."""
+        tag = "null" if self.output_tag is None else self.output_tag
+        return (f"({self.source} -> {self.target}, "
+                f"typeNumber={self.type_number}, outputPartitioner={self.partitioner}, "
+                f"exchangeMode=UNDEFINED, bufferTimeout={milliseconds(self.source.buffer_timeout)}, "
+                f"outputTag={tag}, uniqueId={self.unique_id})")
+
+
+def milliseconds(seconds: float) -> int | float:
+    """A duration as Flink's long milliseconds show it (fractions kept: ours may have them)."""
+    millis = round(seconds * 1000, 6)
+    return int(millis) if millis == int(millis) else millis
+
 
 @dataclass(eq=False)
 class StreamNode:
@@ -83,7 +99,8 @@ class StreamNode:
     sink: Any = None
     key_selector: Any = None
     uid: str | None = None
-    buffer_timeout: float | None = None
+    #: Seconds: the operator's own timeout, else the graph's; -1: only full buffers.
+    buffer_timeout: float = DISABLED_BUFFER_TIMEOUT
     co_location_group: str | None = None
     input_requirements: dict[int, str] = field(default_factory=dict)
     in_edges: list[StreamEdge] = field(default_factory=list)

@@ -12,7 +12,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from graph.errors import IllegalStateException, UnsupportedOperationException
-from graph.stream_graph import DEFAULT_SLOT_SHARING_GROUP, IterationBroker, StreamGraph, StreamNode
+from graph.stream_graph import (
+    DEFAULT_SLOT_SHARING_GROUP,
+    DISABLED_BUFFER_TIMEOUT,
+    IterationBroker,
+    StreamGraph,
+    StreamNode,
+)
 from graph.transformations import (
     ChainingStrategy,
     FeedbackTransformation,
@@ -47,7 +53,8 @@ class StreamGraphGenerator:
             job_name=env.job_name or ("Flink Batch Job" if self._batch else "Flink Streaming Job"),
             job_type="BATCH" if self._batch else "STREAMING",
             chaining_enabled=env.chaining_enabled,
-            buffer_timeout=env.buffer_timeout,
+            # BATCH turns execution.buffer-timeout.enabled off: nothing flushes by time
+            buffer_timeout=DISABLED_BUFFER_TIMEOUT if self._batch else env.buffer_timeout,
             checkpoint_config=env.get_checkpoint_config(),
         )
 
@@ -107,6 +114,12 @@ class StreamGraphGenerator:
     def _max_parallelism(self, t: Transformation) -> int:
         return t.max_parallelism if t.max_parallelism > 0 else self._env.max_parallelism
 
+    def _buffer_timeout(self, t: Transformation) -> float:
+        """Flink's ``configureBufferTimeout``: the transformation's own timeout, unless it is
+        unset or -1, which stand for the graph's default."""
+        own = t.buffer_timeout
+        return own if own is not None and own >= 0 else self._graph.buffer_timeout
+
     def _add_node(self, t: Transformation, node_id: int, operator_name: str, slot_sharing_group: str | None,
                   task_class: str, operator_factory: str, **fields) -> StreamNode:
         operator = t.operator
@@ -129,7 +142,7 @@ class StreamGraphGenerator:
             fan_out=operator.fan_out,
             window_size=operator.window_size,
             uid=t.uid,
-            buffer_timeout=t.buffer_timeout,
+            buffer_timeout=self._buffer_timeout(t),
             **fields,
         ))
 
@@ -183,22 +196,26 @@ class StreamGraphGenerator:
     def _translate_legacy_sink(self, t: LegacySinkTransformation) -> list[int]:
         (input_ids,) = self._input_ids(t)
         group = self._determine_slot_sharing_group(t.slot_sharing_group, input_ids)
-        self._add_node(t, t.id, f"Sink: {t.name}", group, "OneInputStreamTask",
-                       "SimpleUdfStreamOperatorFactory", sink=t.sink)
+        node = self._add_node(t, t.id, f"Sink: {t.name}", group, "OneInputStreamTask",
+                              "SimpleUdfStreamOperatorFactory", sink=t.sink, key_selector=t.key_selector)
         self._graph.sink_ids.append(t.id)
         for input_id in input_ids:
             self._graph.add_edge(input_id, t.id, 0)
+        if self._batch and t.key_selector is not None:
+            self._apply_batch_settings(node, "SORTED")
         return []
 
     def _translate_sink(self, t: SinkTransformation) -> list[int]:
         (input_ids,) = self._input_ids(t)
         group = self._determine_slot_sharing_group(t.slot_sharing_group, input_ids)
         writer_id = self._new_node_id()
+        # the writer is `input.transform(...)`, keyed on a KeyedStream, with the sink's uid
         node = self._add_node(t, writer_id, f"{t.name}: Writer", group, "OneInputStreamTask",
-                              "SinkWriterOperatorFactory", sink=t.sink)
-        node.uid = f"{t.uid}: Writer" if t.uid is not None else None
+                              "SinkWriterOperatorFactory", sink=t.sink, key_selector=t.key_selector)
         for input_id in input_ids:
             self._graph.add_edge(input_id, writer_id, 0)
+        if self._batch and t.key_selector is not None:
+            self._apply_batch_settings(node, "SORTED")
         return []
 
     def _translate_partition(self, t: PartitionTransformation) -> list[int]:
@@ -266,7 +283,7 @@ class StreamGraphGenerator:
                 parallelism_configured=t.parallelism_configured,
                 max_parallelism=self._max_parallelism(t), slot_sharing_group=None,
                 chaining_strategy=ChainingStrategy.ALWAYS, co_location_group=co_location_group,
-                buffer_timeout=t.buffer_timeout,
+                buffer_timeout=self._buffer_timeout(t),
             )))
         head, tail = nodes
         tail.max_parallelism = tail.parallelism  # as Flink's createIterationSourceAndSink does

@@ -17,7 +17,14 @@ from graph.job_graph import (
 )
 from graph.parallelism import resolve_max_parallelism
 from graph.partitioners import forward, simple
-from graph.stream_graph import DEFAULT_SLOT_SHARING_GROUP, StreamEdge, StreamGraph, StreamNode
+from graph.stream_graph import (
+    DEFAULT_SLOT_SHARING_GROUP,
+    DISABLED_BUFFER_TIMEOUT,
+    StreamEdge,
+    StreamGraph,
+    StreamNode,
+    milliseconds,
+)
 from graph.topology import sorted_topologically_from_sources
 from graph.transformations import ChainingStrategy
 
@@ -233,6 +240,7 @@ class StreamingJobGraphGenerator:
                     )
                     producer.produced_data_sets.append(data_set)
                     candidates.append((edge, data_set))
+                _check_buffer_timeout(data_set.result_partition_type, edge)
                 consumer = self.job_vertices[edge.target_id]
                 job_edge = JobEdge(data_set, consumer, len(consumer.inputs), edge.partitioner,
                                    edge.type_number, [edge])
@@ -284,6 +292,16 @@ class StreamingJobGraphGenerator:
                 raise IllegalStateException("Cannot co-locate operators from different slot sharing groups")
             group.vertices.append(vertex)
             vertex.co_location_group = group
+
+
+def _check_buffer_timeout(result_partition_type: str, edge: StreamEdge) -> None:
+    """Flink's ``checkBufferTimeout``: only a pipelined result can be flushed by a timeout."""
+    if result_partition_type == "BLOCKING" and edge.source.buffer_timeout != DISABLED_BUFFER_TIMEOUT:
+        raise UnsupportedOperationException(
+            f"only canBePipelinedConsumed partition support buffer timeout "
+            f"{milliseconds(edge.source.buffer_timeout)} for src operator in edge {edge}. \n"
+            "Please either disable buffer timeout (via -1) or use the canBePipelinedConsumed partition."
+        )
 
 
 def _reusable(first: StreamEdge, second: StreamEdge) -> bool:

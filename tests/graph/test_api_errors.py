@@ -76,6 +76,14 @@ def test_operator_settings_on_a_partitioning_are_rejected(env):
         env.from_sequence(1, 10).shuffle().set_parallelism(3)
 
 
+def test_sinks_have_no_chain_start_or_buffer_timeout(env):
+    # Flink's DataStreamSink has disableChaining but neither startNewChain nor setBufferTimeout
+    sink = env.from_sequence(1, 10).print()
+    for method in ("start_new_chain", "set_buffer_timeout"):
+        assert not hasattr(sink, method)
+    assert sink.disable_chaining().set_max_parallelism(8) is sink
+
+
 def test_keyed_stream_partitioning_cannot_be_overridden(env):
     with pytest.raises(UnsupportedOperationException, match="Cannot override partitioning for KeyedStream."):
         env.from_sequence(1, 10).key_by(lambda x: x).rebalance()

@@ -1,0 +1,69 @@
+"""Translation rules of Flink 2.3's StreamGraphGenerator beyond the golden sample: Sink V2
+writers, keyed sinks, buffer timeouts and what BATCH mode changes (each test names the
+Flink class whose rule it checks)."""
+
+import pytest
+
+from graph import (
+    DiscardingSink,
+    RuntimeExecutionMode,
+    StreamExecutionEnvironment,
+)
+from graph.hashing import murmur3_128
+from graph.plan_json import stream_graph_detail
+
+
+@pytest.fixture
+def env():
+    return StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+
+
+def batch(env):
+    return env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+
+
+def test_sink_v2_writer_takes_the_sinks_uid(env):
+    # SinkTransformationTranslator.concatUid: the writer's uid is the sink's, unchanged
+    env.from_sequence(1, 10).key_by(lambda x: x).sink_to(DiscardingSink()).uid("my-sink")
+    writer = env.get_stream_graph().node(5)  # 2: key_by, 3: the sink, 4: the virtual hash node
+    assert (writer.operator_name, writer.uid) == ("Sink: Writer", "my-sink")
+    assert env.get_job_graph().vertices[1].id == murmur3_128(b"my-sink").hex()
+
+
+def test_sinks_on_a_keyed_stream_are_keyed(env):
+    # KeyedStream.doTransform (the writer is `input.transform(...)`) and KeyedStream.addSink
+    keyed = env.from_sequence(1, 10).key_by(lambda x: x)
+    keyed.sink_to(DiscardingSink())
+    keyed.print()
+    nodes = {n["name"]: n for n in stream_graph_detail(env.get_stream_graph())["nodes"]}
+    assert nodes["Sink: Writer"]["keyed"] and nodes["Sink: Print to Std. Out"]["keyed"]
+    assert nodes["Sink: Writer"]["chaining_strategy"] == "ALWAYS"
+
+
+def test_keyed_sinks_sort_their_input_in_batch(env):
+    # LegacySinkTransformationTranslator / OneInputTransformationTranslator.translateForBatch
+    keyed = batch(env).from_sequence(1, 10).key_by(lambda x: x)
+    keyed.print()
+    keyed.sink_to(DiscardingSink())
+    nodes = {n["name"]: n for n in stream_graph_detail(env.get_stream_graph())["nodes"]}
+    for name in ("Sink: Print to Std. Out", "Sink: Writer"):
+        assert (nodes[name]["chaining_strategy"], nodes[name]["input_requirements"]) == ("HEAD", {"0": "SORTED"})
+
+
+def test_an_operators_buffer_timeout_of_minus_one_is_the_jobs_default(env):
+    # StreamGraphUtils.configureBufferTimeout: -1 on a transformation means the default
+    env.set_buffer_timeout("5ms")
+    source = env.from_sequence(1, 10)
+    source.map(lambda x: x).set_buffer_timeout(-1).rebalance().print()
+    source.filter(lambda x: True).set_buffer_timeout("20ms").print()
+    graph = env.get_stream_graph()
+    assert [graph.node(i).buffer_timeout for i in (1, 2, 5)] == [0.005, 0.005, 0.02]
+
+
+def test_batch_disables_the_default_buffer_timeout(env):
+    # configureStreamGraph: BATCH sets execution.buffer-timeout.enabled=false (-1)
+    batch(env).set_buffer_timeout("5ms")
+    env.from_sequence(1, 10).map(lambda x: x).print()
+    graph = env.get_stream_graph()
+    assert graph.buffer_timeout == -1
+    assert {node.buffer_timeout for node in graph.nodes.values()} == {-1}

@@ -1,0 +1,33 @@
+"""StreamingJobGraphGenerator rules beyond the golden sample: buffer timeouts on blocking
+exchanges."""
+
+import pytest
+
+from graph import (
+    RuntimeExecutionMode,
+    StreamExecutionEnvironment,
+    UnsupportedOperationException,
+)
+
+
+@pytest.fixture
+def env():
+    return StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+
+
+def test_batch_rejects_an_operators_own_buffer_timeout_on_a_blocking_exchange(env):
+    # connect -> checkBufferTimeout: a BLOCKING result cannot be flushed by a timeout
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.from_sequence(1, 10).map(lambda x: x).set_buffer_timeout("10ms").rebalance().print()
+    env.get_execution_plan()  # the StreamGraph is fine
+    with pytest.raises(UnsupportedOperationException) as raised:
+        env.get_job_graph()
+    assert str(raised.value) == (
+        "only canBePipelinedConsumed partition support buffer timeout 10 for src operator in edge "
+        "(Map-2 -> Sink: Print to Std. Out-4, typeNumber=0, outputPartitioner=REBALANCE, "
+        "exchangeMode=UNDEFINED, bufferTimeout=10, outputTag=null, uniqueId=0). \n"
+        "Please either disable buffer timeout (via -1) or use the canBePipelinedConsumed partition.")
+    chained = StreamExecutionEnvironment.get_execution_environment()
+    chained.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    chained.from_sequence(1, 10).map(lambda x: x).set_buffer_timeout("10ms").print()
+    assert len(chained.get_job_graph().vertices) == 1  # a chained edge is not checked
