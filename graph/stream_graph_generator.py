@@ -9,6 +9,7 @@ tails get -1, -2, ... as from Flink's iteration counter, counted per generation.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from graph.errors import IllegalStateException, UnsupportedOperationException
@@ -40,12 +41,27 @@ ITERATION_SOURCE_NAME_PREFIX = "IterationSource"
 ITERATION_SINK_NAME_PREFIX = "IterationSink"
 
 
+def _exists_unbounded_source(transformations: list[Transformation]) -> bool:
+    """Flink's ``existsUnboundedSource``: over the program's operators and all upstream."""
+    return any(
+        isinstance(t, SourceTransformation) and not t.source.bounded
+        for operator in transformations
+        for t in operator.transitive_predecessors()
+    )
+
+
 class StreamGraphGenerator:
     """Translates the environment's transformations into a fresh StreamGraph."""
 
     def __init__(self, env: "StreamExecutionEnvironment") -> None:
         self._env = env
         self._batch = env.runtime_mode.name == "BATCH"
+        if self._batch and _exists_unbounded_source(env.transformations):
+            raise IllegalStateException(
+                "Detected an UNBOUNDED source with the 'execution.runtime-mode' set to 'BATCH'. "
+                "This combination is not allowed, please set the 'execution.runtime-mode' to "
+                "STREAMING or AUTOMATIC"
+            )
         self._next_id = env.peek_next_transformation_id()
         self._iteration_id = 0
         self._already_transformed: dict[int, list[int]] = {}
@@ -55,7 +71,9 @@ class StreamGraphGenerator:
             chaining_enabled=env.chaining_enabled,
             # BATCH turns execution.buffer-timeout.enabled off: nothing flushes by time
             buffer_timeout=DISABLED_BUFFER_TIMEOUT if self._batch else env.buffer_timeout,
-            checkpoint_config=env.get_checkpoint_config(),
+            # a copy, as Flink's; BATCH disables checkpointing ("not needed in BATCH mode")
+            checkpoint_config=replace(env.get_checkpoint_config(),
+                                      **({"interval": None} if self._batch else {})),
         )
 
     def generate(self) -> StreamGraph:

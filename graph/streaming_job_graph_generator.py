@@ -4,6 +4,8 @@ checkpoint settings."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from graph.errors import IllegalStateException, UnsupportedOperationException
 from graph.hashing import traverse_stream_graph_and_generate_hashes
 from graph.job_graph import (
@@ -27,6 +29,9 @@ from graph.stream_graph import (
 )
 from graph.topology import sorted_topologically_from_sources
 from graph.transformations import ChainingStrategy
+
+if TYPE_CHECKING:
+    from graph.api.environment import CheckpointConfig
 
 
 def create_job_graph(stream_graph: StreamGraph) -> JobGraph:
@@ -101,7 +106,14 @@ class StreamingJobGraphGenerator:
         )
 
     def _pre_validate(self) -> None:
+        """Flink's ``preValidate``: refuses what checkpoints cannot handle and turns unaligned
+        checkpoints off (on the StreamGraph's copy of the config) for AT_LEAST_ONCE."""
+        self._validate_checkpointing(self.graph.checkpoint_config)
         config = self.graph.checkpoint_config
+        if config.unaligned and config.mode.name != "EXACTLY_ONCE":
+            config.unaligned = False
+
+    def _validate_checkpointing(self, config: CheckpointConfig) -> None:
         if not config.is_checkpointing_enabled():
             return
         if self.graph.is_iterative and not config.force:

@@ -6,6 +6,7 @@ import pytest
 
 from graph import (
     DiscardingSink,
+    IllegalStateException,
     RuntimeExecutionMode,
     StreamExecutionEnvironment,
 )
@@ -67,3 +68,26 @@ def test_batch_disables_the_default_buffer_timeout(env):
     graph = env.get_stream_graph()
     assert graph.buffer_timeout == -1
     assert {node.buffer_timeout for node in graph.nodes.values()} == {-1}
+
+
+def test_batch_rejects_an_unbounded_source(env):
+    # StreamGraphGenerator.shouldExecuteInBatchMode
+    batch(env).from_generator().map(lambda x: x).print()
+    with pytest.raises(IllegalStateException) as raised:
+        env.get_execution_plan()
+    assert str(raised.value) == (
+        "Detected an UNBOUNDED source with the 'execution.runtime-mode' set to 'BATCH'. This "
+        "combination is not allowed, please set the 'execution.runtime-mode' to STREAMING or AUTOMATIC")
+    bounded = StreamExecutionEnvironment.get_execution_environment()
+    batch(bounded).from_generator(count=10).map(lambda x: x).print()
+    assert bounded.get_job_graph().job_type == "BATCH"
+
+
+def test_batch_disables_checkpointing(env):
+    # configureStreamGraphBatch: checkpointing is disabled on the StreamGraph's copy
+    batch(env).enable_checkpointing("1s")
+    env.get_checkpoint_config().enable_unaligned_checkpoints()
+    env.from_sequence(1, 10).partition_custom(lambda key, n: 0, lambda x: x).print()
+    job = env.get_job_graph()  # no "not supported for custom partitioners": no checkpoints
+    assert not job.checkpointing.enabled
+    assert env.get_checkpoint_config().is_checkpointing_enabled()  # the environment keeps its own

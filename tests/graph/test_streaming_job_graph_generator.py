@@ -1,9 +1,10 @@
 """StreamingJobGraphGenerator rules beyond the golden sample: buffer timeouts on blocking
-exchanges."""
+exchanges, checkpoint settings it adjusts."""
 
 import pytest
 
 from graph import (
+    CheckpointingMode,
     RuntimeExecutionMode,
     StreamExecutionEnvironment,
     UnsupportedOperationException,
@@ -31,3 +32,12 @@ def test_batch_rejects_an_operators_own_buffer_timeout_on_a_blocking_exchange(en
     chained.set_runtime_mode(RuntimeExecutionMode.BATCH)
     chained.from_sequence(1, 10).map(lambda x: x).set_buffer_timeout("10ms").print()
     assert len(chained.get_job_graph().vertices) == 1  # a chained edge is not checked
+
+
+def test_at_least_once_turns_unaligned_checkpoints_off(env):
+    # preValidate: unaligned checkpoints need EXACTLY_ONCE
+    env.enable_checkpointing("1s", CheckpointingMode.AT_LEAST_ONCE)
+    env.get_checkpoint_config().enable_unaligned_checkpoints()
+    env.from_sequence(1, 10).rebalance().print()
+    assert not env.get_job_graph().checkpointing.config.unaligned
+    assert env.get_checkpoint_config().unaligned
