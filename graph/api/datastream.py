@@ -86,10 +86,6 @@ class _OperatorSettings:
     def set_parallelism(self, parallelism: int) -> "_OperatorSettings":
         t = self._operator("set_parallelism")
         check_parallelism(t.name, parallelism)
-        if 0 < t.max_parallelism < parallelism:
-            raise ValueError(
-                f"{t.name}: parallelism {parallelism} is above the max parallelism {t.max_parallelism}"
-            )
         t.parallelism = parallelism
         t.parallelism_configured = True
         return self
@@ -99,7 +95,7 @@ class _OperatorSettings:
 
     def set_max_parallelism(self, max_parallelism: int) -> "_OperatorSettings":
         t = self._operator("set_max_parallelism")
-        t.max_parallelism = check_max_parallelism(t.name, max_parallelism, t.parallelism)
+        t.max_parallelism = check_max_parallelism(t.name, max_parallelism)
         return self
 
     def slot_sharing_group(self, name: str) -> "_OperatorSettings":

@@ -149,7 +149,7 @@ class StreamExecutionEnvironment:
         return self.parallelism
 
     def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
-        self.max_parallelism = check_max_parallelism("StreamExecutionEnvironment", max_parallelism, None)
+        self.max_parallelism = check_max_parallelism("StreamExecutionEnvironment", max_parallelism)
         return self
 
     def get_max_parallelism(self) -> int:

@@ -23,15 +23,15 @@ def test_parallelism_below_one_or_not_int(env, value, error):
         env.set_parallelism(value)
 
 
-def test_max_parallelism_below_parallelism(env):
-    with pytest.raises(ValueError, match="Filter: max parallelism 1 is below the parallelism 2"):
-        env.from_sequence(1, 10).filter(lambda x: True).set_max_parallelism(1)
-
-
-def test_parallelism_above_max_parallelism(env):
-    stream = env.from_sequence(1, 10).map(lambda x: x).set_max_parallelism(4)
-    with pytest.raises(ValueError, match="Map: parallelism 5 is above the max parallelism 4"):
-        stream.set_parallelism(5)
+def test_max_parallelism_below_parallelism_is_left_to_the_scheduler(env):
+    # Transformation.setParallelism/setMaxParallelism only check bounds; the plan and the
+    # JobGraph compile, the ExecutionGraph refuses (test_execution_graph)
+    env.from_sequence(1, 10).map(lambda x: x).set_max_parallelism(4).set_parallelism(5).print()
+    env.from_sequence(1, 10).filter(lambda x: True).set_max_parallelism(1)
+    assert [n.max_parallelism for n in env.get_stream_graph().nodes.values()] == [-1, 4, -1, -1, 1]
+    assert [(v.name, v.configured_max_parallelism) for v in env.get_job_graph().vertices] == [
+        ("Source: Sequence Source", -1), ("Source: Sequence Source -> Filter", -1), ("Map", 4),
+        ("Sink: Print to Std. Out", -1)]
 
 
 def test_max_parallelism_bounds(env):

@@ -1,10 +1,11 @@
 """StreamingJobGraphGenerator rules beyond the golden sample: buffer timeouts on blocking
-exchanges, checkpoint settings it adjusts."""
+exchanges, checkpoint settings it adjusts, user-specified ids."""
 
 import pytest
 
 from graph import (
     CheckpointingMode,
+    IllegalArgumentException,
     RuntimeExecutionMode,
     StreamExecutionEnvironment,
     UnsupportedOperationException,
@@ -41,3 +42,13 @@ def test_at_least_once_turns_unaligned_checkpoints_off(env):
     env.from_sequence(1, 10).rebalance().print()
     assert not env.get_job_graph().checkpointing.config.unaligned
     assert env.get_checkpoint_config().unaligned
+
+
+def test_uid_collision_names_the_uid(env):
+    # StreamGraphHasherV2.generateNodeHash
+    env.from_sequence(1, 10).uid("u").disable_chaining().map(lambda x: x).uid("u").print()
+    with pytest.raises(IllegalArgumentException) as raised:
+        env.get_job_graph()
+    assert str(raised.value) == ('Hash collision on user-specified ID "u". Most likely cause is a '
+                                 "non-unique ID. Please check that all IDs specified via `uid(String)` "
+                                 "are unique.")
