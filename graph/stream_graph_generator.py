@@ -41,6 +41,20 @@ ITERATION_SOURCE_NAME_PREFIX = "IterationSource"
 ITERATION_SINK_NAME_PREFIX = "IterationSink"
 
 
+def _should_execute_in_batch_mode(env: "StreamExecutionEnvironment") -> bool:
+    """Flink's ``shouldExecuteInBatchMode``: BATCH refuses unbounded sources; AUTOMATIC is
+    BATCH when every source is bounded."""
+    mode = env.runtime_mode.name
+    unbounded = _exists_unbounded_source(env.transformations)
+    if mode == "BATCH" and unbounded:
+        raise IllegalStateException(
+            "Detected an UNBOUNDED source with the 'execution.runtime-mode' set to 'BATCH'. "
+            "This combination is not allowed, please set the 'execution.runtime-mode' to "
+            "STREAMING or AUTOMATIC"
+        )
+    return mode == "BATCH" or (mode == "AUTOMATIC" and not unbounded)
+
+
 def _exists_unbounded_source(transformations: list[Transformation]) -> bool:
     """Flink's ``existsUnboundedSource``: over the program's operators and all upstream."""
     return any(
@@ -55,13 +69,7 @@ class StreamGraphGenerator:
 
     def __init__(self, env: "StreamExecutionEnvironment") -> None:
         self._env = env
-        self._batch = env.runtime_mode.name == "BATCH"
-        if self._batch and _exists_unbounded_source(env.transformations):
-            raise IllegalStateException(
-                "Detected an UNBOUNDED source with the 'execution.runtime-mode' set to 'BATCH'. "
-                "This combination is not allowed, please set the 'execution.runtime-mode' to "
-                "STREAMING or AUTOMATIC"
-            )
+        self._batch = _should_execute_in_batch_mode(env)
         self._next_id = env.peek_next_transformation_id()
         self._iteration_id = 0
         self._already_transformed: dict[int, list[int]] = {}
@@ -145,7 +153,7 @@ class StreamGraphGenerator:
             id=node_id,
             name=t.name,
             operator_name=operator_name,
-            operator_description=operator.description or operator_name,
+            operator_description=operator_name if operator.description is None else operator.description,
             kind=operator.kind,
             task_class=task_class,
             operator_factory=operator_factory,
@@ -228,8 +236,10 @@ class StreamGraphGenerator:
         group = self._determine_slot_sharing_group(t.slot_sharing_group, input_ids)
         writer_id = self._new_node_id()
         # the writer is `input.transform(...)`, keyed on a KeyedStream, with the sink's uid
+        # the writer's description would be the sink's joined to its own, which it has none of
         node = self._add_node(t, writer_id, f"{t.name}: Writer", group, "OneInputStreamTask",
                               "SinkWriterOperatorFactory", sink=t.sink, key_selector=t.key_selector)
+        node.operator_description = node.operator_name
         for input_id in input_ids:
             self._graph.add_edge(input_id, writer_id, 0)
         if self._batch and t.key_selector is not None:

@@ -30,7 +30,7 @@ class Operator:
     """What a physical transformation runs: the StreamNode fields the runtime reads.
 
     ``kind`` is one of the kinds listed in docs/internals.md; ``description`` is Flink's
-    operator description where it differs from the name (windows).
+    operator description where it differs from the name (windows, ``set_description``).
     """
 
     kind: str

@@ -77,6 +77,13 @@ class _OperatorSettings:
     def get_name(self) -> str:
         return self._transformation.name
 
+    def set_description(self, description: str) -> "_OperatorSettings":
+        """What the plan shows as the operator's contents (and the vertex description)."""
+        if not isinstance(description, str):
+            raise TypeError(f"{self._transformation.name}: description must be a string, got {description!r}")
+        self._operator("set_description").operator.description = description
+        return self
+
     def uid(self, uid: str) -> "_OperatorSettings":
         if not isinstance(uid, str) or not uid:
             raise ValueError(f"{self._transformation.name}: uid must be a non-empty string, got {uid!r}")

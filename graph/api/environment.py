@@ -33,10 +33,12 @@ MINIMAL_CHECKPOINT_TIME = 0.010
 
 
 class RuntimeExecutionMode(Enum):
-    """STREAMING: pipelined exchanges. BATCH: blocking exchanges, sorted keyed inputs."""
+    """STREAMING: pipelined exchanges. BATCH: blocking exchanges, sorted keyed inputs.
+    AUTOMATIC: BATCH if every source is bounded, else STREAMING."""
 
     STREAMING = "STREAMING"
     BATCH = "BATCH"
+    AUTOMATIC = "AUTOMATIC"
 
 
 class CheckpointingMode(Enum):

@@ -2,6 +2,8 @@
 writers, keyed sinks, buffer timeouts and what BATCH mode changes (each test names the
 Flink class whose rule it checks)."""
 
+import json
+
 import pytest
 
 from graph import (
@@ -91,3 +93,29 @@ def test_batch_disables_checkpointing(env):
     job = env.get_job_graph()  # no "not supported for custom partitioners": no checkpoints
     assert not job.checkpointing.enabled
     assert env.get_checkpoint_config().is_checkpointing_enabled()  # the environment keeps its own
+
+
+def test_automatic_mode_runs_bounded_programs_in_batch():
+    # StreamGraphGenerator.shouldExecuteInBatchMode: AUTOMATIC is BATCH without unbounded sources
+    bounded = StreamExecutionEnvironment.get_execution_environment()
+    bounded.set_runtime_mode(RuntimeExecutionMode.AUTOMATIC)
+    bounded.from_sequence(1, 10).map(lambda x: x).print()
+    assert bounded.get_job_graph().job_type == "BATCH"
+    unbounded = StreamExecutionEnvironment.get_execution_environment()
+    unbounded.set_runtime_mode(RuntimeExecutionMode.AUTOMATIC)
+    unbounded.from_generator().map(lambda x: x).print()
+    assert unbounded.get_job_graph().job_type == "STREAMING"
+
+
+def test_a_description_replaces_the_contents_but_not_the_sink_v2_writers(env):
+    # SimpleTransformationTranslator.configure sets the node's description; the Sink V2
+    # writer's description is the sink's joined to its own, which it has none of
+    source = env.from_sequence(1, 10).set_description("numbers")
+    source.map(lambda x: x).set_description("identity").print().set_description("stdout")
+    source.sink_to(DiscardingSink()).set_description("dropped")
+    plan = json.loads(env.get_execution_plan())
+    assert [(n["type"], n["contents"]) for n in plan["nodes"]] == [
+        ("Source: Sequence Source", "numbers"), ("Map", "identity"), ("Sink: Writer", "Sink: Writer"),
+        ("Sink: Print to Std. Out", "stdout")]
+    assert env.get_job_graph().vertices[0].operator_pretty_name == (
+        "numbers\n:- identity\n:  +- stdout\n+- Sink: Writer\n")
