@@ -210,15 +210,20 @@ class StreamGraph:
         upstream.out_edges.append(edge)
         downstream.in_edges.append(edge)
 
-    def finish(self) -> None:
-        """Settle what depends on the whole graph: the key-group count of HASH edges (the
-        consumer's resolved max parallelism) and unaligned-checkpoint support, which a
-        logical input (edges with the same type number) supports only if all its edges do."""
+    def settle_key_groups(self) -> None:
+        """HASH edges count the key groups of their consumer: its resolved max parallelism
+        (again after a BATCH forward group changed it)."""
         for edge in self.edges:
             if edge.partitioner.name == "HASH":
                 edge.partitioner = edge.partitioner.with_max_parallelism(
                     resolve_max_parallelism(edge.target.max_parallelism, edge.target.parallelism)
                 )
+
+    def finish(self) -> None:
+        """Settle what depends on the whole graph: the key-group count of HASH edges (the
+        consumer's resolved max parallelism) and unaligned-checkpoint support, which a
+        logical input (edges with the same type number) supports only if all its edges do."""
+        self.settle_key_groups()
         for node in self.nodes.values():
             for edge in node.in_edges:
                 edge.supports_unaligned_checkpoints = all(

@@ -213,8 +213,9 @@ class StreamingJobGraphGenerator:
         return text
 
     def _set_parallelism_of_forward_groups(self) -> None:
-        """Dynamic graphs: vertices joined by FORWARD edges share a decided parallelism
-        when one of them has it configured (Flink's forward groups)."""
+        """Dynamic graphs: vertices joined by FORWARD edges form a group (Flink's
+        ``JobVertexForwardGroup``) that shares the parallelism one of them has configured and
+        the smallest max parallelism any of them has configured, down to their operators."""
         group_of = {start_id: {start_id} for start_id in self.job_vertices}
         for start_id, edges in self.transitive_out_edges.items():
             for edge in edges:
@@ -223,12 +224,29 @@ class StreamingJobGraphGenerator:
                     for member in merged:
                         group_of[member] = merged
         for members in {id(group): group for group in group_of.values()}.values():
-            configured = [self.job_vertices[m] for m in members if self.job_vertices[m].parallelism_configured]
-            if configured and len(members) > 1:
-                for member in members:
-                    vertex = self.job_vertices[member]
-                    vertex.parallelism = configured[0].parallelism
-                    vertex.parallelism_configured, vertex.dynamic_parallelism = True, False
+            if len(members) > 1:
+                self._set_forward_group([self.job_vertices[m] for m in sorted(members)])
+        self.graph.settle_key_groups()
+
+    @staticmethod
+    def _set_forward_group(vertices: list[JobVertex]) -> None:
+        configured = [v.parallelism for v in vertices if v.parallelism_configured]
+        max_parallelisms = [v.configured_max_parallelism for v in vertices if v.configured_max_parallelism > 0]
+        if configured and max_parallelisms and min(max_parallelisms) < configured[0]:
+            raise IllegalStateException(
+                "There is a job vertex in the forward group whose maximum parallelism is smaller "
+                "than the group's parallelism"
+            )
+        for vertex in vertices:
+            if configured:
+                vertex.parallelism = configured[0]
+                vertex.parallelism_configured, vertex.dynamic_parallelism = True, False
+                for node in vertex.operators:
+                    node.parallelism, node.parallelism_configured = configured[0], True
+            if max_parallelisms:
+                vertex.configured_max_parallelism = vertex.max_parallelism = min(max_parallelisms)
+                for node in vertex.operators:
+                    node.max_parallelism = min(max_parallelisms)
 
     # -- data sets and edges -----------------------------------------------------------
 
