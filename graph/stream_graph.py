@@ -221,13 +221,11 @@ class StreamGraph:
 
     def finish(self) -> None:
         """Settle what depends on the whole graph: the key-group count of HASH edges (the
-        consumer's resolved max parallelism) and unaligned-checkpoint support, which a
-        logical input (edges with the same type number) supports only if all its edges do."""
+        consumer's resolved max parallelism) and unaligned-checkpoint support, which a node
+        gives all its inputs only if every one of its in-edges supports it (Flink's
+        ``StreamGraphGenerator.generate``: a task's barrier handler takes one path)."""
         self.settle_key_groups()
         for node in self.nodes.values():
+            supported = all(edge.partitioner.supports_unaligned_checkpoints for edge in node.in_edges)
             for edge in node.in_edges:
-                edge.supports_unaligned_checkpoints = all(
-                    other.partitioner.supports_unaligned_checkpoints
-                    for other in node.in_edges
-                    if other.type_number == edge.type_number
-                )
+                edge.supports_unaligned_checkpoints = supported

@@ -119,3 +119,17 @@ def test_a_description_replaces_the_contents_but_not_the_sink_v2_writers(env):
         ("Sink: Print to Std. Out", "stdout")]
     assert env.get_job_graph().vertices[0].operator_pretty_name == (
         "numbers\n:- identity\n:  +- stdout\n+- Sink: Writer\n")
+
+
+def test_one_exchange_without_unaligned_support_turns_it_off_for_every_input(env):
+    # StreamGraphGenerator.generate: a node with any in-edge whose partitioner cannot carry
+    # unaligned checkpoints (pointwise, broadcast) has all its in-edges marked unsupported,
+    # both inputs of a two-input operator alike
+    from graph import CoMapFunction
+
+    forward = env.from_sequence(1, 10).name("A")
+    keyed = env.from_sequence(1, 10).name("B").key_by(lambda x: x)
+    forward.connect(keyed).map(type("M", (CoMapFunction,), {})()).print()
+    edges = stream_graph_detail(env.get_stream_graph())["edges"]
+    assert [(e["partitioner"], e["type_number"], e["supports_unaligned_checkpoints"]) for e in edges] == [
+        ("FORWARD", 1, False), ("HASH", 2, False), ("FORWARD", 0, False)]
