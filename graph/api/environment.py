@@ -17,6 +17,7 @@ from graph.api.workload import (
     KEYED_RECORD_SIZE,
     SequenceSource,
 )
+from graph.errors import IllegalStateException
 from graph.parallelism import check_max_parallelism, check_parallelism
 from graph.transformations import Operator, SourceTransformation, Transformation
 from graph.units import parse_duration
@@ -258,7 +259,7 @@ class StreamExecutionEnvironment:
         from graph.stream_graph_generator import StreamGraphGenerator
 
         if not self.transformations:
-            raise RuntimeError("No operators defined in streaming topology. Cannot generate StreamGraph.")
+            raise IllegalStateException("No operators defined in streaming topology. Cannot execute.")
         return StreamGraphGenerator(self).generate()
 
     def get_job_graph(self) -> "JobGraph":

@@ -4,6 +4,7 @@ import pytest
 
 from graph import (
     CoMapFunction,
+    IllegalStateException,
     OutputTag,
     StreamExecutionEnvironment,
     UnsupportedOperationException,
@@ -127,8 +128,10 @@ def test_sources_are_validated(env):
 
 
 def test_empty_program_has_no_graph(env):
-    with pytest.raises(RuntimeError, match="No operators defined"):
-        env.get_stream_graph()
+    env.from_sequence(1, 10)  # a source alone is no operator
+    with pytest.raises(IllegalStateException) as raised:  # StreamExecutionEnvironment's check
+        env.get_execution_plan()
+    assert str(raised.value) == "No operators defined in streaming topology. Cannot execute."
 
 
 def test_each_environment_is_fresh():
