@@ -178,6 +178,12 @@ class StreamGraphGenerator:
             node.chaining_strategy = ChainingStrategy.HEAD
         node.input_requirements = dict(enumerate(requirements))
 
+    def _sort_keyed_input_in_batch(self, node: StreamNode) -> None:
+        """A keyed one-input operator or sink sorts its input in BATCH (Flink's one-input
+        and legacy sink translators)."""
+        if self._batch and node.keyed:
+            self._apply_batch_settings(node, "SORTED")
+
     # -- translators -------------------------------------------------------------------
 
     def _translate_source(self, t: SourceTransformation) -> list[int]:
@@ -196,8 +202,7 @@ class StreamGraphGenerator:
                               "SimpleUdfStreamOperatorFactory", key_selector=t.key_selector)
         for input_id in input_ids:
             self._graph.add_edge(input_id, t.id, 0)
-        if self._batch and t.key_selector is not None:
-            self._apply_batch_settings(node, "SORTED")
+        self._sort_keyed_input_in_batch(node)
         return [t.id]
 
     def _translate_two_input(self, t: TwoInputTransformation) -> list[int]:
@@ -227,8 +232,7 @@ class StreamGraphGenerator:
         self._graph.sink_ids.append(t.id)
         for input_id in input_ids:
             self._graph.add_edge(input_id, t.id, 0)
-        if self._batch and t.key_selector is not None:
-            self._apply_batch_settings(node, "SORTED")
+        self._sort_keyed_input_in_batch(node)
         return []
 
     def _translate_sink(self, t: SinkTransformation) -> list[int]:
@@ -242,8 +246,7 @@ class StreamGraphGenerator:
         node.operator_description = node.operator_name
         for input_id in input_ids:
             self._graph.add_edge(input_id, writer_id, 0)
-        if self._batch and t.key_selector is not None:
-            self._apply_batch_settings(node, "SORTED")
+        self._sort_keyed_input_in_batch(node)
         return []
 
     def _translate_partition(self, t: PartitionTransformation) -> list[int]:
