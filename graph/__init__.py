@@ -41,7 +41,12 @@ from graph.api.workload import (
     SequenceSource,
 )
 from graph.dot import to_dot
-from graph.errors import IllegalStateException, UnsupportedOperationException
+from graph.errors import (
+    IllegalArgumentException,
+    IllegalStateException,
+    JobException,
+    UnsupportedOperationException,
+)
 from graph.execution_graph import (
     ExecutionGraph,
     ExecutionVertex,
@@ -74,11 +79,13 @@ __all__ = [
     "FlatMapFunction",
     "Function",
     "GeneratorSource",
+    "IllegalArgumentException",
     "IllegalStateException",
     "IntermediateDataSet",
     "IntermediateResultPartition",
     "IterativeStream",
     "JobEdge",
+    "JobException",
     "JobGraph",
     "JobVertex",
     "KeyDistribution",

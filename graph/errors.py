@@ -7,3 +7,11 @@ class UnsupportedOperationException(Exception):
 
 class IllegalStateException(Exception):
     """Flink's ``java.lang.IllegalStateException``: the graph is inconsistent."""
+
+
+class IllegalArgumentException(ValueError):
+    """Flink's ``java.lang.IllegalArgumentException``: a value the program gave is wrong."""
+
+
+class JobException(Exception):
+    """Flink's ``org.apache.flink.runtime.JobException``: the JobGraph cannot be scheduled."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from graph.errors import JobException
 from graph.job_graph import IntermediateDataSet, JobEdge, JobGraph, JobVertex
 
 
@@ -92,11 +93,12 @@ def pointwise_consumers(num_producers: int, num_consumers: int) -> list[range]:
 
 
 def _check_parallelism(vertex: JobVertex) -> None:
+    """Flink's ``ExecutionJobVertex`` check."""
     if vertex.parallelism > vertex.max_parallelism:
-        raise ValueError(
-            f"The vertex's parallelism ({vertex.parallelism}) is higher than the max parallelism "
-            f"({vertex.max_parallelism}). Please lower the parallelism or increase the max "
-            f"parallelism. Vertex: {vertex.name}"
+        raise JobException(
+            f"Vertex {vertex.name}'s parallelism ({vertex.parallelism}) is higher than the max "
+            f"parallelism ({vertex.max_parallelism}). Please lower the parallelism or increase "
+            "the max parallelism."
         )
 
 

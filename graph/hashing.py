@@ -12,6 +12,7 @@ import struct
 from collections import deque
 from typing import Callable
 
+from graph.errors import IllegalArgumentException
 from graph.stream_graph import StreamEdge, StreamGraph, StreamNode
 
 _MASK = (1 << 64) - 1
@@ -83,9 +84,9 @@ def _generate_node_hash(node: StreamNode, graph: StreamGraph, hashes: dict[int, 
     if node.uid is not None:
         digest = murmur3_128(node.uid.encode("utf-8"))
         if digest in hashes.values():
-            raise ValueError(
-                "Hash collision on user-specified ID. Most likely cause is a non-unique ID. "
-                "Please check that all IDs specified via `uid(String)` are unique."
+            raise IllegalArgumentException(
+                f'Hash collision on user-specified ID "{node.uid}". Most likely cause is a non-unique '
+                "ID. Please check that all IDs specified via `uid(String)` are unique."
             )
         hashes[node.id] = digest
         return True

@@ -27,17 +27,14 @@ def check_parallelism(owner: str, parallelism: object) -> int:
     return parallelism
 
 
-def check_max_parallelism(owner: str, max_parallelism: object, parallelism: int | None) -> int:
-    """Flink's bounds: 0 < max parallelism <= 32768, and not below the parallelism."""
+def check_max_parallelism(owner: str, max_parallelism: object) -> int:
+    """Flink's bounds: 0 < max parallelism <= 32768. A parallelism above it is refused only
+    when the job is scheduled (``build_execution_graph``), as in Flink."""
     if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int):
         raise TypeError(f"{owner}: max parallelism must be an int, got {max_parallelism!r}")
     if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
         raise ValueError(
             f"{owner}: max parallelism must be in 1..{UPPER_BOUND_MAX_PARALLELISM}, "
             f"got {max_parallelism}"
-        )
-    if parallelism is not None and max_parallelism < parallelism:
-        raise ValueError(
-            f"{owner}: max parallelism {max_parallelism} is below the parallelism {parallelism}"
         )
     return max_parallelism

@@ -17,6 +17,8 @@ from graph.partitioners import PartitionerSpec, forward, simple
 from graph.transformations import ChainingStrategy
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
+#: Flink's ExecutionOptions.DISABLED_NETWORK_BUFFER_TIMEOUT: flush only full buffers.
+DISABLED_BUFFER_TIMEOUT = -1
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,20 @@ class StreamEdge:
     def __repr__(self) -> str:
         return f"StreamEdge({self.edge_id}, {self.partitioner.name})"
 
+    def __str__(self) -> str:
+        """Flink's ``StreamEdge.toString`` (buffer timeout in ms, as Flink keeps it)."""
+        tag = "null" if self.output_tag is None else self.output_tag
+        return (f"({self.source} -> {self.target}, "
+                f"typeNumber={self.type_number}, outputPartitioner={self.partitioner}, "
+                f"exchangeMode=UNDEFINED, bufferTimeout={milliseconds(self.source.buffer_timeout)}, "
+                f"outputTag={tag}, uniqueId={self.unique_id})")
+
+
+def milliseconds(seconds: float) -> int | float:
+    """A duration as Flink's long milliseconds show it (fractions kept: ours may have them)."""
+    millis = round(seconds * 1000, 6)
+    return int(millis) if millis == int(millis) else millis
+
 
 @dataclass(eq=False)
 class StreamNode:
@@ -83,7 +99,8 @@ class StreamNode:
     sink: Any = None
     key_selector: Any = None
     uid: str | None = None
-    buffer_timeout: float | None = None
+    #: Seconds: the operator's own timeout, else the graph's; -1: only full buffers.
+    buffer_timeout: float = DISABLED_BUFFER_TIMEOUT
     co_location_group: str | None = None
     input_requirements: dict[int, str] = field(default_factory=dict)
     in_edges: list[StreamEdge] = field(default_factory=list)
@@ -193,19 +210,22 @@ class StreamGraph:
         upstream.out_edges.append(edge)
         downstream.in_edges.append(edge)
 
-    def finish(self) -> None:
-        """Settle what depends on the whole graph: the key-group count of HASH edges (the
-        consumer's resolved max parallelism) and unaligned-checkpoint support, which a
-        logical input (edges with the same type number) supports only if all its edges do."""
+    def settle_key_groups(self) -> None:
+        """HASH edges count the key groups of their consumer: its resolved max parallelism
+        (again after a BATCH forward group changed it)."""
         for edge in self.edges:
             if edge.partitioner.name == "HASH":
                 edge.partitioner = edge.partitioner.with_max_parallelism(
                     resolve_max_parallelism(edge.target.max_parallelism, edge.target.parallelism)
                 )
+
+    def finish(self) -> None:
+        """Settle what depends on the whole graph: the key-group count of HASH edges (the
+        consumer's resolved max parallelism) and unaligned-checkpoint support, which a node
+        gives all its inputs only if every one of its in-edges supports it (Flink's
+        ``StreamGraphGenerator.generate``: a task's barrier handler takes one path)."""
+        self.settle_key_groups()
         for node in self.nodes.values():
+            supported = all(edge.partitioner.supports_unaligned_checkpoints for edge in node.in_edges)
             for edge in node.in_edges:
-                edge.supports_unaligned_checkpoints = all(
-                    other.partitioner.supports_unaligned_checkpoints
-                    for other in node.in_edges
-                    if other.type_number == edge.type_number
-                )
+                edge.supports_unaligned_checkpoints = supported

@@ -9,10 +9,17 @@ tails get -1, -2, ... as from Flink's iteration counter, counted per generation.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from graph.errors import IllegalStateException, UnsupportedOperationException
-from graph.stream_graph import DEFAULT_SLOT_SHARING_GROUP, IterationBroker, StreamGraph, StreamNode
+from graph.stream_graph import (
+    DEFAULT_SLOT_SHARING_GROUP,
+    DISABLED_BUFFER_TIMEOUT,
+    IterationBroker,
+    StreamGraph,
+    StreamNode,
+)
 from graph.transformations import (
     ChainingStrategy,
     FeedbackTransformation,
@@ -34,12 +41,35 @@ ITERATION_SOURCE_NAME_PREFIX = "IterationSource"
 ITERATION_SINK_NAME_PREFIX = "IterationSink"
 
 
+def _should_execute_in_batch_mode(env: "StreamExecutionEnvironment") -> bool:
+    """Flink's ``shouldExecuteInBatchMode``: BATCH refuses unbounded sources; AUTOMATIC is
+    BATCH when every source is bounded."""
+    mode = env.runtime_mode.name
+    unbounded = _exists_unbounded_source(env.transformations)
+    if mode == "BATCH" and unbounded:
+        raise IllegalStateException(
+            "Detected an UNBOUNDED source with the 'execution.runtime-mode' set to 'BATCH'. "
+            "This combination is not allowed, please set the 'execution.runtime-mode' to "
+            "STREAMING or AUTOMATIC"
+        )
+    return mode == "BATCH" or (mode == "AUTOMATIC" and not unbounded)
+
+
+def _exists_unbounded_source(transformations: list[Transformation]) -> bool:
+    """Flink's ``existsUnboundedSource``: over the program's operators and all upstream."""
+    return any(
+        isinstance(t, SourceTransformation) and not t.source.bounded
+        for operator in transformations
+        for t in operator.transitive_predecessors()
+    )
+
+
 class StreamGraphGenerator:
     """Translates the environment's transformations into a fresh StreamGraph."""
 
     def __init__(self, env: "StreamExecutionEnvironment") -> None:
         self._env = env
-        self._batch = env.runtime_mode.name == "BATCH"
+        self._batch = _should_execute_in_batch_mode(env)
         self._next_id = env.peek_next_transformation_id()
         self._iteration_id = 0
         self._already_transformed: dict[int, list[int]] = {}
@@ -47,8 +77,11 @@ class StreamGraphGenerator:
             job_name=env.job_name or ("Flink Batch Job" if self._batch else "Flink Streaming Job"),
             job_type="BATCH" if self._batch else "STREAMING",
             chaining_enabled=env.chaining_enabled,
-            buffer_timeout=env.buffer_timeout,
-            checkpoint_config=env.get_checkpoint_config(),
+            # BATCH turns execution.buffer-timeout.enabled off: nothing flushes by time
+            buffer_timeout=DISABLED_BUFFER_TIMEOUT if self._batch else env.buffer_timeout,
+            # a copy, as Flink's; BATCH disables checkpointing ("not needed in BATCH mode")
+            checkpoint_config=replace(env.get_checkpoint_config(),
+                                      **({"interval": None} if self._batch else {})),
         )
 
     def generate(self) -> StreamGraph:
@@ -107,6 +140,12 @@ class StreamGraphGenerator:
     def _max_parallelism(self, t: Transformation) -> int:
         return t.max_parallelism if t.max_parallelism > 0 else self._env.max_parallelism
 
+    def _buffer_timeout(self, t: Transformation) -> float:
+        """Flink's ``configureBufferTimeout``: the transformation's own timeout, unless it is
+        unset or -1, which stand for the graph's default."""
+        own = t.buffer_timeout
+        return own if own is not None and own >= 0 else self._graph.buffer_timeout
+
     def _add_node(self, t: Transformation, node_id: int, operator_name: str, slot_sharing_group: str | None,
                   task_class: str, operator_factory: str, **fields) -> StreamNode:
         operator = t.operator
@@ -114,7 +153,7 @@ class StreamGraphGenerator:
             id=node_id,
             name=t.name,
             operator_name=operator_name,
-            operator_description=operator.description or operator_name,
+            operator_description=operator_name if operator.description is None else operator.description,
             kind=operator.kind,
             task_class=task_class,
             operator_factory=operator_factory,
@@ -129,7 +168,7 @@ class StreamGraphGenerator:
             fan_out=operator.fan_out,
             window_size=operator.window_size,
             uid=t.uid,
-            buffer_timeout=t.buffer_timeout,
+            buffer_timeout=self._buffer_timeout(t),
             **fields,
         ))
 
@@ -138,6 +177,12 @@ class StreamGraphGenerator:
         if node.chaining_strategy in (ChainingStrategy.ALWAYS, ChainingStrategy.HEAD_WITH_SOURCES):
             node.chaining_strategy = ChainingStrategy.HEAD
         node.input_requirements = dict(enumerate(requirements))
+
+    def _sort_keyed_input_in_batch(self, node: StreamNode) -> None:
+        """A keyed one-input operator or sink sorts its input in BATCH (Flink's one-input
+        and legacy sink translators)."""
+        if self._batch and node.keyed:
+            self._apply_batch_settings(node, "SORTED")
 
     # -- translators -------------------------------------------------------------------
 
@@ -157,8 +202,7 @@ class StreamGraphGenerator:
                               "SimpleUdfStreamOperatorFactory", key_selector=t.key_selector)
         for input_id in input_ids:
             self._graph.add_edge(input_id, t.id, 0)
-        if self._batch and t.key_selector is not None:
-            self._apply_batch_settings(node, "SORTED")
+        self._sort_keyed_input_in_batch(node)
         return [t.id]
 
     def _translate_two_input(self, t: TwoInputTransformation) -> list[int]:
@@ -183,22 +227,26 @@ class StreamGraphGenerator:
     def _translate_legacy_sink(self, t: LegacySinkTransformation) -> list[int]:
         (input_ids,) = self._input_ids(t)
         group = self._determine_slot_sharing_group(t.slot_sharing_group, input_ids)
-        self._add_node(t, t.id, f"Sink: {t.name}", group, "OneInputStreamTask",
-                       "SimpleUdfStreamOperatorFactory", sink=t.sink)
+        node = self._add_node(t, t.id, f"Sink: {t.name}", group, "OneInputStreamTask",
+                              "SimpleUdfStreamOperatorFactory", sink=t.sink, key_selector=t.key_selector)
         self._graph.sink_ids.append(t.id)
         for input_id in input_ids:
             self._graph.add_edge(input_id, t.id, 0)
+        self._sort_keyed_input_in_batch(node)
         return []
 
     def _translate_sink(self, t: SinkTransformation) -> list[int]:
         (input_ids,) = self._input_ids(t)
         group = self._determine_slot_sharing_group(t.slot_sharing_group, input_ids)
         writer_id = self._new_node_id()
+        # the writer is `input.transform(...)`, keyed on a KeyedStream, with the sink's uid
+        # the writer's description would be the sink's joined to its own, which it has none of
         node = self._add_node(t, writer_id, f"{t.name}: Writer", group, "OneInputStreamTask",
-                              "SinkWriterOperatorFactory", sink=t.sink)
-        node.uid = f"{t.uid}: Writer" if t.uid is not None else None
+                              "SinkWriterOperatorFactory", sink=t.sink, key_selector=t.key_selector)
+        node.operator_description = node.operator_name
         for input_id in input_ids:
             self._graph.add_edge(input_id, writer_id, 0)
+        self._sort_keyed_input_in_batch(node)
         return []
 
     def _translate_partition(self, t: PartitionTransformation) -> list[int]:
@@ -266,7 +314,7 @@ class StreamGraphGenerator:
                 parallelism_configured=t.parallelism_configured,
                 max_parallelism=self._max_parallelism(t), slot_sharing_group=None,
                 chaining_strategy=ChainingStrategy.ALWAYS, co_location_group=co_location_group,
-                buffer_timeout=t.buffer_timeout,
+                buffer_timeout=self._buffer_timeout(t),
             )))
         head, tail = nodes
         tail.max_parallelism = tail.parallelism  # as Flink's createIterationSourceAndSink does

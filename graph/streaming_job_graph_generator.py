@@ -4,6 +4,8 @@ checkpoint settings."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from graph.errors import IllegalStateException, UnsupportedOperationException
 from graph.hashing import traverse_stream_graph_and_generate_hashes
 from graph.job_graph import (
@@ -17,9 +19,19 @@ from graph.job_graph import (
 )
 from graph.parallelism import resolve_max_parallelism
 from graph.partitioners import forward, simple
-from graph.stream_graph import DEFAULT_SLOT_SHARING_GROUP, StreamEdge, StreamGraph, StreamNode
+from graph.stream_graph import (
+    DEFAULT_SLOT_SHARING_GROUP,
+    DISABLED_BUFFER_TIMEOUT,
+    StreamEdge,
+    StreamGraph,
+    StreamNode,
+    milliseconds,
+)
 from graph.topology import sorted_topologically_from_sources
 from graph.transformations import ChainingStrategy
+
+if TYPE_CHECKING:
+    from graph.api.environment import CheckpointConfig
 
 
 def create_job_graph(stream_graph: StreamGraph) -> JobGraph:
@@ -94,7 +106,14 @@ class StreamingJobGraphGenerator:
         )
 
     def _pre_validate(self) -> None:
+        """Flink's ``preValidate``: refuses what checkpoints cannot handle and turns unaligned
+        checkpoints off (on the StreamGraph's copy of the config) for AT_LEAST_ONCE."""
+        self._validate_checkpointing(self.graph.checkpoint_config)
         config = self.graph.checkpoint_config
+        if config.unaligned and config.mode.name != "EXACTLY_ONCE":
+            config.unaligned = False
+
+    def _validate_checkpointing(self, config: CheckpointConfig) -> None:
         if not config.is_checkpointing_enabled():
             return
         if self.graph.is_iterative and not config.force:
@@ -194,8 +213,9 @@ class StreamingJobGraphGenerator:
         return text
 
     def _set_parallelism_of_forward_groups(self) -> None:
-        """Dynamic graphs: vertices joined by FORWARD edges share a decided parallelism
-        when one of them has it configured (Flink's forward groups)."""
+        """Dynamic graphs: vertices joined by FORWARD edges form a group (Flink's
+        ``JobVertexForwardGroup``) that shares the parallelism one of them has configured and
+        the smallest max parallelism any of them has configured, down to their operators."""
         group_of = {start_id: {start_id} for start_id in self.job_vertices}
         for start_id, edges in self.transitive_out_edges.items():
             for edge in edges:
@@ -204,12 +224,29 @@ class StreamingJobGraphGenerator:
                     for member in merged:
                         group_of[member] = merged
         for members in {id(group): group for group in group_of.values()}.values():
-            configured = [self.job_vertices[m] for m in members if self.job_vertices[m].parallelism_configured]
-            if configured and len(members) > 1:
-                for member in members:
-                    vertex = self.job_vertices[member]
-                    vertex.parallelism = configured[0].parallelism
-                    vertex.parallelism_configured, vertex.dynamic_parallelism = True, False
+            if len(members) > 1:
+                self._set_forward_group([self.job_vertices[m] for m in sorted(members)])
+        self.graph.settle_key_groups()
+
+    @staticmethod
+    def _set_forward_group(vertices: list[JobVertex]) -> None:
+        configured = [v.parallelism for v in vertices if v.parallelism_configured]
+        max_parallelisms = [v.configured_max_parallelism for v in vertices if v.configured_max_parallelism > 0]
+        if configured and max_parallelisms and min(max_parallelisms) < configured[0]:
+            raise IllegalStateException(
+                "There is a job vertex in the forward group whose maximum parallelism is smaller "
+                "than the group's parallelism"
+            )
+        for vertex in vertices:
+            if configured:
+                vertex.parallelism = configured[0]
+                vertex.parallelism_configured, vertex.dynamic_parallelism = True, False
+                for node in vertex.operators:
+                    node.parallelism, node.parallelism_configured = configured[0], True
+            if max_parallelisms:
+                vertex.configured_max_parallelism = vertex.max_parallelism = min(max_parallelisms)
+                for node in vertex.operators:
+                    node.max_parallelism = min(max_parallelisms)
 
     # -- data sets and edges -----------------------------------------------------------
 
@@ -233,6 +270,7 @@ class StreamingJobGraphGenerator:
                     )
                     producer.produced_data_sets.append(data_set)
                     candidates.append((edge, data_set))
+                _check_buffer_timeout(data_set.result_partition_type, edge)
                 consumer = self.job_vertices[edge.target_id]
                 job_edge = JobEdge(data_set, consumer, len(consumer.inputs), edge.partitioner,
                                    edge.type_number, [edge])
@@ -284,6 +322,16 @@ class StreamingJobGraphGenerator:
                 raise IllegalStateException("Cannot co-locate operators from different slot sharing groups")
             group.vertices.append(vertex)
             vertex.co_location_group = group
+
+
+def _check_buffer_timeout(result_partition_type: str, edge: StreamEdge) -> None:
+    """Flink's ``checkBufferTimeout``: only a pipelined result can be flushed by a timeout."""
+    if result_partition_type == "BLOCKING" and edge.source.buffer_timeout != DISABLED_BUFFER_TIMEOUT:
+        raise UnsupportedOperationException(
+            f"only canBePipelinedConsumed partition support buffer timeout "
+            f"{milliseconds(edge.source.buffer_timeout)} for src operator in edge {edge}. \n"
+            "Please either disable buffer timeout (via -1) or use the canBePipelinedConsumed partition."
+        )
 
 
 def _reusable(first: StreamEdge, second: StreamEdge) -> bool:

@@ -30,7 +30,7 @@ class Operator:
     """What a physical transformation runs: the StreamNode fields the runtime reads.
 
     ``kind`` is one of the kinds listed in docs/internals.md; ``description`` is Flink's
-    operator description where it differs from the name (windows).
+    operator description where it differs from the name (windows, ``set_description``).
     """
 
     kind: str
@@ -110,11 +110,13 @@ class TwoInputTransformation(Transformation):
 
 @dataclass(eq=False, repr=False)
 class LegacySinkTransformation(Transformation):
-    """``add_sink``/``print``: one StreamNode named ``Sink: <name>``, a Flink "Data Sink"."""
+    """``add_sink``/``print``: one StreamNode named ``Sink: <name>``, a Flink "Data Sink";
+    keyed on a KeyedStream (Flink's ``KeyedStream.addSink``)."""
 
     input: Transformation | None = None
     sink: Any = None
     operator: Operator = field(default_factory=lambda: Operator("sink"))
+    key_selector: Any = None
 
     @property
     def inputs(self) -> list[Transformation]:
@@ -124,11 +126,12 @@ class LegacySinkTransformation(Transformation):
 @dataclass(eq=False, repr=False)
 class SinkTransformation(Transformation):
     """``sink_to`` (Sink V2): expanded when translated into a writer node
-    ``<name>: Writer`` with an id taken then."""
+    ``<name>: Writer`` with an id taken then, keyed when the input is a KeyedStream."""
 
     input: Transformation | None = None
     sink: Any = None
     operator: Operator = field(default_factory=lambda: Operator("sink"))
+    key_selector: Any = None
 
     @property
     def inputs(self) -> list[Transformation]:

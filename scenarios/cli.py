@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from graph import (
+    IllegalArgumentException,
     IllegalStateException,
+    JobException,
     StreamExecutionEnvironment,
     UnsupportedOperationException,
     plan_json,
@@ -411,7 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return command(args)
     except (UserError, ScenarioError, RunFolderError, TraceFileError, UnsupportedOperationException,
-            IllegalStateException) as e:
+            IllegalStateException, IllegalArgumentException, JobException) as e:
         print(f"shufflesim: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

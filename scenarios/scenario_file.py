@@ -8,7 +8,8 @@ the settings they are seconds, bytes and bytes/s. Network defaults are Flink's.
 Stage keys (``[[job.stages]]``), a linear pipeline from one source to one sink:
 
 - every stage: ``kind``, ``name``, ``parallelism``, ``slot_sharing_group``,
-  ``disable_chaining``, ``buffer_timeout`` (a duration or "off": flush full buffers only);
+  ``disable_chaining``; not the sink: ``buffer_timeout`` (a duration; Flink cannot turn
+  flushing off for one operator, only ``network.buffer_timeout = "off"`` does);
 - not the source: ``partitioner`` (how the stage receives its input: forward, rebalance,
   rescale, shuffle, broadcast, global, hash; absent: as Flink chooses), ``cost``
   (modelled time per record) and ``cost_changes = [{from, to, cost}]``;
@@ -203,6 +204,14 @@ def _program(value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", value):
         raise _BadValue(f'{_show(value)} is not "module:function"')
     return value
+
+
+def _operator_flush_timeout(value: Any) -> float:
+    """An operator's buffer timeout: a duration (Flink's setBufferTimeout(-1) is the job's)."""
+    if value == "off":
+        raise _BadValue('"off" is only for network.buffer_timeout: Flink cannot turn flushing off '
+                        "for one operator (its setBufferTimeout(-1) means the job's timeout)")
+    return _at_least(_as_duration, 0)(value)
 
 
 DURATION = _leaf(_at_least(_as_duration, 0))
@@ -450,15 +459,16 @@ def _cost_changes(value: Any, where: Where) -> tuple[CostChange, ...]:
 
 STAGE_KINDS = ("source", "map", "filter", "flat_map", "key_by_reduce", "sink")
 PARTITIONERS = ("forward", "rebalance", "rescale", "shuffle", "broadcast", "global", "hash")
-_COMMON_KEYS = {"kind", "name", "parallelism", "slot_sharing_group", "disable_chaining", "buffer_timeout"}
-_OPERATOR_KEYS = _COMMON_KEYS | {"partitioner", "cost", "cost_changes"}
+_COMMON_KEYS = {"kind", "name", "parallelism", "slot_sharing_group", "disable_chaining"}
+_SINK_KEYS = _COMMON_KEYS | {"partitioner", "cost", "cost_changes"}
+_OPERATOR_KEYS = _SINK_KEYS | {"buffer_timeout"}
 _STAGE_KEYS = {
-    "source": _COMMON_KEYS | {"rate", "record_size", "count", "keys"},
+    "source": _COMMON_KEYS | {"rate", "record_size", "count", "keys", "buffer_timeout"},
     "map": _OPERATOR_KEYS,
     "filter": _OPERATOR_KEYS | {"selectivity"},
     "flat_map": _OPERATOR_KEYS | {"fan_out"},
     "key_by_reduce": _OPERATOR_KEYS,
-    "sink": _OPERATOR_KEYS,
+    "sink": _SINK_KEYS,
 }
 
 
@@ -480,8 +490,8 @@ class StageSpec:
     partitioner: str | None = field(default=None, metadata=_opt(_leaf(_choice(*PARTITIONERS))))
     slot_sharing_group: str | None = field(default=None, metadata=_opt(TEXT))
     disable_chaining: bool = field(default=False, metadata=_opt(BOOL))
-    #: Seconds (-1: flush only full buffers); None: the job's buffer timeout.
-    buffer_timeout: float | None = field(default=None, metadata=_opt(FLUSH_TIMEOUT))
+    #: Seconds; None: the job's buffer timeout.
+    buffer_timeout: float | None = field(default=None, metadata=_opt(_leaf(_operator_flush_timeout)))
 
 
 def _stage(value: Any, where: Where) -> StageSpec:

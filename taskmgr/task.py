@@ -409,10 +409,8 @@ class Task:
                                            max_parallelism=spec.max_parallelism,
                                            custom_partitioner=spec.custom_partitioner,
                                            rng=ctx.rng(f"partitioner-{data_set.id}"), record_views=views)
-        timeout = producer.buffer_timeout
-        if timeout is None:
-            timeout = self.job_graph.buffer_timeout
-        return RecordWriter(partition, selector, RecordSerializer(output_format(producer)), timeout)
+        # the producing operator's timeout, as the compiler resolved it (Flink's per-output one)
+        return RecordWriter(partition, selector, RecordSerializer(output_format(producer)), producer.buffer_timeout)
 
     def _max_step_time(self) -> float:
         """How long a step of this task may take: short where a checkpoint would otherwise

@@ -78,6 +78,13 @@ class _OperatorSettings:
     def get_name(self) -> str:
         return self._transformation.name
 
+    def set_description(self, description: str) -> "_OperatorSettings":
+        """What the plan shows as the operator's contents (and the vertex description)."""
+        if not isinstance(description, str):
+            raise TypeError(f"{self._transformation.name}: description must be a string, got {description!r}")
+        self._operator("set_description").operator.description = description
+        return self
+
     def uid(self, uid: str) -> "_OperatorSettings":
         if not isinstance(uid, str) or not uid:
             raise ValueError(f"{self._transformation.name}: uid must be a non-empty string, got {uid!r}")
@@ -87,10 +94,6 @@ class _OperatorSettings:
     def set_parallelism(self, parallelism: int) -> "_OperatorSettings":
         t = self._operator("set_parallelism")
         check_parallelism(t.name, parallelism)
-        if 0 < t.max_parallelism < parallelism:
-            raise ValueError(
-                f"{t.name}: parallelism {parallelism} is above the max parallelism {t.max_parallelism}"
-            )
         t.parallelism = parallelism
         t.parallelism_configured = True
         return self
@@ -100,7 +103,7 @@ class _OperatorSettings:
 
     def set_max_parallelism(self, max_parallelism: int) -> "_OperatorSettings":
         t = self._operator("set_max_parallelism")
-        t.max_parallelism = check_max_parallelism(t.name, max_parallelism, t.parallelism)
+        t.max_parallelism = check_max_parallelism(t.name, max_parallelism)
         return self
 
     def slot_sharing_group(self, name: str) -> "_OperatorSettings":
@@ -111,19 +114,6 @@ class _OperatorSettings:
 
     def disable_chaining(self) -> "_OperatorSettings":
         self._operator("disable_chaining").chaining_strategy = ChainingStrategy.NEVER
-        return self
-
-    def start_new_chain(self) -> "_OperatorSettings":
-        self._operator("start_new_chain").chaining_strategy = ChainingStrategy.HEAD
-        return self
-
-    def set_buffer_timeout(self, timeout: str | float) -> "_OperatorSettings":
-        """Seconds or "10ms"; 0 flushes every record, -1 only full buffers."""
-        t = self._operator("set_buffer_timeout")
-        seconds = parse_duration(timeout)
-        if seconds < 0 and seconds != -1:
-            raise ValueError(f"{t.name}: buffer timeout must be >= 0 or -1, got {timeout!r}")
-        t.buffer_timeout = seconds
         return self
 
 
@@ -141,6 +131,24 @@ class DataStream(_OperatorSettings):
     def get_execution_environment(self) -> "StreamExecutionEnvironment":
         return self._env
 
+    def start_new_chain(self) -> "DataStream":
+        self._operator("start_new_chain").chaining_strategy = ChainingStrategy.HEAD
+        return self
+
+    def set_buffer_timeout(self, timeout: str | float) -> "DataStream":
+        """Seconds or "10ms" for this operator's outputs; 0 flushes every record, -1 means
+        the environment's timeout (Flink's rule: only the environment can turn flushing off)."""
+        t = self._operator("set_buffer_timeout")
+        seconds = parse_duration(timeout)
+        if seconds < 0 and seconds != -1:
+            raise ValueError(f"{t.name}: buffer timeout must be >= 0 or -1, got {timeout!r}")
+        t.buffer_timeout = seconds
+        return self
+
+    def _key_selector(self) -> Any:
+        """The key of a KeyedStream's operators and sinks (Flink's state key selector)."""
+        return None
+
     def _operator(self, method: str) -> Transformation:
         if isinstance(self._transformation, (PartitionTransformation, SideOutputTransformation,
                                              UnionTransformation, FeedbackTransformation)):
@@ -153,10 +161,9 @@ class DataStream(_OperatorSettings):
     # -- one-input operators -----------------------------------------------------------
 
     def _one_input(self, name: str, operator: Operator) -> "DataStream":
-        key_selector = self._key_selector() if isinstance(self, KeyedStream) else None
         transformation = OneInputTransformation(
             id=self._env.new_transformation_id(), name=name, parallelism=self._env.parallelism,
-            input=self._transformation, operator=operator, key_selector=key_selector,
+            input=self._transformation, operator=operator, key_selector=self._key_selector(),
         )
         self._env.add_operator(transformation)
         return DataStream(self._env, transformation)
@@ -295,6 +302,7 @@ class DataStream(_OperatorSettings):
         transformation = SinkTransformation(
             id=self._env.new_transformation_id(), name="Sink", parallelism=self._env.parallelism,
             input=self._transformation, sink=sink, operator=Operator("sink", cost=_cost("sink_to", cost)),
+            key_selector=self._key_selector(),
         )
         self._env.add_operator(transformation)
         return DataStreamSink(transformation)
@@ -303,13 +311,15 @@ class DataStream(_OperatorSettings):
         transformation = LegacySinkTransformation(
             id=self._env.new_transformation_id(), name=name, parallelism=self._env.parallelism,
             input=self._transformation, sink=sink, operator=Operator("sink", cost=cost),
+            key_selector=self._key_selector(),
         )
         self._env.add_operator(transformation)
         return DataStreamSink(transformation)
 
 
 class DataStreamSink(_OperatorSettings):
-    """What a sink method returns: name, uid, parallelism, slot sharing, chaining."""
+    """What a sink method returns: name, uid, parallelism, max parallelism, slot sharing,
+    disable_chaining (Flink's DataStreamSink has no start_new_chain nor buffer timeout)."""
 
     def __init__(self, transformation: Transformation) -> None:
         self._transformation = transformation

@@ -17,6 +17,7 @@ from graph.api.workload import (
     KEYED_RECORD_SIZE,
     SequenceSource,
 )
+from graph.errors import IllegalStateException
 from graph.parallelism import check_max_parallelism, check_parallelism
 from graph.transformations import Operator, SourceTransformation, Transformation
 from graph.units import parse_duration
@@ -33,10 +34,12 @@ MINIMAL_CHECKPOINT_TIME = 0.010
 
 
 class RuntimeExecutionMode(Enum):
-    """STREAMING: pipelined exchanges. BATCH: blocking exchanges, sorted keyed inputs."""
+    """STREAMING: pipelined exchanges. BATCH: blocking exchanges, sorted keyed inputs.
+    AUTOMATIC: BATCH if every source is bounded, else STREAMING."""
 
     STREAMING = "STREAMING"
     BATCH = "BATCH"
+    AUTOMATIC = "AUTOMATIC"
 
 
 class CheckpointingMode(Enum):
@@ -149,7 +152,7 @@ class StreamExecutionEnvironment:
         return self.parallelism
 
     def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
-        self.max_parallelism = check_max_parallelism("StreamExecutionEnvironment", max_parallelism, None)
+        self.max_parallelism = check_max_parallelism("StreamExecutionEnvironment", max_parallelism)
         return self
 
     def get_max_parallelism(self) -> int:
@@ -256,7 +259,7 @@ class StreamExecutionEnvironment:
         from graph.stream_graph_generator import StreamGraphGenerator
 
         if not self.transformations:
-            raise RuntimeError("No operators defined in streaming topology. Cannot generate StreamGraph.")
+            raise IllegalStateException("No operators defined in streaming topology. Cannot execute.")
         return StreamGraphGenerator(self).generate()
 
     def get_job_graph(self) -> "JobGraph":

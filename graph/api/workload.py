@@ -108,6 +108,11 @@ class GeneratorSource:
                                        or self.count < 0):
             raise ValueError(f"from_generator: count must be None or an int >= 0, got {self.count!r}")
 
+    @property
+    def bounded(self) -> bool:
+        """Flink's Boundedness: a generator without a count never ends."""
+        return self.count is not None
+
 
 @dataclass(frozen=True)
 class SequenceSource:
@@ -115,6 +120,7 @@ class SequenceSource:
 
     start: int
     end: int
+    bounded = True
 
 
 @dataclass(frozen=True)
@@ -122,3 +128,4 @@ class CollectionSource:
     """``from_collection(elements)``: a non-parallel source of the given elements."""
 
     elements: tuple[Any, ...]
+    bounded = True

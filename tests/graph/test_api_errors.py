@@ -4,6 +4,7 @@ import pytest
 
 from graph import (
     CoMapFunction,
+    IllegalStateException,
     OutputTag,
     StreamExecutionEnvironment,
     UnsupportedOperationException,
@@ -23,15 +24,15 @@ def test_parallelism_below_one_or_not_int(env, value, error):
         env.set_parallelism(value)
 
 
-def test_max_parallelism_below_parallelism(env):
-    with pytest.raises(ValueError, match="Filter: max parallelism 1 is below the parallelism 2"):
-        env.from_sequence(1, 10).filter(lambda x: True).set_max_parallelism(1)
-
-
-def test_parallelism_above_max_parallelism(env):
-    stream = env.from_sequence(1, 10).map(lambda x: x).set_max_parallelism(4)
-    with pytest.raises(ValueError, match="Map: parallelism 5 is above the max parallelism 4"):
-        stream.set_parallelism(5)
+def test_max_parallelism_below_parallelism_is_left_to_the_scheduler(env):
+    # Transformation.setParallelism/setMaxParallelism only check bounds; the plan and the
+    # JobGraph compile, the ExecutionGraph refuses (test_execution_graph)
+    env.from_sequence(1, 10).map(lambda x: x).set_max_parallelism(4).set_parallelism(5).print()
+    env.from_sequence(1, 10).filter(lambda x: True).set_max_parallelism(1)
+    assert [n.max_parallelism for n in env.get_stream_graph().nodes.values()] == [-1, 4, -1, -1, 1]
+    assert [(v.name, v.configured_max_parallelism) for v in env.get_job_graph().vertices] == [
+        ("Source: Sequence Source", -1), ("Source: Sequence Source -> Filter", -1), ("Map", 4),
+        ("Sink: Print to Std. Out", -1)]
 
 
 def test_max_parallelism_bounds(env):
@@ -74,6 +75,14 @@ def test_co_functions_must_be_function_objects(env):
 def test_operator_settings_on_a_partitioning_are_rejected(env):
     with pytest.raises(TypeError, match="set_parallelism: applies to an operator"):
         env.from_sequence(1, 10).shuffle().set_parallelism(3)
+
+
+def test_sinks_have_no_chain_start_or_buffer_timeout(env):
+    # Flink's DataStreamSink has disableChaining but neither startNewChain nor setBufferTimeout
+    sink = env.from_sequence(1, 10).print()
+    for method in ("start_new_chain", "set_buffer_timeout"):
+        assert not hasattr(sink, method)
+    assert sink.disable_chaining().set_max_parallelism(8) is sink
 
 
 def test_keyed_stream_partitioning_cannot_be_overridden(env):
@@ -119,8 +128,10 @@ def test_sources_are_validated(env):
 
 
 def test_empty_program_has_no_graph(env):
-    with pytest.raises(RuntimeError, match="No operators defined"):
-        env.get_stream_graph()
+    env.from_sequence(1, 10)  # a source alone is no operator
+    with pytest.raises(IllegalStateException) as raised:  # StreamExecutionEnvironment's check
+        env.get_execution_plan()
+    assert str(raised.value) == "No operators defined in streaming topology. Cannot execute."
 
 
 def test_each_environment_is_fresh():

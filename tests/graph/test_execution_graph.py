@@ -3,7 +3,7 @@ input channel, for all-to-all, broadcast and pointwise (up and down) exchanges."
 
 import pytest
 
-from graph import StreamExecutionEnvironment, build_execution_graph
+from graph import JobException, StreamExecutionEnvironment, build_execution_graph
 from graph.execution_graph import pointwise_consumers
 
 
@@ -111,5 +111,9 @@ def test_parallelism_above_max_parallelism_is_rejected():
     env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(4)
     env.set_max_parallelism(2)
     env.from_sequence(1, 10).print()
-    with pytest.raises(ValueError, match=r"parallelism \(4\) is higher than the max parallelism \(2\)"):
-        build_execution_graph(env.get_job_graph())
+    job = env.get_job_graph()
+    with pytest.raises(JobException) as raised:  # ExecutionJobVertex's check
+        build_execution_graph(job)
+    assert str(raised.value) == (
+        "Vertex Source: Sequence Source -> Sink: Print to Std. Out's parallelism (4) is higher than "
+        "the max parallelism (2). Please lower the parallelism or increase the max parallelism.")

@@ -131,6 +131,28 @@ def test_batch_explicit_forward_groups_share_a_configured_parallelism():
                                    ("Sink: Print to Std. Out", -1, False, True)]
 
 
+def test_batch_forward_groups_share_the_smallest_configured_max_parallelism():
+    # setVertexParallelismsForDynamicGraphIfNecessary / JobVertexForwardGroup
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(4)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    source = env.from_sequence(1, 10).set_max_parallelism(16)
+    keyed = source.forward().map(lambda x: x).set_max_parallelism(8).disable_chaining().key_by(lambda x: x)
+    keyed.reduce(lambda a, b: a).forward().filter(lambda x: True).set_max_parallelism(32).disable_chaining().print()
+    job = env.get_job_graph()
+    assert [(v["name"], v["max_parallelism"]) for v in job.to_dict()["vertices"]] == [
+        ("Source: Sequence Source", 8), ("Map", 8), ("Keyed Reduce", 32), ("Filter", 32),
+        ("Sink: Print to Std. Out", -1)]  # the sink is reached by RESCALE: in no group
+    assert [n.max_parallelism for v in job.vertices for n in v.operators] == [8, 8, 32, 32, -1]
+    # the HASH exchange into the group counts the group's key groups (128 by default)
+    assert job.vertices[2].inputs[0].partitioner.max_parallelism == 32
+    decided = StreamExecutionEnvironment.get_execution_environment().set_parallelism(4)
+    decided.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    (decided.from_sequence(1, 10).set_parallelism(4).forward().map(lambda x: x).set_max_parallelism(2)
+        .disable_chaining().print())
+    with pytest.raises(IllegalStateException, match="whose maximum parallelism is smaller than the group's"):
+        decided.get_job_graph()
+
+
 def test_batch_two_input_keyed_inputs_are_sorted(env):
     from graph import CoMapFunction
 

@@ -80,7 +80,7 @@ name = "Triple"
 fan_out = 3
 partitioner = "hash"
 disable_chaining = true
-buffer_timeout = "off"
+buffer_timeout = "2ms"
 [[job.stages]]
 kind = "sink"
 name = "Out"
@@ -97,7 +97,7 @@ cost = "1ms"
     assert source.source.count == 100 and source.source.keys.zipf_exponent == 1.5
     assert (half.kind, half.selectivity, half.slot_sharing_group) == ("filter", 0.5, "cheap")
     assert partitioner_into(env, "Half") == "SHUFFLE"
-    assert (triple.kind, triple.fan_out, triple.buffer_timeout) == ("flat_map", 3, -1)
+    assert (triple.kind, triple.fan_out, triple.buffer_timeout) == ("flat_map", 3, 0.002)
     assert partitioner_into(env, "Triple") == "HASH"
     assert out.cost == Cost(0.001)
 

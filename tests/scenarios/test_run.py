@@ -106,7 +106,7 @@ PROGRAMS = {
     "syntax_prog": "def build(env)\n    pass\n",
     "rejected_prog": ("from graph import DiscardingSink\n"
                       "def build(env):\n"
-                      "    env.from_generator().map(cost='1ms').set_parallelism(200).set_max_parallelism(100)"
+                      "    env.from_generator().map(cost='1ms').set_parallelism(0)"
                       ".sink_to(DiscardingSink())\n"),
     "import_raising_prog": "raise RuntimeError('cannot start')\n",
 }
@@ -115,7 +115,7 @@ PROGRAMS = {
 @pytest.mark.parametrize("module, message", [
     ("raising_prog", "ValueError: boom in the user program (raising_prog.py, line 2)"),
     ("syntax_prog", "SyntaxError"),
-    ("rejected_prog", "max parallelism 100 is below the parallelism 200 (rejected_prog.py, line 3)"),
+    ("rejected_prog", "Map: parallelism must be at least 1, got 0 (rejected_prog.py, line 3)"),
     ("import_raising_prog", "RuntimeError: cannot start"),
 ])
 @pytest.mark.parametrize("command", ["plan", "run"])

@@ -185,6 +185,9 @@ REDUCE = 'kind = "key_by_reduce"'
         (stages(SOURCE + '\ncost = "1ms"', SINK), "job.stages[0].cost: a 'source' stage takes no 'cost'"),
         (stages(SOURCE, MAP + "\nselectivity = 0.5", SINK), "job.stages[1].selectivity: a 'map' stage takes no"),
         (stages(SOURCE, 'kind = "mapp"'), "job.stages[1].kind: 'mapp' is not one of"),
+        (stages(SOURCE, MAP + '\nbuffer_timeout = "off"', SINK),
+         'job.stages[1].buffer_timeout: "off" is only for network.buffer_timeout'),
+        (stages(SOURCE, SINK + '\nbuffer_timeout = "1ms"'), "job.stages[1].buffer_timeout: a 'sink' stage takes no"),
         (
             stages(SOURCE, REDUCE + '\npartitioner = "rebalance"', SINK),
             "job.stages[1].partitioner: a 'key_by_reduce' stage is always hash-partitioned",
