@@ -265,7 +265,7 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
                             scenario.cluster.heartbeat_timeout)
     job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers,
                     checkpoint_costs=scenario.checkpoints.costs(),
-                    restart=restart_strategy(scenario))
+                    restart=restart_strategy(scenario), placement=scenario.cluster.placement)
     with contextlib.ExitStack() as stack:
         tracer = NULL_TRACER
         if trace:

@@ -35,6 +35,7 @@ from typing import Any, NamedTuple
 from graph.api.environment import MINIMAL_CHECKPOINT_TIME
 from graph.api.workload import MIN_RECORD_SIZE
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.scheduler import PLACEMENTS
 from graph.units import parse_bandwidth, parse_duration, parse_size
 from shuffle.config import FRAME_HEADROOM
 
@@ -289,6 +290,9 @@ class ClusterConfig:
     #: Flink's heartbeat.interval / heartbeat.timeout: a TaskManager silent for the timeout is lost.
     heartbeat_interval: float = field(default=10.0, metadata=_opt(POSITIVE_DURATION))
     heartbeat_timeout: float = field(default=50.0, metadata=_opt(POSITIVE_DURATION))
+    #: How shared slots land on TaskManagers: "ordered" (one fixed placement) or "random"
+    #: (drawn from the seed, as a Flink run picks its own; taskmgr.scheduler).
+    placement: str = field(default="ordered", metadata=_opt(_leaf(_choice(*PLACEMENTS))))
 
 
 @dataclass(frozen=True)

@@ -49,7 +49,7 @@ from taskmgr.checkpointing.task_state import TaskStateSnapshot
 from taskmgr.payloads import dump_object
 from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.rpc import CancelAttempt
-from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
+from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots, placement_rng
 
 if TYPE_CHECKING:
     from taskmgr.jobmanager import JobConfig, JobManager, _JobExecution
@@ -194,4 +194,5 @@ class Failover:
 
     def _allocate(self) -> dict[str, str]:
         offers = [SlotOffer(tm.name, tm.num_slots) for tm in self.jobmanager.task_managers.values()]
-        return {eid: slot.task_manager for eid, slot in allocate_slots(self.graph, offers).items()}
+        rng = placement_rng(self.config.placement, self.config.seed)
+        return {eid: slot.task_manager for eid, slot in allocate_slots(self.graph, offers, rng).items()}

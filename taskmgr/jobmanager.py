@@ -47,7 +47,7 @@ from taskmgr.rpc import (FIRST_MESSAGE_TIMEOUT, AbortCheckpoint, AcknowledgeChec
                          JobReportPart, NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, ReportAssembler,
                          RpcConnection, RpcError, RpcMessage, Shutdown, StopSources, TaskExecutionState,
                          TriggerCheckpoint)
-from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots
+from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots, placement_rng
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ class JobConfig:
     cancel_timeout: float = 10.0
     checkpoint_costs: CheckpointCosts = field(default_factory=CheckpointCosts)
     restart: RestartStrategy = RestartStrategy()
+    #: How shared slots land on TaskManagers: "ordered" or "random" (taskmgr.scheduler).
+    placement: str = "ordered"
 
 
 @dataclass
@@ -361,7 +363,7 @@ class JobManager:
             check_restartable(graph, config.restart)
             await self._wait_for_task_managers(config.task_managers, config.registration_timeout)
             offers = [SlotOffer(tm.name, tm.num_slots) for tm in self.task_managers.values()]
-            slots = allocate_slots(graph, offers)
+            slots = allocate_slots(graph, offers, placement_rng(config.placement, config.seed))
         except (NoResourceAvailableError, RestoreNotSupportedError) as exc:
             return JobResult(job_id, JobStatus.FAILED, 0.0, error=exc)
         placement = {eid: slot.task_manager for eid, slot in slots.items()}

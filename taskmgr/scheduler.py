@@ -17,19 +17,29 @@ them by default (`taskmanager.load-balance.mode` NONE; `AnyMatchingResourceMatch
 Flink takes its TaskManagers in no fixed order (a hash map of random instance ids) and
 pairs shared slots with the slots offered in no fixed order either (requests in
 identity-hash order, offers as they arrive), so which groups share a TaskManager varies
-from run to run there; here it is always this one.
+from run to run there. `allocate_slots` takes this one by default (placement "ordered"),
+or with a generator draws one as Flink's run would (placement "random"): the TaskManagers
+in random order, each filled before the next, and the shared slots paired with the slots
+taken at random.
 """
 
 from __future__ import annotations
 
+import zlib
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from graph import ExecutionGraph, ExecutionVertex
 from graph.job_graph import JobVertex
 
 from taskmgr.deployment import execution_id
+
+
+#: How shared slots land on TaskManagers (`allocate_slots`).
+PLACEMENTS = ("ordered", "random")
 
 
 class NoResourceAvailableError(RuntimeError):
@@ -61,15 +71,34 @@ def slots_needed(graph: ExecutionGraph) -> int:
     return len(execution_slot_sharing_groups(graph))
 
 
-def allocate_slots(graph: ExecutionGraph, offers: Sequence[SlotOffer]) -> dict[str, SlotAssignment]:
-    """The slot of every subtask, by execution id."""
+def allocate_slots(graph: ExecutionGraph, offers: Sequence[SlotOffer],
+                   rng: np.random.Generator | None = None) -> dict[str, SlotAssignment]:
+    """The slot of every subtask, by execution id: the TaskManagers in the offers' order
+    and the shared slots in creation order, or, given `rng`, both in an order drawn from
+    it as a Flink run's is (placement "random"; see the module doc)."""
+    if rng is not None:
+        offers = [offers[i] for i in rng.permutation(len(offers))]
     free = [SlotAssignment(offer.task_manager, i) for offer in offers for i in range(offer.num_slots)]
     groups = execution_slot_sharing_groups(graph)
     if len(groups) > len(free):
         raise NoResourceAvailableError(
             f"Could not acquire the minimum required resources: the job needs {len(groups)} slots, "
             f"the cluster has {len(free)} ({len(offers)} TaskManagers)")
-    return {execution_id(subtask): slot for group, slot in zip(groups, free) for subtask in group}
+    taken = free[:len(groups)]
+    if rng is not None:
+        taken = [taken[i] for i in rng.permutation(len(taken))]
+    return {execution_id(subtask): slot for group, slot in zip(groups, taken) for subtask in group}
+
+
+def placement_rng(placement: str, seed: int) -> np.random.Generator | None:
+    """The generator `allocate_slots` draws a "random" placement from, the same for every
+    allocation of a run (so a restart keeps its slots unless a TaskManager was lost);
+    None for "ordered"."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, got {placement!r}")
+    if placement == "ordered":
+        return None
+    return np.random.default_rng([seed & 0xFFFF_FFFF_FFFF_FFFF, zlib.crc32(b"slot-placement")])
 
 
 class _SharedSlotBuilder:

@@ -1,3 +1,4 @@
+import json
 import re
 from pathlib import Path
 
@@ -350,3 +351,20 @@ def test_faults_must_name_what_the_run_has(tmp_path):
         scenario = load_scenario(path, ["mode=realtime"] if "pause_link" in fault else [])
         with pytest.raises(ScenarioError, match=re.escape(message)):
             run_scenario(scenario, tmp_path / f"out{i}")
+
+
+def test_cluster_placement_random_draws_where_subtasks_run_from_the_seed(tmp_path):
+    from scenarios.run import run_scenario
+
+    def source_task_managers(overrides):
+        scenario = load_scenario("scenarios/library/skewed-keys.toml", ["duration=1s", *overrides])
+        out = tmp_path / "-".join(overrides)
+        run_scenario(scenario, out)
+        source = json.loads((out / "summary.json").read_text())["vertices"][0]
+        return tuple(subtask["task_manager"] for subtask in source["subtasks"])
+
+    assert source_task_managers([]) == ("tm-0", "tm-0")  # "ordered": both sources on the first
+    drawn = [source_task_managers(["cluster.placement=random", f"seed={seed}"]) for seed in range(6)]
+    assert any(a != b for a, b in drawn)  # as in Flink, most runs split them
+    with pytest.raises(ScenarioError, match="cluster.placement: 'spread' is not one of 'ordered', 'random'"):
+        load_scenario("scenarios/library/skewed-keys.toml", ["cluster.placement=spread"])

@@ -2,9 +2,11 @@
 default scheduler places a streaming job (`LocalInputPreferredSlotSharingStrategy`, and
 the slot manager filling one TaskManager before the next)."""
 
+import pytest
+
 from graph import StreamExecutionEnvironment
 from taskmgr.deployment import execution_id
-from taskmgr.scheduler import SlotOffer, allocate_slots, execution_slot_sharing_groups, slots_needed
+from taskmgr.scheduler import SlotOffer, allocate_slots, execution_slot_sharing_groups, placement_rng, slots_needed
 
 
 def two_vertices(producers, consumers, partitioning, consumer_group=None):
@@ -76,3 +78,40 @@ def test_shared_slots_fill_one_task_manager_before_the_next():
               for s in graph.all_execution_vertices}
     assert placed == {("Source: S", 0): ("tm-0", 0), ("M", 0): ("tm-0", 0), ("M", 1): ("tm-0", 1),
                       ("M", 2): ("tm-1", 0)}
+
+
+def task_managers_of_groups(graph, slots):
+    """The TaskManager of each shared slot, slots in creation order."""
+    return tuple(slots[execution_id(group[0])].task_manager for group in execution_slot_sharing_groups(graph))
+
+
+def test_random_placement_draws_flink_s_groupings_from_the_seed():
+    graph = two_vertices(1, 4, lambda s: s.rebalance())  # 4 shared slots on 2 x 2 slots
+    offers = [SlotOffer("tm-0", 2), SlotOffer("tm-1", 2)]
+    ordered = task_managers_of_groups(graph, allocate_slots(graph, offers))
+    assert ordered == ("tm-0", "tm-0", "tm-1", "tm-1")
+    drawn = {seed: task_managers_of_groups(graph, allocate_slots(graph, offers, placement_rng("random", seed)))
+             for seed in range(40)}
+    for placement in drawn.values():
+        assert sorted(placement) == ["tm-0", "tm-0", "tm-1", "tm-1"]  # every slot used once
+    # any grouping of the 4 shared slots onto the two TaskManagers can come out (6 of them)
+    assert len(set(drawn.values())) == 6
+    again = {seed: task_managers_of_groups(graph, allocate_slots(graph, offers, placement_rng("random", seed)))
+             for seed in range(40)}
+    assert again == drawn
+    assert placement_rng("ordered", 3) is None
+
+
+def test_random_placement_fills_the_task_managers_it_takes_first():
+    graph = two_vertices(1, 3, lambda s: s.rebalance())  # 3 shared slots on 3 x 2 slots
+    offers = [SlotOffer(f"tm-{i}", 2) for i in range(3)]
+    used = {frozenset(task_managers_of_groups(graph, allocate_slots(graph, offers, placement_rng("random", seed))))
+            for seed in range(30)}
+    # one TaskManager full and one more with one slot: always two TaskManagers, each of them sometimes
+    assert all(len(task_managers) == 2 for task_managers in used)
+    assert set().union(*used) == {"tm-0", "tm-1", "tm-2"}
+
+
+def test_an_unknown_placement_is_refused():
+    with pytest.raises(ValueError, match="placement must be one of ordered, random, got 'spread'"):
+        placement_rng("spread", 0)
