@@ -12,7 +12,7 @@ a consumer shares the slot of a producer it reads where it can (with 2 producers
 consumers: consumers 0 and 2 beside producers 0 and 1, consumer 1 alone).
 
 Shared slots take free slots in the order they were created, the TaskManagers' slots in
-registration order: one TaskManager fills before the next, as Flink's slot manager fills
+the order of their names: one TaskManager fills before the next, as Flink's slot manager fills
 them by default (`taskmanager.load-balance.mode` NONE; `AnyMatchingResourceMatchingStrategy`).
 Flink takes its TaskManagers in no fixed order (a hash map of random instance ids) and
 pairs shared slots with the slots offered in no fixed order either (requests in
@@ -25,6 +25,7 @@ taken at random.
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections import deque
 from collections.abc import Sequence
@@ -73,9 +74,11 @@ def slots_needed(graph: ExecutionGraph) -> int:
 
 def allocate_slots(graph: ExecutionGraph, offers: Sequence[SlotOffer],
                    rng: np.random.Generator | None = None) -> dict[str, SlotAssignment]:
-    """The slot of every subtask, by execution id: the TaskManagers in the offers' order
+    """The slot of every subtask, by execution id: the TaskManagers in the order of their
+    names (tm-0, tm-1, ..., tm-10: not the order they registered in, which varies on Spark)
     and the shared slots in creation order, or, given `rng`, both in an order drawn from
     it as a Flink run's is (placement "random"; see the module doc)."""
+    offers = sorted(offers, key=lambda offer: _natural_order(offer.task_manager))
     if rng is not None:
         offers = [offers[i] for i in rng.permutation(len(offers))]
     free = [SlotAssignment(offer.task_manager, i) for offer in offers for i in range(offer.num_slots)]
@@ -88,6 +91,11 @@ def allocate_slots(graph: ExecutionGraph, offers: Sequence[SlotOffer],
     if rng is not None:
         taken = [taken[i] for i in rng.permutation(len(taken))]
     return {execution_id(subtask): slot for group, slot in zip(groups, taken) for subtask in group}
+
+
+def _natural_order(name: str) -> list[str | int]:
+    """A sort key ordering the numbers in names by value (tm-2 before tm-10)."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
 
 
 def placement_rng(placement: str, seed: int) -> np.random.Generator | None:

@@ -36,7 +36,10 @@ class ResultPartitionManager:
         timeout, start = self.listener_timeout, self._checks_start
         if timeout <= 0 or start is None:
             return math.inf
-        return start + timeout * (math.floor((requested_at + timeout - start) / timeout) + 1)
+        # in whole nanoseconds, as Flink's check compares whole milliseconds: a request made
+        # exactly one timeout before a check is not older than the timeout at it
+        timeout_ns, since_start_ns = round(timeout * 1e9), round((requested_at - start) * 1e9)
+        return start + timeout * ((since_start_ns + timeout_ns) // timeout_ns + 1)
 
     def register_result_partition(self, partition: ResultPartition) -> None:
         if partition.partition_id in self._partitions:

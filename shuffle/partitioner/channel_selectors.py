@@ -10,6 +10,7 @@ comes from a `numpy.random.Generator` the caller seeds, so runs are reproducible
 
 from __future__ import annotations
 
+import operator
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar, Protocol
@@ -232,7 +233,7 @@ class CustomPartitionerWrapper(_KeyedPartitioner):
         """The user's channel; one out of range fails the task, as Flink's writer does
         (`ArrayIndexOutOfBoundsException`): a negative one is no index from the end."""
         n = self.num_channels
-        channel = self._partition(key, n)
+        channel = operator.index(self._partition(key, n))
         if not 0 <= channel < n:
             raise IndexError(f"Index {channel} out of bounds for length {n}")
         return channel

@@ -54,14 +54,21 @@ def synthetic_records(batch: FixedWidthRecords) -> list[SyntheticRecord]:
 
 
 _KEY_FIELD = (lambda record: record.key).__code__
+_KEY_FIELD_METHOD = (lambda self, record: record.key).__code__
 
 
 def reads_key_field(function: Any) -> bool:
-    """Whether `function` is a plain function returning its one argument's `key` (as
-    `lambda r: r.key`, or `operator.attrgetter("key")`): on a synthetic record, the key
-    column, which writers then hash vectorized."""
+    """Whether `function` returns its one argument's `key` and nothing else (as
+    `lambda r: r.key`, `operator.attrgetter("key")`, or a `KeySelector` whose `get_key`
+    does): on a synthetic record, the key column, which writers then hash vectorized."""
     if isinstance(function, operator.attrgetter):
         return repr(function) == "operator.attrgetter('key')"
-    code = getattr(function, "__code__", None)
-    return (inspect.isfunction(function) and code is not None and code.co_code == _KEY_FIELD.co_code
-            and code.co_names == _KEY_FIELD.co_names and code.co_argcount == 1)
+    if inspect.ismethod(function):
+        return _same_code(function.__func__, _KEY_FIELD_METHOD)
+    return inspect.isfunction(function) and _same_code(function, _KEY_FIELD)
+
+
+def _same_code(function: Any, expected: Any) -> bool:
+    code = function.__code__
+    return (code.co_code == expected.co_code and code.co_names == expected.co_names
+            and code.co_argcount == expected.co_argcount)

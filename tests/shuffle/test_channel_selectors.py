@@ -171,6 +171,13 @@ def test_a_custom_channel_out_of_range_fails(channel):
         selector.select_channels(batch_of([1, 2]))
 
 
+def test_a_custom_channel_that_is_no_integer_fails_at_once():
+    selector = CustomPartitionerWrapper(lambda key, n: 1.0, lambda record: record)
+    selector.setup(3)
+    with pytest.raises(TypeError, match="'float' object cannot be interpreted as an integer"):
+        selector.select_channel(1)
+
+
 def parity_views(batch):
     return [{"k": k % 2} for k in batch.keys.tolist()]
 

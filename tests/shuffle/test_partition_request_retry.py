@@ -6,6 +6,8 @@ than the timeout; the remote channel then retries at once while its backoff allo
 
 from __future__ import annotations
 
+import pytest
+
 from shuffle import kernel
 from shuffle.config import NetworkConfig
 from shuffle.environment import InputChannelDescriptor, NettyShuffleEnvironment
@@ -102,3 +104,17 @@ async def test_a_local_channel_fails_once_its_backoff_is_exhausted(sim_kernel):
         channel = await _request_missing_locally(nursery, register_at=None)
         assert 22.7 <= await _time_of_failure(channel) < 22.8
         nursery.cancel_scope.cancel()
+
+
+def test_a_request_made_a_whole_number_of_timeouts_after_the_start_outlives_the_check_at_its_timeout():
+    # Flink fails a listener strictly older than the timeout; 0.7 + 0.1 is 0.7999... in floats
+    from shuffle.partition.result_partition_manager import ResultPartitionManager
+
+    async def main() -> float:
+        manager = ResultPartitionManager(0.1)
+        manager.start_listener_timeout_checks()
+        await kernel.sleep_until(0.7)
+        assert not await manager.wait_for_partition("missing")
+        return kernel.current_time()
+
+    assert kernel.run(main, mode="sim") == pytest.approx(0.9)

@@ -18,15 +18,21 @@ def key_field(record):
     return record.key
 
 
-class Parity(KeySelector):
+class ModFive(KeySelector):
     def get_key(self, value):
-        return value.key % 2
+        return value.key % 5
+
+
+class KeyField(KeySelector):
+    def get_key(self, value):
+        return value.key
 
 
 @pytest.mark.parametrize(("selector", "vectorized"), [
     (lambda r: r.key, True), (key_field, True), (operator.attrgetter("key"), True),
     (lambda r: r.key % 2, False), (lambda r: r.seq, False), (lambda r: 0, False),
-    (operator.attrgetter("seq"), False), (Parity().get_key, False), (lambda r, s=1: r.key, False),
+    (operator.attrgetter("seq"), False), (ModFive().get_key, False), (lambda r, s=1: r.key, False),
+    (KeyField().get_key, True),
 ])
 def test_only_a_selector_of_the_key_field_reads_the_key_column(selector, vectorized):
     assert reads_key_field(selector) is vectorized
@@ -40,9 +46,9 @@ def records_per_subtask(key_selector):
     return [subtask["metrics"]["numRecordsIn"] for subtask in result.vertex_summary("Keyed")["subtasks"]]
 
 
-@pytest.mark.parametrize("key_selector", [lambda r: 7, Parity()])
+@pytest.mark.parametrize("key_selector", [lambda r: 7, ModFive()])
 def test_synthetic_records_go_where_their_selected_key_belongs(key_selector):
-    owners = {assign_key_to_parallel_operator(k, 128, 4) for k in ((7,) if callable(key_selector) else (0, 1))}
+    owners = {assign_key_to_parallel_operator(k, 128, 4) for k in ((7,) if callable(key_selector) else range(5))}
     counts = records_per_subtask(key_selector)
     assert {i for i, n in enumerate(counts) if n > 0} == owners
 

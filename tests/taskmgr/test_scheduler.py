@@ -115,3 +115,14 @@ def test_random_placement_fills_the_task_managers_it_takes_first():
 def test_an_unknown_placement_is_refused():
     with pytest.raises(ValueError, match="placement must be one of ordered, random, got 'spread'"):
         placement_rng("spread", 0)
+
+
+def test_task_managers_are_taken_in_name_order_whatever_order_they_registered_in():
+    graph = two_vertices(1, 3, lambda s: s.rebalance())
+    names = [f"tm-{i}" for i in (10, 2, 0, 1)]  # as they might register on Spark
+    offers = [SlotOffer(name, 1) for name in names]
+    assert task_managers_of_groups(graph, allocate_slots(graph, offers)) == ("tm-0", "tm-1", "tm-2")
+    shuffled = [offers[i] for i in (3, 0, 2, 1)]
+    rng = placement_rng("random", 5)
+    assert (task_managers_of_groups(graph, allocate_slots(graph, offers, placement_rng("random", 5)))
+            == task_managers_of_groups(graph, allocate_slots(graph, shuffled, rng)))
