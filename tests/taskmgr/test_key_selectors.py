@@ -55,3 +55,23 @@ def test_synthetic_records_go_where_their_selected_key_belongs(key_selector):
 
 def test_a_key_field_selector_spreads_synthetic_records_by_their_keys():
     assert all(n > 0 for n in records_per_subtask(lambda r: r.key))
+
+
+def test_partition_custom_applies_a_key_selector_object_to_synthetic_records():
+    env = StreamExecutionEnvironment.get_execution_environment()
+    events = env.from_generator(rate=1000, record_size=32, keys=KeyDistribution("uniform", num_keys=1000))
+    events.partition_custom(lambda key, n: key % n, ModFive()).map().name("Parted").set_parallelism(4) \
+        .sink_to(DiscardingSink())
+    result = execute(env, duration=2.0, task_managers=1, slots_per_task_manager=4, seed=1).raise_for_status()
+    counts = [subtask["metrics"]["numRecordsIn"] for subtask in result.vertex_summary("Parted")["subtasks"]]
+    assert all(n > 0 for n in counts)  # keys 0..4 mod 4: every subtask, key 0 and 4 on the first
+    assert counts[0] > max(counts[1:])
+
+
+def test_a_custom_partitioner_returning_a_channel_out_of_range_fails_the_job():
+    env = StreamExecutionEnvironment.get_execution_environment()
+    events = env.from_generator(rate=1000, record_size=32)
+    events.partition_custom(lambda key, n: -1, lambda r: r.key).map().set_parallelism(3).sink_to(DiscardingSink())
+    result = execute(env, duration=1.0, task_managers=1, slots_per_task_manager=3)
+    assert result.status.name == "FAILED"
+    assert "Index -1 out of bounds for length 3" in repr(result.error)
