@@ -229,7 +229,7 @@ class Task:
                     self._barrier_handler.process_barrier(barrier, channel, is_rpc_triggered=True)
                 return
             start_delay = checkpoint_start_delay_ns(self.run_control.job_time(), barrier.timestamp)
-            metrics = CheckpointMetrics(barrier.id, start_delay, unaligned=barrier.options.is_unaligned)
+            metrics = CheckpointMetrics(barrier.id, start_delay)
             self._perform_checkpoint(barrier, metrics, wait_for_inputs=False)
         if self.checkpointing is None or self._stream_task is None or self.state is not ExecutionState.RUNNING:
             return CHECKPOINT_DECLINED_TASK_NOT_READY
@@ -304,7 +304,7 @@ class Task:
             return {k: v for op in chain.operators for k, v in op.snapshot_state().items()}
 
         self.checkpointing = SubtaskCheckpointCoordinator(
-            self.name, self._partitions, self.checkpoint_costs, writer,
+            self.name, chain.outputs, self.checkpoint_costs, writer,
             snapshot_state,
             prepare_input_snapshot=(lambda cid: processor.prepare_input_snapshot(writer, cid)) if processor else
             (lambda cid: None),

@@ -111,6 +111,24 @@ class CheckpointOptions:
         """Exactly-once and not unaligned (savepoints always align)."""
         return self.is_exactly_once_mode and (self.is_savepoint or not self.is_unaligned)
 
+    def with_unaligned_unsupported(self) -> CheckpointOptions:
+        """Flink's `withUnalignedUnsupported`: the options of a barrier sent on an output
+        whose edge cannot take unaligned checkpoints (pointwise, broadcast, custom): an
+        unaligned or timeoutable checkpoint is forced to align there, keeping its timeout."""
+        if self.is_unaligned or self.is_timeoutable:
+            return CheckpointOptions(self.checkpoint_type, AlignmentType.FORCED_ALIGNED,
+                                     self.aligned_checkpoint_timeout)
+        return self
+
+    def with_unaligned_supported(self) -> CheckpointOptions:
+        """Flink's `withUnalignedSupported`: forced-aligned options back as they were
+        (aligned with their timeout, or unaligned); any other options unchanged."""
+        if self.alignment is not AlignmentType.FORCED_ALIGNED:
+            return self
+        if self.aligned_checkpoint_timeout != NO_ALIGNED_CHECKPOINT_TIME_OUT:
+            return CheckpointOptions(self.checkpoint_type, AlignmentType.ALIGNED, self.aligned_checkpoint_timeout)
+        return CheckpointOptions(self.checkpoint_type, AlignmentType.UNALIGNED)
+
     def to_unaligned(self) -> CheckpointOptions:
         """The unaligned form of aligned options (after an alignment timeout)."""
         if self.alignment is not AlignmentType.ALIGNED:
@@ -157,6 +175,10 @@ class CheckpointBarrier(AbstractEvent):
     id: int
     timestamp: int
     options: CheckpointOptions
+
+    def with_options(self, options: CheckpointOptions) -> CheckpointBarrier:
+        """This barrier with other options (itself if they are the same)."""
+        return self if options == self.options else replace(self, options=options)
 
     def as_unaligned(self) -> CheckpointBarrier:
         """This barrier with unaligned options (itself if already unaligned)."""

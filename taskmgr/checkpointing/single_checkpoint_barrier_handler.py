@@ -177,7 +177,6 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
 
     def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
         metrics = self._metrics if self._metrics is not None else CheckpointMetrics(barrier.id)
-        metrics.unaligned = barrier.options.is_unaligned
         self.task.trigger_checkpoint_on_barrier(barrier, metrics)
 
     def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:

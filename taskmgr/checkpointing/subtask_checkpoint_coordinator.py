@@ -2,12 +2,15 @@
 
 `checkpoint_state` runs on the task's thread when the task takes a checkpoint (a source on
 the coordinator's trigger, other tasks when their barrier handler decides): it broadcasts
-the barrier (a priority event if unaligned, which captures the overtaken output data),
-arms the output-side alignment timer of a timeoutable barrier, and takes the synchronous
-snapshot. The asynchronous part waits until the in-flight data is complete (all
-barriers in; every timeoutable barrier sent or timed out), uploads state and in-flight data at the configured bandwidth and
-acknowledges to the JobManager. A checkpoint aborted before its barrier came is answered
-with a CancelCheckpointMarker downstream instead.
+the barrier through the task's outputs (a priority event if unaligned, which captures the
+overtaken output data; an output whose edge does not support unaligned checkpoints forces
+it to align, see `RecordWriterOutput.broadcast_event`), arms the output-side alignment
+timer of a timeoutable barrier, and takes the synchronous snapshot. A task that aligned on
+such forced barriers takes the checkpoint as it was before (Flink's
+`withUnalignedSupported`). The asynchronous part waits until the in-flight data is complete
+(all barriers in; every timeoutable barrier sent or timed out), uploads state and in-flight
+data at the configured bandwidth and acknowledges to the JobManager. A checkpoint aborted
+before its barrier came is answered with a CancelCheckpointMarker downstream instead.
 """
 
 from __future__ import annotations
@@ -17,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shuffle import kernel
-from shuffle.api.events import CancelCheckpointMarker, CheckpointBarrier
+from shuffle.api.events import AbstractEvent, AlignmentType, CancelCheckpointMarker, CheckpointBarrier
 from shuffle.channel_state import ChannelStateSnapshot, ChannelStateWriter
-from shuffle.partition.result_partition import ResultPartition
 from shuffle.trace import Tracer
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointMetrics
+from taskmgr.operators.base import RecordWriterOutput
 
 
 def elapsed_millis(start: float, end: float) -> int:
@@ -59,7 +62,7 @@ class SubtaskCheckpointAck:
 
 
 class SubtaskCheckpointCoordinator:
-    def __init__(self, task_name: str, partitions: Sequence[ResultPartition], costs: CheckpointCosts,
+    def __init__(self, task_name: str, outputs: Sequence[RecordWriterOutput], costs: CheckpointCosts,
                  writer: ChannelStateWriter, snapshot_state: Callable[[], dict[str, Any]],
                  prepare_input_snapshot: Callable[[int], None],
                  run_in_mailbox: Callable[[Callable[[], Awaitable[None]]], None],
@@ -69,7 +72,8 @@ class SubtaskCheckpointCoordinator:
                  job_time: Callable[[], float], tracer: Tracer, formats: dict[str, Any] | None = None) -> None:
         self.task_name = task_name
         self.formats = formats or {}
-        self.partitions = list(partitions)
+        self.outputs = list(outputs)
+        self.partitions = [output.writer.partition for output in self.outputs]
         self.costs = costs
         self.writer = writer
         self.snapshot_state = snapshot_state
@@ -92,9 +96,12 @@ class SubtaskCheckpointCoordinator:
     # -- from the barrier handler -----------------------------------------------------------
 
     def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
-        """An unaligned checkpoint starts at this task: open it and persist the unread input."""
-        self.writer.start(barrier.id)
-        self.prepare_input_snapshot(barrier.id)
+        """A checkpoint that may persist in-flight data starts at this task: open it, and
+        if it is unaligned persist the unread input (Flink's `initInputsCheckpoint`)."""
+        if barrier.options.is_unaligned or barrier.options.is_timeoutable:
+            self.writer.start(barrier.id)
+        if barrier.options.is_unaligned:
+            self.prepare_input_snapshot(barrier.id)
 
     def inputs_finished(self, checkpoint_id: int) -> None:
         """All barriers of `checkpoint_id` are in (or it was aborted): input data is complete."""
@@ -116,7 +123,12 @@ class SubtaskCheckpointCoordinator:
         if checkpoint_id in self.aborted:
             self._broadcast(CancelCheckpointMarker(checkpoint_id))
             return
+        if barrier.options.alignment is AlignmentType.FORCED_ALIGNED:
+            # aligned on inputs that forced it; its own outputs may take it as it was
+            barrier = barrier.with_options(barrier.options.with_unaligned_supported())
+            self.init_inputs_checkpoint(barrier)
         options = barrier.options
+        metrics.unaligned = options.is_unaligned
         if options.is_unaligned or options.is_timeoutable:  # Flink's needsChannelState()
             self.writer.start(checkpoint_id)
         self._broadcast(barrier, is_priority=options.is_unaligned)
@@ -139,10 +151,11 @@ class SubtaskCheckpointCoordinator:
 
         self.run_in_mailbox(synchronous_part)
 
-    def _broadcast(self, event: object, is_priority: bool = False) -> None:
-        for partition in self.partitions:
+    def _broadcast(self, event: AbstractEvent, is_priority: bool = False) -> None:
+        for output in self.outputs:
+            partition = output.writer.partition
             if not partition.is_finished and not partition.is_released:
-                partition.broadcast_event(event, is_priority)
+                output.broadcast_event(event, is_priority)
 
     async def _output_alignment_timer(self, checkpoint_id: int, delay: float) -> None:
         await kernel.sleep(delay)

@@ -22,6 +22,7 @@ import zlib
 
 from graph import Cost, OutputTag, StreamNode
 from shuffle import kernel
+from shuffle.api.events import AbstractEvent, CheckpointBarrier
 from shuffle.consumer.input_channel import InputChannelInfo
 from shuffle.serialization.records import FixedWidthFormat, FixedWidthRecords
 from shuffle.writer.record_writer import RecordWriter
@@ -113,12 +114,29 @@ class OperatorContext:
 
 
 class RecordWriterOutput:
-    """Writes records to one result partition, in the edge's format."""
+    """Writes records and events to one result partition, in the edge's format.
 
-    def __init__(self, writer: RecordWriter, io: TaskIOMetricGroup) -> None:
+    `supports_unaligned_checkpoints` is the compiler's flag of the edge (Flink's
+    `StreamEdge.supportsUnalignedCheckpoints`): off for pointwise, broadcast and custom
+    exchanges and for every input of a node that has one.
+    """
+
+    def __init__(self, writer: RecordWriter, io: TaskIOMetricGroup,
+                 supports_unaligned_checkpoints: bool = True) -> None:
         self.writer = writer
         self.io = io
+        self.supports_unaligned_checkpoints = supports_unaligned_checkpoints
         self.fixed_width = isinstance(writer.serializer.format, FixedWidthFormat)
+
+    def broadcast_event(self, event: AbstractEvent, is_priority: bool = False) -> None:
+        """Flink's `RecordWriterOutput.broadcastEvent`: on an edge without unaligned
+        checkpoints a barrier is forced to align (`with_unaligned_unsupported`) and goes as
+        a plain event: it queues behind the data, overtakes and persists nothing, and its
+        consumer aligns on it."""
+        if isinstance(event, CheckpointBarrier) and not self.supports_unaligned_checkpoints:
+            event = event.with_options(event.options.with_unaligned_unsupported())
+            is_priority = False
+        self.writer.partition.broadcast_event(event, is_priority)
 
     def headroom(self, limit: int) -> int:
         """Of the next `limit` records, how many this output takes before it turns

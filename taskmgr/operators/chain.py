@@ -50,6 +50,8 @@ _OPERATORS: dict[str, type[StreamOperator]] = {
 @dataclass
 class OperatorChain:
     operators: list[StreamOperator]
+    #: One per produced data set, in the vertex's order (Flink's `OperatorChain.streamOutputs`).
+    outputs: list[RecordWriterOutput]
 
     @property
     def head(self) -> StreamOperator:
@@ -82,11 +84,13 @@ def build_operator_chain(vertex: JobVertex, ctx: OperatorContext, writers: Seque
     """
     channels = max((w.num_subpartitions for w in writers if not w.selector.is_broadcast), default=1)
     output_of_edge = {}
+    writer_outputs = []
     for data_set, writer in zip(vertex.produced_data_sets, writers, strict=True):
-        writer_output = RecordWriterOutput(writer, ctx.io)
-        for job_edge in data_set.consumers:
-            for stream_edge in job_edge.stream_edges:
-                output_of_edge[stream_edge] = writer_output
+        stream_edges = [stream_edge for job_edge in data_set.consumers for stream_edge in job_edge.stream_edges]
+        writer_output = RecordWriterOutput(writer, ctx.io, all(e.supports_unaligned_checkpoints for e in stream_edges))
+        writer_outputs.append(writer_output)
+        for stream_edge in stream_edges:
+            output_of_edge[stream_edge] = writer_output
     operators: dict[int, StreamOperator] = {}
     for node in reversed(vertex.operators):
         output = Output()
@@ -97,4 +101,4 @@ def build_operator_chain(vertex: JobVertex, ctx: OperatorContext, writers: Seque
             if not any(tag == entry[0] and writer is entry[1] for tag, writer in output.writers):
                 output.writers.append(entry)
         operators[node.id] = _create(node, ctx, output, buffer_size * channels)
-    return OperatorChain([operators[node.id] for node in vertex.operators])
+    return OperatorChain([operators[node.id] for node in vertex.operators], writer_outputs)

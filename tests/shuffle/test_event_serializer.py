@@ -88,6 +88,23 @@ def test_checkpoint_options_validation_and_to_unaligned():
     assert unaligned.as_unaligned() is unaligned
 
 
+@pytest.mark.parametrize("options", [ALIGNED, SAVEPOINT, AT_LEAST_ONCE, TIMEOUTABLE, UNALIGNED])
+def test_forced_alignment_is_reversible(options):
+    """Flink's CheckpointOptionsTest: only unaligned and timeoutable options are forced to
+    align (keeping the timeout, no longer timeoutable); forcing then reverting gives them back."""
+    forced = options.with_unaligned_unsupported()
+    assert options.with_unaligned_supported() == options
+    if options in (TIMEOUTABLE, UNALIGNED):
+        assert forced.alignment is AlignmentType.FORCED_ALIGNED and forced.needs_alignment
+        assert not forced.is_timeoutable and not forced.is_unaligned
+        assert forced.aligned_checkpoint_timeout == options.aligned_checkpoint_timeout
+    else:
+        assert forced == options
+    assert forced.with_unaligned_supported() == options
+    barrier = CheckpointBarrier(3, 1000, options)
+    assert barrier.with_options(forced) == CheckpointBarrier(3, 1000, forced)
+
+
 def test_for_config_follows_flink():
     def opts(kind, eo, ua, timeout):
         return CheckpointOptions.for_config(
