@@ -62,13 +62,14 @@ class NettyShuffleEnvironment:
 
     def create_input_gate(self, gate_index: int, owner_name: str,
                           channels: Sequence[InputChannelDescriptor], blocking: bool = False) -> SingleInputGate:
-        """A gate with one channel per descriptor; call `await gate.setup()` before requesting."""
+        """A gate with one channel per descriptor; call `gate.setup()` before requesting."""
         if not channels:
             raise ValueError(f"input gate {gate_index} of {owner_name} has no channels")
         cfg = self.config
         gate = SingleInputGate(gate_index, owner_name, cfg, self.network_pool, blocking, self.tracer)
-        # Exclusive buffers per remote channel; in pre-credit mode ("tcp") the channels keep
-        # the same buffer budget but announce no credit.
+        # Exclusive buffers per remote channel, over all channels as Flink's factory has it
+        # (the gate's pool is then sized by the remote ones); in pre-credit mode ("tcp") the
+        # channels keep the same buffer budget but announce no credit.
         exclusive = gate_buffers_spec(len(channels), cfg, blocking).exclusive_per_channel
         for index, descriptor in enumerate(channels):
             if descriptor.producer_address == self.address:

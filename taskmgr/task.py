@@ -339,7 +339,7 @@ class Task:
         for gate_descriptor in descriptor.input_gates:
             gate = env.create_input_gate(gate_descriptor.gate_index, self.name, gate_descriptor.channels)
             self._gates.append(gate)
-            await gate.setup()
+            gate.setup()
         ctx = OperatorContext(
             task_name=self.name, vertex_name=vertex.name, subtask_index=descriptor.subtask_index,
             parallelism=vertex.parallelism, origin=vertex.index * MAX_ORIGIN_SUBTASKS + descriptor.subtask_index,

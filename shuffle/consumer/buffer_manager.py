@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from shuffle import kernel
 from shuffle.buffer.buffer import Buffer, MemorySegment
 from shuffle.buffer.local_buffer_pool import LocalBufferPool
-from shuffle.buffer.network_buffer_pool import InsufficientBuffersError
 
 if TYPE_CHECKING:
     from shuffle.consumer.remote_input_channel import RemoteInputChannel
@@ -35,7 +34,8 @@ class BufferManager:
         self.floating: list[Buffer] = []
         self.num_required_buffers = 0
         self.is_waiting_for_floating_buffers = False
-        self.num_exclusive_buffers = 0
+        #: Flink's `numExclusiveBuffers`: the configured exclusive buffers of the channel.
+        self.num_exclusive_buffers = channel.initial_credit
         self._released = False
         self._buffer_event: kernel.Event | None = None
 
@@ -43,31 +43,18 @@ class BufferManager:
     def available(self) -> int:
         return len(self.exclusive) + len(self.floating)
 
-    async def request_exclusive_buffers(self, pool: LocalBufferPool, n: int, timeout: float) -> None:
-        """Take `n` segments out of the gate's pool as this channel's own, waiting (at most
-        `timeout` seconds) while other pools give back segments above their size."""
-        self.pool = pool
-        while len(self.exclusive) < n and (segment := pool.request_memory_segment()) is not None:
-            self.exclusive.append(segment)
-        if len(self.exclusive) < n:
-            # Only now a deadline: one per channel armed for nothing would sit in the kernel's heap.
-            await self._wait_for_exclusive_buffers(n, timeout)
-        self.num_exclusive_buffers = n
+    def request_exclusive_buffers(self, pool: LocalBufferPool) -> None:
+        """Take this channel's exclusive buffers out of the gate's pool, without waiting.
 
-    async def _wait_for_exclusive_buffers(self, n: int, timeout: float) -> None:
-        pool = self.pool
-        try:
-            with kernel.fail_after(timeout):
-                while len(self.exclusive) < n:
-                    self.exclusive.append(await pool.request_memory_segment_blocking())
-        except kernel.TooSlowError:
-            obtained = len(self.exclusive)
-            while self.exclusive:
-                pool.recycle(self.exclusive.pop())
-            raise InsufficientBuffersError(
-                f"Timeout triggered when requesting exclusive buffers: required {n}, obtained {obtained} "
-                f"within {timeout}s; raise 'taskmanager.network.memory.exclusive-buffers-request-timeout-ms' "
-                "or the network memory ('taskmanager.memory.network.fraction/min/max')") from None
+        As Flink 2.x's `BufferManager.requestExclusiveBuffers`: a segment the pool cannot give
+        right now (another pool still holds it) is simply not taken, and the channel works on
+        fewer exclusive buffers, floating ones making up the difference. (Flink also resizes
+        the count to `(pool size - 1) // remote channels`; a pool never smaller than
+        `remote channels * B + 1` leaves it at B, so that step is not modelled.)
+        """
+        self.pool = pool
+        while len(self.exclusive) < self.num_exclusive_buffers and (segment := pool.request_memory_segment()) is not None:
+            self.exclusive.append(segment)
 
     def request_buffer(self) -> Buffer | None:
         """A free buffer for an incoming payload: floating first, then exclusive."""

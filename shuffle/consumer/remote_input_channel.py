@@ -73,12 +73,14 @@ class RemoteInputChannel(InputChannel):
         self.client: PartitionRequestClient | None = None
         self._retry_backoff = 0.0
 
-    async def setup(self) -> None:
-        """Take the exclusive buffers (once)."""
-        if self.buffer_manager.num_exclusive_buffers:
+    def setup(self) -> None:
+        """Take the exclusive buffers (once); the initial credit is what was obtained, so the
+        producer never sends into buffers the channel does not hold (as Flink's
+        `initialCredit = bufferManager.requestExclusiveBuffers()`)."""
+        if self.buffer_manager.pool is not None:
             raise RuntimeError(f"channel {self.name} set up twice")
-        await self.buffer_manager.request_exclusive_buffers(
-            self.gate.buffer_pool, self.initial_credit, self.gate.config.exclusive_buffers_request_timeout)
+        self.buffer_manager.request_exclusive_buffers(self.gate.buffer_pool)
+        self.initial_credit = len(self.buffer_manager.exclusive)
 
     async def request_subpartition(self) -> None:
         if self.client is None:

@@ -26,6 +26,7 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.config import NetworkConfig
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
+from shuffle.consumer.local_input_channel import LocalInputChannel
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
 from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX
@@ -67,9 +68,10 @@ def gate_buffers_spec(num_channels: int, config: NetworkConfig, blocking: bool =
 
     As Flink 2.x's `InputGateSpecUtils`: one pool per gate holds every buffer of the gate,
     the remote channels' exclusive ones included. It requires `N*B + 1` (capped by
-    `read-buffer.required-per-gate.max`: 1000 for blocking gates) and may grow to `N*B + F`,
-    where N counts every channel, local ones too; a channel gets `min(B, (required-1) // N)`
-    exclusive buffers, so a capped gate turns exclusive buffers floating.
+    `read-buffer.required-per-gate.max`: 1000 for blocking gates) and may grow to `N*B + F`;
+    a channel gets `min(B, (required-1) // N)` exclusive buffers, so a capped gate turns
+    exclusive buffers floating. The gate's pool is sized by its remote channels (local
+    ones read the producer's buffers), as Flink's `SingleInputGateTest` expects.
     """
     b, f = config.exclusive_buffers_per_channel, config.floating_buffers_per_gate
     threshold = 1000 if blocking else INT_MAX
@@ -142,17 +144,22 @@ class SingleInputGate:
         return len(self.channels)
 
     @property
-    def buffers_spec(self) -> GateBuffersSpec:
-        return gate_buffers_spec(self.num_channels, self.config, self.blocking)
+    def num_remote_channels(self) -> int:
+        """Channels that are not local: the ones whose buffers the gate's pool holds."""
+        return sum(not isinstance(c, LocalInputChannel) for c in self.channels)
 
-    async def setup(self) -> None:
+    @property
+    def buffers_spec(self) -> GateBuffersSpec:
+        return gate_buffers_spec(self.num_remote_channels, self.config, self.blocking)
+
+    def setup(self) -> None:
         """The gate's pool first (reserving one segment), then the remote channels' exclusive
         buffers out of it (FLINK-24035)."""
         spec = self.buffers_spec
         self.buffer_pool = self.network_pool.create_buffer_pool(spec.min_buffers, spec.max_buffers)
         self.buffer_pool.reserve_segments(1)
         for channel in self.channels:
-            await channel.setup()
+            channel.setup()
 
     async def request_partitions(self) -> None:
         """Request every channel's subpartition concurrently (local ones retry with backoff)."""
