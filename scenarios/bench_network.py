@@ -100,7 +100,7 @@ async def _consume_stack(address: str, buffers: int) -> dict[str, float]:
     async with trio.open_nursery() as nursery:
         await env.start(nursery, "127.0.0.1:0")
         gate = env.create_input_gate(0, "bench-consumer", [InputChannelDescriptor(PARTITION, 0, address)])
-        gate.setup()
+        await gate.setup()
         await gate.request_partitions()
         start = time.perf_counter()
         while (item := await gate.get_next()) is not None:

@@ -42,6 +42,7 @@ class NetworkConfig:
     debloat_threshold_percentages: int = 25
     min_segment_size: int = 256
     starting_segment_size: int = 1024
+    exclusive_buffers_request_timeout: float = 30.0
     request_backoff_initial: float = 0.1
     request_backoff_max: float = 10.0
     partition_request_timeout: float = 10.0

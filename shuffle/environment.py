@@ -36,7 +36,8 @@ class NettyShuffleEnvironment:
     def __init__(self, config: NetworkConfig, transport: Transport, tracer: Tracer = NULL_TRACER) -> None:
         self.config = config
         self.tracer = tracer
-        self.network_pool = NetworkBufferPool(config.num_network_buffers, config.buffer_size)
+        self.network_pool = NetworkBufferPool(config.num_network_buffers, config.buffer_size,
+                                              config.exclusive_buffers_request_timeout)
         self.partition_manager = ResultPartitionManager(config.partition_request_timeout)
         self.connection_manager = ConnectionManager(transport, self.partition_manager, config, tracer)
 
@@ -62,14 +63,13 @@ class NettyShuffleEnvironment:
 
     def create_input_gate(self, gate_index: int, owner_name: str,
                           channels: Sequence[InputChannelDescriptor], blocking: bool = False) -> SingleInputGate:
-        """A gate with one channel per descriptor; call `gate.setup()` before requesting."""
+        """A gate with one channel per descriptor; call `await gate.setup()` before requesting."""
         if not channels:
             raise ValueError(f"input gate {gate_index} of {owner_name} has no channels")
         cfg = self.config
         gate = SingleInputGate(gate_index, owner_name, cfg, self.network_pool, blocking, self.tracer)
-        # Exclusive buffers per remote channel, over all channels as Flink's factory has it
-        # (the gate's pool is then sized by the remote ones); in pre-credit mode ("tcp") the
-        # channels keep the same buffer budget but announce no credit.
+        # Exclusive buffers per remote channel; in pre-credit mode ("tcp") the channels keep
+        # the same buffer budget but announce no credit.
         exclusive = gate_buffers_spec(len(channels), cfg, blocking).exclusive_per_channel
         for index, descriptor in enumerate(channels):
             if descriptor.producer_address == self.address:
@@ -78,7 +78,8 @@ class NettyShuffleEnvironment:
                                             cfg.request_backoff_max, self.tracer)
             else:
                 channel = RemoteInputChannel(gate, index, descriptor.partition_id, descriptor.subpartition_index,
-                                             descriptor.producer_address, self.connection_manager, exclusive,
+                                             descriptor.producer_address, self.connection_manager,
+                                             self.network_pool, exclusive,
                                              cfg.credit_based, cfg.request_backoff_initial, cfg.request_backoff_max,
                                              cfg.partition_request_timeout, self.tracer)
             gate.add_channel(channel)

@@ -125,15 +125,12 @@ class TaskMetrics:
         for partition in self.partitions:
             used, size = partition.out_pool_usage()
             out_used, out_size = out_used + used, out_size + size
-        exclusive_used = exclusive_total = floating_used = floating_total = in_used = in_total = 0
+        exclusive_used = exclusive_total = floating_used = floating_total = 0
         for gate in self.gates:
-            usage = gate.buffers_usage()
-            in_used += usage.used
-            in_total += usage.total
-            exclusive_used += usage.exclusive_used
-            exclusive_total += usage.exclusive_total
-            floating_used += usage.floating_used
-            floating_total += usage.floating_total
+            used, total = gate.exclusive_buffers_usage()
+            exclusive_used, exclusive_total = exclusive_used + used, exclusive_total + total
+            used, total = gate.floating_buffers_usage()
+            floating_used, floating_total = floating_used + used, floating_total + total
         handler = self.barrier_handler
         checkpoint_gauges = {} if handler is None else {
             "checkpointAlignmentTime": float(handler.alignment_time_ns),
@@ -143,7 +140,7 @@ class TaskMetrics:
             "outPoolUsage": _ratio(out_used, out_size),
             "outputQueueLength": float(sum(p.output_queue_length for p in self.partitions)),
             "inputQueueLength": float(sum(g.input_queue_length for g in self.gates)),
-            "inPoolUsage": _ratio(in_used, in_total),
+            "inPoolUsage": _ratio(exclusive_used + floating_used, exclusive_total + floating_total),
             "inputExclusiveBuffersUsage": _ratio(exclusive_used, exclusive_total),
             "inputFloatingBuffersUsage": _ratio(floating_used, floating_total),
             "outputQueueSize": float(sum(p.output_queue_size for p in self.partitions)),
@@ -339,7 +336,7 @@ class Task:
         for gate_descriptor in descriptor.input_gates:
             gate = env.create_input_gate(gate_descriptor.gate_index, self.name, gate_descriptor.channels)
             self._gates.append(gate)
-            gate.setup()
+            await gate.setup()
         ctx = OperatorContext(
             task_name=self.name, vertex_name=vertex.name, subtask_index=descriptor.subtask_index,
             parallelism=vertex.parallelism, origin=vertex.index * MAX_ORIGIN_SUBTASKS + descriptor.subtask_index,

@@ -4,8 +4,8 @@ Sized between `min_buffers` and `max_buffers` by the NetworkBufferPool's redistr
 For partitions it keeps a per-subpartition count: a subpartition that holds
 `max_buffers_per_channel` makes the pool *unavailable* (soft limit, FLINK-27522), and up to
 `max_overdraft_buffers` may be borrowed beyond the pool size by a record that spans
-buffers. For gates it holds the remote channels' exclusive buffers, lends floating ones
-and queues `BufferListener`s (FIFO) while it has none.
+buffers. For gates it lends floating buffers and queues `BufferListener`s (FIFO) while
+it has none.
 """
 
 from __future__ import annotations
@@ -96,33 +96,27 @@ class LocalBufferPool:
     def request_buffer_builder(self, target: int = UNKNOWN_CHANNEL) -> BufferBuilder | None:
         """Non-blocking: a builder over a free segment, or None."""
         segment = self._request_segment(target)
-        return None if segment is None else self._builder(segment, target)
+        if segment is None:
+            return None
+        recycler = self._recyclers[target] if target >= 0 else self._untargeted_recycler
+        return BufferBuilder(segment, recycler)
 
     async def request_buffer_builder_blocking(self, target: int = UNKNOWN_CHANNEL) -> BufferBuilder:
         """Wait until a segment can be had (the task is then hard back-pressured)."""
-        return self._builder(await self.request_memory_segment_blocking(target), target)
-
-    def _builder(self, segment: MemorySegment, target: int) -> BufferBuilder:
-        return BufferBuilder(segment, self._recyclers[target] if target >= 0 else self._untargeted_recycler)
-
-    def request_memory_segment(self) -> MemorySegment | None:
-        """Non-blocking: a free segment, or None; the caller gives it back with `recycle`."""
-        return self._request_segment(UNKNOWN_CHANNEL)
-
-    async def request_memory_segment_blocking(self, target: int = UNKNOWN_CHANNEL) -> MemorySegment:
-        """Wait until a segment can be had; the caller gives it back with `recycle`."""
         while True:
-            segment = self._request_segment(target)
-            if segment is not None:
-                return segment
+            builder = self.request_buffer_builder(target)
+            if builder is not None:
+                return builder
             if self._segment_event is None:
                 self._segment_event = kernel.Event()
             await self._segment_event.wait()
 
     def request_buffer(self) -> Buffer | None:
         """Non-blocking: a floating buffer that returns to this pool when recycled."""
-        segment = self.request_memory_segment()
-        return None if segment is None else Buffer.of_segment(segment, self._untargeted_recycler)
+        segment = self._request_segment(UNKNOWN_CHANNEL)
+        if segment is None:
+            return None
+        return Buffer.of_segment(segment, self._untargeted_recycler)
 
     def add_buffer_listener(self, listener: BufferListener) -> bool:
         """Queue `listener` for the next recycled segment; False if one is free right now."""

@@ -1,18 +1,17 @@
 """NetworkBufferPool: the TaskManager's fixed set of network memory segments (spec 1.2).
 
-Local pools (one per result partition, one per input gate) take segments from here
-without blocking. Every pool's minimum is *required*; what is left over is shared among
-the local pools by redistribution (Flink 2.x: in proportion to each pool's expected size).
+Local pools take segments from here without blocking; input channels take their
+exclusive buffers as "unpooled" segments. Every pool's minimum and every unpooled
+segment is *required*; what is left over is shared among the local pools by
+redistribution (Flink 1.x proportional algorithm).
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import TYPE_CHECKING, Callable
 
-import numpy as np
-
+from shuffle import kernel
 from shuffle.buffer.buffer import MemorySegment
 from shuffle.java_int import INT_MAX
 
@@ -22,17 +21,19 @@ if TYPE_CHECKING:
 
 
 class InsufficientBuffersError(IOError):
-    """Not enough network memory for a pool's minimum, or exclusive buffers not obtained in time."""
+    """Not enough network memory for a pool's minimum or a channel's exclusive buffers."""
 
 
 class NetworkBufferPool:
     """Owns `num_segments` segments of `segment_size` bytes."""
 
-    def __init__(self, num_segments: int, segment_size: int) -> None:
+    def __init__(self, num_segments: int, segment_size: int,
+                 exclusive_request_timeout: float = 30.0) -> None:
         if num_segments < 1:
             raise ValueError("a NetworkBufferPool needs at least one segment")
         self.total_segments = num_segments
         self.segment_size = segment_size
+        self.exclusive_request_timeout = exclusive_request_timeout
         # Segments never handed out yet are made on first use: a large pool starts cheaply.
         self._available: deque[MemorySegment] = deque()
         self._num_fresh = num_segments
@@ -40,6 +41,7 @@ class NetworkBufferPool:
         self._pools: list[LocalBufferPool] = []
         self._pools_capacity = 0  # the sum of the pools' max - min: what they could take in all
         self._segment_waiters: list[Callable[[], None]] = []
+        self._unpooled_event: kernel.Event | None = None
         self._destroyed = False
 
     # -- pooled segments (local pools) ------------------------------------------------
@@ -65,8 +67,53 @@ class NetworkBufferPool:
         self._segment_waiters.append(callback)
 
     def _notify_segment_available(self) -> None:
+        if self._unpooled_event is not None:
+            self._unpooled_event.set()
+            self._unpooled_event = None
         while self._segment_waiters and self.num_available_segments:
             self._segment_waiters.pop(0)()
+
+    # -- unpooled segments (exclusive buffers of remote channels) -----------------------
+
+    async def request_unpooled_segments(self, n: int) -> list[MemorySegment]:
+        """Take `n` segments as required, waiting (bounded) while local pools give back excess."""
+        if n <= 0:
+            return []
+        self._reserve(n)
+        self.redistribute_buffers()
+        if self.num_available_segments >= n:
+            # Nothing to wait for, so no timeout to arm: a deadline per channel would only
+            # sit in the kernel's heap, abandoned.
+            return [self.request_pooled_segment() for _ in range(n)]
+        got: list[MemorySegment] = []
+        try:
+            with kernel.fail_after(self.exclusive_request_timeout):
+                while len(got) < n:
+                    segment = self.request_pooled_segment()
+                    if segment is not None:
+                        got.append(segment)
+                        continue
+                    self._unpooled_event = self._unpooled_event or kernel.Event()
+                    await self._unpooled_event.wait()
+        except kernel.TooSlowError:
+            for seg in got:
+                self._available.append(seg)
+            self.num_total_required_buffers -= n
+            self.redistribute_buffers()
+            self._notify_segment_available()
+            raise InsufficientBuffersError(
+                f"Timeout triggered when requesting exclusive buffers: required {n}, "
+                f"obtained {len(got)} within {self.exclusive_request_timeout}s; raise "
+                "'taskmanager.network.memory.exclusive-buffers-request-timeout-ms' or the "
+                "network memory ('taskmanager.memory.network.fraction/min/max')") from None
+        return got
+
+    def recycle_unpooled_segments(self, segments: list[MemorySegment]) -> None:
+        for seg in segments:
+            self._available.append(seg)
+        self.num_total_required_buffers -= len(segments)
+        self.redistribute_buffers()
+        self._notify_segment_available()
 
     # -- local pools --------------------------------------------------------------------
 
@@ -106,15 +153,8 @@ class NetworkBufferPool:
         self.num_total_required_buffers += n
 
     def redistribute_buffers(self) -> None:
-        """Size the resizable pools (min < max) as Flink 2.x's `redistributeBuffers`: the
-        segments not required by anyone plus the pools' minimums are shared in proportion to
-        each pool's expected number of segments (its minimum: N+1 for a pipelined partition,
-        N*B+1 for a gate), clamped to [min, max]; what clamping leaves over (or takes
-        beyond) is given to (taken from) the pools that can still grow (shrink), a ceiling
-        share each in turn, until none is left or no pool can take it. Flink goes through
-        its pools in a HashSet's order, so which pool gets a rounding's odd segment is
-        arbitrary there; here it is creation order."""
-        pools = [pool for pool in self._pools if pool.min_buffers < pool.max_buffers]
+        """Share the excess over all required segments among pools (Flink 1.x rule)."""
+        pools = self._pools
         if not pools:
             return
         excess = self.total_segments - self.num_total_required_buffers
@@ -123,47 +163,24 @@ class NetworkBufferPool:
                 pool.set_num_buffers(pool.min_buffers)
             return
         if excess >= self._pools_capacity:
-            # Enough for every pool's maximum (what the shares below come to).
+            # Each capacity is then the pool's max - min and all of it is distributed: the
+            # proportional shares below come out as every pool's maximum.
             for pool in pools:
                 pool.set_num_buffers(pool.max_buffers)
             return
-        total_weight = sum(pool.min_buffers for pool in pools)
-        to_distribute = excess + total_weight
-        sizes = [max(pool.min_buffers, min(pool.max_buffers, pool.min_buffers * to_distribute // total_weight))
-                 for pool in pools]
-        delta = to_distribute - sum(sizes)
-        while delta:
-            remaining = _spread(delta, pools, sizes)
-            if remaining == delta:
-                break
-            delta = remaining
-        for pool, size in zip(pools, sizes):
-            pool.set_num_buffers(size)
+        capacities = [min(excess, pool.max_buffers - pool.min_buffers) for pool in pools]
+        total_capacity = sum(capacities)
+        to_distribute = min(excess, total_capacity)
+        distributed = 0
+        cumulative = 0
+        for pool, capacity in zip(pools, capacities):
+            cumulative += capacity
+            share = (to_distribute * cumulative // total_capacity - distributed) if total_capacity else 0
+            distributed += share
+            pool.set_num_buffers(pool.min_buffers + share)
 
     # -- metrics ------------------------------------------------------------------------
 
     @property
     def num_available_segments(self) -> int:
         return len(self._available) + self._num_fresh
-
-
-def _spread(delta: int, pools: list[LocalBufferPool], sizes: list[int]) -> int:
-    """Give `delta` segments (take them back if negative) to the pools that can still grow
-    (shrink), in turn, a ceiling share of their weight each (Java float arithmetic, as
-    Flink's); returns what is left."""
-    sign = 1 if delta > 0 else -1
-    bounds = [pool.max_buffers if sign > 0 else pool.min_buffers for pool in pools]
-    movable = [i for i, (size, bound) in enumerate(zip(sizes, bounds)) if size != bound]
-    if not movable:
-        return delta
-    wanted = abs(delta)
-    piece = np.float32(wanted) / np.float32(sum(pools[i].min_buffers for i in movable))
-    moved = 0
-    for i in movable:
-        step = min(wanted - moved, math.ceil(piece * np.float32(pools[i].min_buffers)))
-        new_size = min(bounds[i], sizes[i] + step) if sign > 0 else max(bounds[i], sizes[i] - step)
-        moved += abs(new_size - sizes[i])
-        sizes[i] = new_size
-        if moved == wanted:
-            break
-    return sign * (wanted - moved)

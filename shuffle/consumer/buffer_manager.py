@@ -1,9 +1,9 @@
 """BufferManager: the free buffers of one RemoteInputChannel (spec 4.3).
 
-Exclusive buffers (the channel's own) and floating buffers, both out of the gate's pool
-(Flink 2.x: the gate's one LocalBufferPool holds all of its buffers). The channel aims to
-hold `backlog + initial_credit` free buffers: what it newly obtains becomes credit;
-floating buffers above that number go back to the gate as soon as exclusive ones return.
+Exclusive buffers (the channel's own, from the NetworkBufferPool) and floating buffers
+(borrowed from the gate's pool). The channel aims to hold `backlog + initial_credit`
+free buffers: what it newly obtains becomes credit; floating buffers above that number
+go back to the gate as soon as exclusive ones return.
 """
 
 from __future__ import annotations
@@ -13,19 +13,20 @@ from typing import TYPE_CHECKING
 from shuffle import kernel
 from shuffle.buffer.buffer import Buffer, MemorySegment
 from shuffle.buffer.local_buffer_pool import LocalBufferPool
+from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 
 if TYPE_CHECKING:
     from shuffle.consumer.remote_input_channel import RemoteInputChannel
 
 
 class BufferManager:
-    __slots__ = ("channel", "pool", "exclusive", "floating", "num_required_buffers",
+    __slots__ = ("network_pool", "channel", "floating_pool", "exclusive", "floating", "num_required_buffers",
                  "is_waiting_for_floating_buffers", "num_exclusive_buffers", "_released", "_buffer_event")
 
-    def __init__(self, channel: RemoteInputChannel) -> None:
+    def __init__(self, network_pool: NetworkBufferPool, channel: RemoteInputChannel) -> None:
+        self.network_pool = network_pool
         self.channel = channel
-        #: The gate's pool, set when the channel is set up.
-        self.pool: LocalBufferPool | None = None
+        self.floating_pool: LocalBufferPool | None = None
         # lists, not deques: a few buffers each, and one pair per channel (an empty deque
         # costs ~700 bytes, a list 56). Free exclusive buffers are kept as their segments and
         # become Buffers when taken: an idle channel holds 2 segments, not 2 buffers with a
@@ -34,8 +35,7 @@ class BufferManager:
         self.floating: list[Buffer] = []
         self.num_required_buffers = 0
         self.is_waiting_for_floating_buffers = False
-        #: Flink's `numExclusiveBuffers`: the configured exclusive buffers of the channel.
-        self.num_exclusive_buffers = channel.initial_credit
+        self.num_exclusive_buffers = 0
         self._released = False
         self._buffer_event: kernel.Event | None = None
 
@@ -43,18 +43,9 @@ class BufferManager:
     def available(self) -> int:
         return len(self.exclusive) + len(self.floating)
 
-    def request_exclusive_buffers(self, pool: LocalBufferPool) -> None:
-        """Take this channel's exclusive buffers out of the gate's pool, without waiting.
-
-        As Flink 2.x's `BufferManager.requestExclusiveBuffers`: a segment the pool cannot give
-        right now (another pool still holds it) is simply not taken, and the channel works on
-        fewer exclusive buffers, floating ones making up the difference. (Flink also resizes
-        the count to `(pool size - 1) // remote channels`; a pool never smaller than
-        `remote channels * B + 1` leaves it at B, so that step is not modelled.)
-        """
-        self.pool = pool
-        while len(self.exclusive) < self.num_exclusive_buffers and (segment := pool.request_memory_segment()) is not None:
-            self.exclusive.append(segment)
+    async def request_exclusive_buffers(self, n: int) -> None:
+        self.exclusive.extend(await self.network_pool.request_unpooled_segments(n))
+        self.num_exclusive_buffers += n
 
     def request_buffer(self) -> Buffer | None:
         """A free buffer for an incoming payload: floating first, then exclusive."""
@@ -76,7 +67,7 @@ class BufferManager:
         return self._try_request_floating()
 
     def _try_request_floating(self) -> int:
-        pool = self.pool
+        pool = self.floating_pool
         obtained = 0
         while self.available < self.num_required_buffers and not self.is_waiting_for_floating_buffers:
             buffer = pool.request_buffer()
@@ -89,7 +80,7 @@ class BufferManager:
 
     def _recycle_exclusive(self, segment: MemorySegment) -> None:
         if self._released:
-            self.pool.recycle(segment)
+            self.network_pool.recycle_unpooled_segments([segment])
             return
         self.exclusive.append(segment)
         self._signal()
@@ -116,16 +107,18 @@ class BufferManager:
             self.floating.pop(0).recycle()
 
     def release_all_buffers(self) -> None:
-        """Every free buffer back to the gate's pool."""
+        """Exclusive segments back to the NetworkBufferPool, floating ones to the gate."""
         if self._released:
             return
         self._released = True
-        if self.pool is not None and self.is_waiting_for_floating_buffers:
-            self.pool.remove_buffer_listener(self)
+        if self.floating_pool is not None and self.is_waiting_for_floating_buffers:
+            self.floating_pool.remove_buffer_listener(self)
+        segments = self.exclusive
+        self.exclusive = []
         while self.floating:
             self.floating.pop(0).recycle()
-        while self.exclusive:
-            self.pool.recycle(self.exclusive.pop())
+        if segments:
+            self.network_pool.recycle_unpooled_segments(segments)
         self._signal()  # a connection reader waiting for a buffer of this channel gives up
 
     # -- pre-credit mode (flow_control = "tcp") ------------------------------------------
@@ -139,11 +132,11 @@ class BufferManager:
                 return self.floating.pop(0)
             if self.exclusive:
                 return self._take_exclusive()
-            buffer = self.pool.request_buffer()
+            buffer = self.floating_pool.request_buffer()
             if buffer is not None:
                 return buffer
             self._buffer_event = kernel.Event()
-            if not self.is_waiting_for_floating_buffers and self.pool.add_buffer_listener(self):
+            if not self.is_waiting_for_floating_buffers and self.floating_pool.add_buffer_listener(self):
                 self.is_waiting_for_floating_buffers = True
             await self._buffer_event.wait()
             self._buffer_event = None

@@ -120,7 +120,7 @@ class InputChannel:
         raise NotImplementedError(f"{type(self).__name__} receives no announcements")
 
     # Overridden by the concrete channels.
-    def setup(self) -> None:
+    async def setup(self) -> None:
         """Acquire what the channel needs before requesting (exclusive buffers)."""
 
     def get_next_buffer(self) -> BufferAndAvailability | None:

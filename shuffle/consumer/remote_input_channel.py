@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from shuffle.api.events import EventAnnouncement
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
+from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
 from shuffle.errors import BufferReorderingError, CancelTaskError, PartitionNotFoundError, check
@@ -53,7 +54,7 @@ class RemoteInputChannel(InputChannel):
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int, producer_address: str, connections: ConnectionProvider,
-                 initial_credit: int, credit_based: bool,
+                 network_pool: NetworkBufferPool, initial_credit: int, credit_based: bool,
                  initial_backoff: float, max_backoff: float, partition_request_timeout: float,
                  tracer: Tracer) -> None:
         super().__init__(gate, channel_index, partition_id, subpartition_index, initial_backoff, max_backoff)
@@ -69,18 +70,16 @@ class RemoteInputChannel(InputChannel):
         self.unannounced_credit = 0
         self.last_barrier_id = -1
         self.last_barrier_sequence_number = 0
-        self.buffer_manager = BufferManager(self)
+        self.buffer_manager = BufferManager(network_pool, self)
         self.client: PartitionRequestClient | None = None
         self._retry_backoff = 0.0
 
-    def setup(self) -> None:
-        """Take the exclusive buffers (once); the initial credit is what was obtained, so the
-        producer never sends into buffers the channel does not hold (as Flink's
-        `initialCredit = bufferManager.requestExclusiveBuffers()`)."""
-        if self.buffer_manager.pool is not None:
+    async def setup(self) -> None:
+        """Take the exclusive buffers (once)."""
+        if self.buffer_manager.num_exclusive_buffers:
             raise RuntimeError(f"channel {self.name} set up twice")
-        self.buffer_manager.request_exclusive_buffers(self.gate.buffer_pool)
-        self.initial_credit = len(self.buffer_manager.exclusive)
+        self.buffer_manager.floating_pool = self.gate.buffer_pool
+        await self.buffer_manager.request_exclusive_buffers(self.initial_credit)
 
     async def request_subpartition(self) -> None:
         if self.client is None:
@@ -262,5 +261,5 @@ class RemoteInputChannel(InputChannel):
         return sum(buffer.size for buffer, _ in self.received)
 
     def exclusive_buffers_used(self) -> int:
-        """Exclusive buffers not free in the channel (ExclusiveBuffersUsageGauge)."""
-        return max(0, self.buffer_manager.num_exclusive_buffers - len(self.buffer_manager.exclusive))
+        """`initialCredit - available exclusive` (ExclusiveBuffersUsageGauge)."""
+        return max(0, self.initial_credit - len(self.buffer_manager.exclusive))

@@ -2,8 +2,7 @@
 
 Keeps the channels that have data in a FIFO with a priority section, so that every
 channel gets its turn (a channel with more data goes to the back), turns event buffers
-into events, tracks end of partition per channel, and owns the gate's buffer pool (the
-exclusive and floating buffers of its remote channels).
+into events, tracks end of partition per channel, and owns the gate's floating buffers.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.config import NetworkConfig
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
-from shuffle.consumer.local_input_channel import LocalInputChannel
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
 from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX
@@ -39,45 +37,18 @@ from shuffle.trace import NULL_TRACER, Tracer
 
 class GateBuffersSpec(NamedTuple):
     exclusive_per_channel: int
-    min_buffers: int
-    max_buffers: int
-
-
-class BuffersUsage(NamedTuple):
-    """A gate's buffers for Flink's input gauges: its pool's lent out and not held free by a
-    channel, of its size (CreditBasedInputBuffersUsageGauge, `inPoolUsage`), the exclusive
-    ones of its remote channels not free (ExclusiveBuffersUsageGauge), and the floating ones
-    as the difference (FloatingBuffersUsageGauge)."""
-
-    used: int
-    total: int
-    exclusive_used: int
-    exclusive_total: int
-
-    @property
-    def floating_used(self) -> int:
-        return max(0, self.used - self.exclusive_used)
-
-    @property
-    def floating_total(self) -> int:
-        return max(0, self.total - self.exclusive_total)
+    required_floating: int
+    total_floating: int
 
 
 def gate_buffers_spec(num_channels: int, config: NetworkConfig, blocking: bool = False) -> GateBuffersSpec:
-    """Exclusive buffers per remote channel and the gate pool's min/max (spec 1.5).
-
-    As Flink 2.x's `InputGateSpecUtils`: one pool per gate holds every buffer of the gate,
-    the remote channels' exclusive ones included. It requires `N*B + 1` (capped by
-    `read-buffer.required-per-gate.max`: 1000 for blocking gates) and may grow to `N*B + F`;
-    a channel gets `min(B, (required-1) // N)` exclusive buffers, so a capped gate turns
-    exclusive buffers floating. The gate's pool is sized by its remote channels (local
-    ones read the producer's buffers), as Flink's `SingleInputGateTest` expects.
-    """
+    """Exclusive buffers per remote channel and the floating pool's min/max (spec 1.5)."""
     b, f = config.exclusive_buffers_per_channel, config.floating_buffers_per_gate
     threshold = 1000 if blocking else INT_MAX
     required = min(threshold, num_channels * b + 1)
     exclusive = min(b, (required - 1) // num_channels) if num_channels else 0
-    return GateBuffersSpec(exclusive, required, num_channels * b + f)
+    return GateBuffersSpec(exclusive, required - exclusive * num_channels,
+                           num_channels * b + f - exclusive * num_channels)
 
 
 def _buffer_debloater(config: NetworkConfig) -> BufferDebloater:
@@ -144,22 +115,16 @@ class SingleInputGate:
         return len(self.channels)
 
     @property
-    def num_remote_channels(self) -> int:
-        """Channels that are not local: the ones whose buffers the gate's pool holds."""
-        return sum(not isinstance(c, LocalInputChannel) for c in self.channels)
-
-    @property
     def buffers_spec(self) -> GateBuffersSpec:
-        return gate_buffers_spec(self.num_remote_channels, self.config, self.blocking)
+        return gate_buffers_spec(self.num_channels, self.config, self.blocking)
 
-    def setup(self) -> None:
-        """The gate's pool first (reserving one segment), then the remote channels' exclusive
-        buffers out of it (FLINK-24035)."""
+    async def setup(self) -> None:
+        """Floating pool first (reserving one segment), then exclusive buffers (FLINK-24035)."""
         spec = self.buffers_spec
-        self.buffer_pool = self.network_pool.create_buffer_pool(spec.min_buffers, spec.max_buffers)
+        self.buffer_pool = self.network_pool.create_buffer_pool(spec.required_floating, spec.total_floating)
         self.buffer_pool.reserve_segments(1)
         for channel in self.channels:
-            channel.setup()
+            await channel.setup()
 
     async def request_partitions(self) -> None:
         """Request every channel's subpartition concurrently (local ones retry with backoff)."""
@@ -378,16 +343,15 @@ class SingleInputGate:
         """Queued bytes over the channels (`inputQueueSize`)."""
         return sum(c.queue_size for c in self.channels)
 
-    def buffers_usage(self) -> BuffersUsage:
-        """What the input buffer gauges of Flink read off this gate."""
+    def exclusive_buffers_usage(self) -> tuple[int, int]:
+        """(used, total) exclusive buffers over the remote channels."""
+        remote = self.remote_channels
+        return (sum(c.exclusive_buffers_used() for c in remote), sum(c.initial_credit for c in remote))
+
+    def floating_buffers_usage(self) -> tuple[int, int]:
+        """(used, total) floating buffers: lent out and not held free by a channel."""
         pool = self.buffer_pool
         if pool is None:
-            return BuffersUsage(0, 0, 0, 0)
-        held_free = exclusive_used = exclusive_total = 0
-        for channel in self.remote_channels:
-            manager = channel.buffer_manager
-            held_free += len(manager.floating) + len(manager.exclusive)
-            exclusive_used += channel.exclusive_buffers_used()
-            exclusive_total += manager.num_exclusive_buffers
-        return BuffersUsage(max(0, pool.best_effort_get_num_of_used_buffers() - held_free), pool.num_buffers,
-                            exclusive_used, exclusive_total)
+            return 0, 0
+        held_free = sum(len(c.buffer_manager.floating) for c in self.remote_channels)
+        return max(0, pool.best_effort_get_num_of_used_buffers() - held_free), pool.num_buffers

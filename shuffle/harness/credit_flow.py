@@ -143,7 +143,7 @@ class CreditFlowHarness:
         gates = []
         for index, group in enumerate(groups):
             gate = consumer.create_input_gate(0, f"consumer-{index}", group)
-            gate.setup()
+            await gate.setup()
             await gate.request_partitions()
             gates.append(gate)
         harness = cls(config, producer, consumer, targets, gates, tracer, nursery, slots)

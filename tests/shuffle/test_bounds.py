@@ -152,7 +152,7 @@ async def _client_of_a_producer_that_sends(h, messages: bytes):
 
     await h._nursery.start(network.serve, "rogue", producer)
     gate = h.consumer.create_input_gate(0, "victim", [InputChannelDescriptor("p", 0, "rogue")])
-    gate.setup()
+    await gate.setup()
     await gate.request_partitions()
     await h.settle()
     (channel,) = gate.channels

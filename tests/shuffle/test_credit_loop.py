@@ -11,10 +11,7 @@ SMALL = NetworkConfig(buffer_size=4096)
 def lend_all_floating_buffers(h):
     """Take the gate's floating buffers away, so the channel has only its exclusive ones."""
     pool = h.gates[0].buffer_pool
-    lent = []
-    while (buffer := pool.request_buffer()) is not None:
-        lent.append(buffer)
-    return lent
+    return [pool.request_buffer() for _ in range(pool.num_buffers)]
 
 
 def give_back(buffers):
@@ -171,8 +168,7 @@ async def test_local_channel_uses_no_credit_and_no_receiver_buffers(credit_flow)
     assert h.sender(0).credit is None
     assert h.trace.of("credit_announced") == []
     assert len(h.consume(0, 10)) == 3
-    usage = h.gates[0].buffers_usage()
-    assert (usage.exclusive_used, usage.exclusive_total) == (0, 0)
+    assert h.gates[0].exclusive_buffers_usage() == (0, 0)
 
 
 async def test_records_arrive_in_order_across_buffers(credit_flow):

@@ -184,7 +184,7 @@ async def test_client_fails_the_channels_of_a_corrupted_connection_only(credit_f
 
     await h._nursery.start(network.serve, "corrupt", corrupt_producer)
     gate = h.consumer.create_input_gate(0, "victim", [InputChannelDescriptor("p", 0, "corrupt")])
-    gate.setup()
+    await gate.setup()
     await gate.request_partitions()
     await h.settle()
     (channel,) = gate.channels

@@ -11,7 +11,7 @@ async def test_local_channel_reports_the_producer_queue_as_input_queue_length(cr
     await h.settle()
     assert h.sender(0).queued == 3
     assert h.gates[0].input_queue_length == 3
-    assert h.gates[0].buffers_usage().floating_used == 0
+    assert h.gates[0].floating_buffers_usage()[0] == 0
     # ... and its queued bytes: Flink's LocalInputChannel does not override the base
     # channel's unsynchronizedGetSizeOfQueuedBuffers (0); the bytes show at the producer.
     assert h.gates[0].input_queue_size == 0

@@ -27,7 +27,7 @@ async def _request_missing(nursery, config: NetworkConfig, request_at: float,
     consumer = NettyShuffleEnvironment(config, network)
     await consumer.start(nursery, "consumer")
     gate = consumer.create_input_gate(0, "consumer", [InputChannelDescriptor("missing", 0, address)])
-    gate.setup()
+    await gate.setup()
     await kernel.sleep_until(request_at)
     await gate.request_partitions()
     if register_at is not None:
@@ -79,7 +79,7 @@ async def _request_missing_locally(nursery, register_at: float | None):
     env = NettyShuffleEnvironment(NetworkConfig(), network)
     address = await env.start(nursery, "tm")
     gate = env.create_input_gate(0, "consumer", [InputChannelDescriptor("missing", 0, address)])
-    gate.setup()
+    await gate.setup()
     nursery.start_soon(gate.request_partitions)
     if register_at is not None:
         await kernel.sleep_until(register_at)
