@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from graph.errors import IllegalArgumentException
+
 UPPER_BOUND_MAX_PARALLELISM = 1 << 15  # KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM
 DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 1 << 7
 
@@ -27,14 +29,19 @@ def check_parallelism(owner: str, parallelism: object) -> int:
     return parallelism
 
 
-def check_max_parallelism(owner: str, max_parallelism: object) -> int:
-    """Flink's bounds: 0 < max parallelism <= 32768. A parallelism above it is refused only
-    when the job is scheduled (``build_execution_graph``), as in Flink."""
+def check_max_parallelism(max_parallelism: object, environment: bool = False) -> int:
+    """Flink's bounds, 0 < max parallelism <= 32768, with Flink's messages: the environment's
+    (``StreamExecutionEnvironment.setMaxParallelism``) or an operator's
+    (``OperatorValidationUtils.validateMaxParallelism``). A parallelism above it is refused
+    only when the job is scheduled (``build_execution_graph``), as in Flink."""
     if isinstance(max_parallelism, bool) or not isinstance(max_parallelism, int):
-        raise TypeError(f"{owner}: max parallelism must be an int, got {max_parallelism!r}")
-    if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
-        raise ValueError(
-            f"{owner}: max parallelism must be in 1..{UPPER_BOUND_MAX_PARALLELISM}, "
-            f"got {max_parallelism}"
-        )
+        raise TypeError(f"max parallelism must be an int, got {max_parallelism!r}")
+    bound = UPPER_BOUND_MAX_PARALLELISM
+    if environment and not 0 < max_parallelism <= bound:
+        raise IllegalArgumentException(
+            f"maxParallelism is out of bounds 0 < maxParallelism <= {bound}. Found: {max_parallelism}")
+    if max_parallelism <= 0:
+        raise IllegalArgumentException("The maximum parallelism must be greater than 0.")
+    if max_parallelism > bound:
+        raise IllegalArgumentException(f"Maximum parallelism must be between 1 and {bound}. Found: {max_parallelism}")
     return max_parallelism

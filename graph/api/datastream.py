@@ -29,7 +29,7 @@ from graph.api.functions import (
 )
 from graph.api.sinks import PrintSink
 from graph.api.workload import Cost
-from graph.errors import UnsupportedOperationException
+from graph.errors import IllegalArgumentException, UnsupportedOperationException
 from graph.parallelism import check_max_parallelism, check_parallelism
 from graph.partitioners import PartitionerSpec
 from graph.transformations import (
@@ -103,7 +103,7 @@ class _OperatorSettings:
 
     def set_max_parallelism(self, max_parallelism: int) -> "_OperatorSettings":
         t = self._operator("set_max_parallelism")
-        t.max_parallelism = check_max_parallelism(t.name, max_parallelism)
+        t.max_parallelism = check_max_parallelism(max_parallelism)
         return self
 
     def slot_sharing_group(self, name: str) -> "_OperatorSettings":
@@ -141,7 +141,7 @@ class DataStream(_OperatorSettings):
         t = self._operator("set_buffer_timeout")
         seconds = parse_duration(timeout)
         if seconds < 0 and seconds != -1:
-            raise ValueError(f"{t.name}: buffer timeout must be >= 0 or -1, got {timeout!r}")
+            raise IllegalArgumentException("timeout must be >= -1")  # SingleOutputStreamOperator's
         t.buffer_timeout = seconds
         return self
 

@@ -17,7 +17,7 @@ from graph.api.workload import (
     KEYED_RECORD_SIZE,
     SequenceSource,
 )
-from graph.errors import IllegalStateException
+from graph.errors import IllegalArgumentException, IllegalStateException
 from graph.parallelism import check_max_parallelism, check_parallelism
 from graph.transformations import Operator, SourceTransformation, Transformation
 from graph.units import parse_duration
@@ -152,7 +152,7 @@ class StreamExecutionEnvironment:
         return self.parallelism
 
     def set_max_parallelism(self, max_parallelism: int) -> "StreamExecutionEnvironment":
-        self.max_parallelism = check_max_parallelism("StreamExecutionEnvironment", max_parallelism)
+        self.max_parallelism = check_max_parallelism(max_parallelism, environment=True)
         return self
 
     def get_max_parallelism(self) -> int:
@@ -163,7 +163,7 @@ class StreamExecutionEnvironment:
         buffers."""
         seconds = parse_duration(timeout)
         if seconds < 0 and seconds != -1:
-            raise ValueError(f"StreamExecutionEnvironment: buffer timeout must be >= 0 or -1, got {timeout!r}")
+            raise IllegalArgumentException("Timeout of buffer must be non-negative or -1")
         self.buffer_timeout = seconds
         return self
 

@@ -4,6 +4,7 @@ import pytest
 
 from graph import (
     CoMapFunction,
+    IllegalArgumentException,
     IllegalStateException,
     OutputTag,
     StreamExecutionEnvironment,
@@ -35,9 +36,20 @@ def test_max_parallelism_below_parallelism_is_left_to_the_scheduler(env):
         ("Sink: Print to Std. Out", -1)]
 
 
-def test_max_parallelism_bounds(env):
-    with pytest.raises(ValueError, match="32768"):
+def test_max_parallelism_and_buffer_timeout_bounds_raise_flinks_exceptions(env):
+    # StreamExecutionEnvironment.setMaxParallelism, OperatorValidationUtils.validateMaxParallelism,
+    # StreamExecutionEnvironment.setBufferTimeout, SingleOutputStreamOperator.setBufferTimeout
+    with pytest.raises(IllegalArgumentException, match=r"^maxParallelism is out of bounds 0 < maxParallelism <= 32768\. Found: 40000$"):
         env.set_max_parallelism(40000)
+    mapped = env.from_sequence(1, 10).map(lambda x: x)
+    with pytest.raises(IllegalArgumentException, match=r"^The maximum parallelism must be greater than 0\.$"):
+        mapped.set_max_parallelism(0)
+    with pytest.raises(IllegalArgumentException, match=r"^Maximum parallelism must be between 1 and 32768\. Found: 40000$"):
+        mapped.set_max_parallelism(40000)
+    with pytest.raises(IllegalArgumentException, match=r"^Timeout of buffer must be non-negative or -1$"):
+        env.set_buffer_timeout(-5)
+    with pytest.raises(IllegalArgumentException, match=r"^timeout must be >= -1$"):
+        mapped.set_buffer_timeout("-2ms")
 
 
 @pytest.mark.parametrize("method", ["map", "flat_map", "filter", "process"])
@@ -106,8 +118,6 @@ def test_side_output_needs_a_tag(env):
 def test_environment_settings_are_validated(env):
     with pytest.raises(TypeError, match="runtime mode"):
         env.set_runtime_mode("BATCH")
-    with pytest.raises(ValueError, match="buffer timeout"):
-        env.set_buffer_timeout(-5)
     with pytest.raises(ValueError, match="checkpoint interval"):
         env.enable_checkpointing(0)
     # Flink's MINIMAL_CHECKPOINT_TIME: 10 ms for the interval and the timeout
