@@ -21,11 +21,18 @@ def resolve_max_parallelism(max_parallelism: int, parallelism: int) -> int:
     return max_parallelism if max_parallelism > 0 else default_max_parallelism(parallelism)
 
 
-def check_parallelism(owner: str, parallelism: object) -> int:
+def check_parallelism(parallelism: object, environment: bool = False) -> int:
+    """At least 1, with Flink's messages: the environment's (``ExecutionConfig.setParallelism``)
+    or an operator's (``OperatorValidationUtils.validateParallelism``). Flink's -1
+    (``PARALLELISM_DEFAULT``) is not accepted here (README, differences)."""
     if isinstance(parallelism, bool) or not isinstance(parallelism, int):
-        raise TypeError(f"{owner}: parallelism must be an int, got {parallelism!r}")
+        raise TypeError(f"parallelism must be an int, got {parallelism!r}")
     if parallelism < 1:
-        raise ValueError(f"{owner}: parallelism must be at least 1, got {parallelism}")
+        raise IllegalArgumentException(
+            "Parallelism must be at least one, or ExecutionConfig.PARALLELISM_DEFAULT (use system default)."
+            if environment else
+            "The parallelism of an operator must be at least 1, or ExecutionConfig.PARALLELISM_DEFAULT "
+            "(use system default).")
     return parallelism
 
 

@@ -93,7 +93,7 @@ class _OperatorSettings:
 
     def set_parallelism(self, parallelism: int) -> "_OperatorSettings":
         t = self._operator("set_parallelism")
-        check_parallelism(t.name, parallelism)
+        check_parallelism(parallelism)
         t.parallelism = parallelism
         t.parallelism_configured = True
         return self

@@ -145,7 +145,7 @@ class StreamExecutionEnvironment:
 
     def set_parallelism(self, parallelism: int) -> "StreamExecutionEnvironment":
         """Default parallelism of operators created after this call (default 1)."""
-        self.parallelism = check_parallelism("StreamExecutionEnvironment", parallelism)
+        self.parallelism = check_parallelism(parallelism, environment=True)
         return self
 
     def get_parallelism(self) -> int:

@@ -102,10 +102,9 @@ class NetworkBufferPool:
             self.redistribute_buffers()
             self._notify_segment_available()
             raise InsufficientBuffersError(
-                f"Timeout triggered when requesting exclusive buffers: required {n}, "
-                f"obtained {len(got)} within {self.exclusive_request_timeout}s; raise "
-                "'taskmanager.network.memory.exclusive-buffers-request-timeout-ms' or the "
-                "network memory ('taskmanager.memory.network.fraction/min/max')") from None
+                f"Timeout triggered when requesting exclusive buffers: {self._config_description()}, "
+                f"or you may increase the timeout which is {round(self.exclusive_request_timeout * 1000)}ms "
+                "by setting the key 'taskmanager.network.memory.exclusive-buffers-request-timeout-ms'.") from None
         return got
 
     def recycle_unpooled_segments(self, segments: list[MemorySegment]) -> None:
@@ -145,12 +144,15 @@ class NetworkBufferPool:
             available = self.total_segments - self.num_total_required_buffers
             raise InsufficientBuffersError(
                 f"Insufficient number of network buffers: required {n}, but only {available} "
-                f"available. The total number of network buffers is currently set to "
-                f"{self.total_segments} of {self.segment_size} bytes each. You can increase "
-                "this number by setting the configuration keys "
-                "'taskmanager.memory.network.fraction', 'taskmanager.memory.network.min', "
-                "and 'taskmanager.memory.network.max'.")
+                f"available. {self._config_description()}.")
         self.num_total_required_buffers += n
+
+    def _config_description(self) -> str:
+        """Flink's `getConfigDescription`, which both of its memory errors quote."""
+        return (f"The total number of network buffers is currently set to {self.total_segments} of "
+                f"{self.segment_size} bytes each. You can increase this number by setting the configuration "
+                "keys 'taskmanager.memory.network.fraction', 'taskmanager.memory.network.min', and "
+                "'taskmanager.memory.network.max'")
 
     def redistribute_buffers(self) -> None:
         """Share the excess over all required segments among pools (Flink 1.x rule)."""

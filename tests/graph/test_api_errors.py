@@ -17,11 +17,15 @@ def env():
     return StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
 
 
-@pytest.mark.parametrize("value, error", [(0, ValueError), (-2, ValueError), ("2", TypeError), (1.5, TypeError)])
+@pytest.mark.parametrize("value, error", [(0, IllegalArgumentException), (-1, IllegalArgumentException),
+                                          ("2", TypeError), (1.5, TypeError)])
 def test_parallelism_below_one_or_not_int(env, value, error):
-    with pytest.raises(error, match=f"Map: parallelism .*{value}"):
+    # OperatorValidationUtils.validateParallelism and ExecutionConfig.setParallelism
+    operator = "The parallelism of an operator must be at least 1" if error is IllegalArgumentException else "parallelism"
+    with pytest.raises(error, match=operator):
         env.from_sequence(1, 10).map(lambda x: x).set_parallelism(value)
-    with pytest.raises(error, match="StreamExecutionEnvironment"):
+    environment = "^Parallelism must be at least one, or" if error is IllegalArgumentException else "parallelism"
+    with pytest.raises(error, match=environment):
         env.set_parallelism(value)
 
 

@@ -115,7 +115,8 @@ PROGRAMS = {
 @pytest.mark.parametrize("module, message", [
     ("raising_prog", "ValueError: boom in the user program (raising_prog.py, line 2)"),
     ("syntax_prog", "SyntaxError"),
-    ("rejected_prog", "Map: parallelism must be at least 1, got 0 (rejected_prog.py, line 3)"),
+    ("rejected_prog", "IllegalArgumentException: The parallelism of an operator must be at least 1, or "
+                      "ExecutionConfig.PARALLELISM_DEFAULT (use system default). (rejected_prog.py, line 3)"),
     ("import_raising_prog", "RuntimeError: cannot start"),
 ])
 @pytest.mark.parametrize("command", ["plan", "run"])

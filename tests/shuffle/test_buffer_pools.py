@@ -124,8 +124,15 @@ async def test_unpooled_request_times_out_with_flink_hint(sim_kernel):
     nbp = NetworkBufferPool(2, 64, exclusive_request_timeout=1.0)
     pool = nbp.create_buffer_pool(1, 2)
     held = [pool.request_buffer_builder(), pool.request_buffer_builder()]
-    with pytest.raises(InsufficientBuffersError, match="exclusive-buffers-request-timeout"):
+    with pytest.raises(InsufficientBuffersError) as failure:
         await nbp.request_unpooled_segments(1)
+    # NetworkBufferPool.internalRequestMemorySegments' message, with its getConfigDescription
+    assert str(failure.value) == (
+        "Timeout triggered when requesting exclusive buffers: The total number of network buffers is "
+        "currently set to 2 of 64 bytes each. You can increase this number by setting the configuration "
+        "keys 'taskmanager.memory.network.fraction', 'taskmanager.memory.network.min', and "
+        "'taskmanager.memory.network.max', or you may increase the timeout which is 1000ms by setting the "
+        "key 'taskmanager.network.memory.exclusive-buffers-request-timeout-ms'.")
     assert nbp.num_total_required_buffers == 1
     for b in held:
         b.close()
