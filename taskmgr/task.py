@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import numpy as np
+
 from graph import JobGraph, JobVertex
 from graph.execution_graph import subtask_name
 from shuffle import kernel
@@ -405,9 +407,16 @@ class Task:
         selector = create_channel_selector(spec.name, key_selector=spec.key_selector,
                                            max_parallelism=spec.max_parallelism,
                                            custom_partitioner=spec.custom_partitioner,
-                                           rng=ctx.rng(f"partitioner-{data_set.id}"), record_views=views)
+                                           rng=self._partitioner_rng(data_set.id, ctx), record_views=views)
         # the producing operator's timeout, as the compiler resolved it (Flink's per-output one)
         return RecordWriter(partition, selector, RecordSerializer(output_format(producer)), producer.buffer_timeout)
+
+    def _partitioner_rng(self, data_set_id: str, ctx: OperatorContext) -> np.random.Generator:
+        """Rebalance's start channel and shuffle's choices: drawn anew by each attempt, as
+        Flink's `ThreadLocalRandom` in a restarted task (the same for the same seed here; the
+        first attempt keeps the draws runs had before restarts drew their own)."""
+        attempt = self.descriptor.job.attempt
+        return ctx.rng(f"partitioner-{data_set_id}" + (f"-attempt-{attempt}" if attempt else ""))
 
     def _max_step_time(self) -> float:
         """How long a step of this task may take: short where a checkpoint would otherwise
