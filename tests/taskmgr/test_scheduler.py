@@ -4,7 +4,7 @@ the slot manager filling one TaskManager before the next)."""
 
 import pytest
 
-from graph import StreamExecutionEnvironment
+from graph import CoMapFunction, StreamExecutionEnvironment
 from taskmgr.deployment import execution_id
 from taskmgr.scheduler import SlotOffer, allocate_slots, execution_slot_sharing_groups, placement_rng, slots_needed
 
@@ -60,6 +60,124 @@ def test_iteration_head_and_tail_share_a_slot():
         assert {s.subtask_index for s in group} == {index}
         assert {s.job_vertex.name for s in group} >= {"IterationSource-2", "IterationSink-2"}
 
+
+# Ports of Flink's LocalInputPreferredSlotSharingStrategyTest (and the cases its builder
+# decides the same way: union, two-input and several slot sharing groups), through our API.
+
+def environment():
+    return StreamExecutionEnvironment.get_execution_environment()
+
+
+def test_all_to_all_edge_fewer_consumers_take_the_first_producers_slots():
+    # testInputLocalityIsRespectedWithAllToAllEdge, with 4 producers and 2 consumers
+    graph = two_vertices(4, 2, lambda s: s.rebalance())
+    assert shared_slots(graph) == [[("M", 0), ("Source: S", 0)], [("M", 1), ("Source: S", 1)],
+                                   [("Source: S", 2)], [("Source: S", 3)]]
+
+
+def test_forward_edge_puts_consumer_i_beside_producer_i():
+    env = environment()
+    source = env.from_sequence(1, 100).name("S").set_parallelism(2)
+    source.forward().map(lambda x: x).name("M").set_parallelism(2).disable_chaining()
+    assert shared_slots(env.get_execution_graph()) == [[("M", 0), ("Source: S", 0)], [("M", 1), ("Source: S", 1)]]
+
+
+def test_disjoint_vertices_in_one_group_pair_up_by_subtask_index():
+    # testDisjointVerticesInOneGroup: two unconnected pipelines of parallelism 2
+    env = environment()
+    for name in ("A", "B"):
+        env.from_sequence(1, 10).name(name).set_parallelism(2).print().set_parallelism(2)
+    groups = execution_slot_sharing_groups(env.get_execution_graph())
+    assert [sorted((s.job_vertex.name.split(" ")[1], s.subtask_index) for s in group) for group in groups] == [
+        [("A", 0), ("B", 0)], [("A", 1), ("B", 1)]]
+
+
+def test_two_edges_between_two_vertices_keep_subtask_i_together():
+    # testInputLocalityIsRespectedWithTwoEdgesBetweenTwoVertices: two all-to-all edges, parallelism 4
+    env = environment()
+    source = env.from_sequence(1, 100).name("S").set_parallelism(4)
+    source.rebalance().union(source.rebalance()).map(lambda x: x).name("M").set_parallelism(4)
+    graph = env.get_execution_graph()
+    assert len(graph.job_graph.vertices[1].inputs) == 2
+    assert shared_slots(graph) == [[("M", i), ("Source: S", i)] for i in range(4)]
+
+
+def test_union_consumer_takes_the_second_input_s_slots_when_the_first_input_s_are_used():
+    # each input's producers are candidates in turn: M 2 finds no free slot of A's, then B 2's
+    env = environment()
+    a = env.from_sequence(1, 10).name("A").set_parallelism(2)
+    b = env.from_sequence(1, 10).name("B").set_parallelism(3)
+    a.union(b).rebalance().map(lambda x: x).name("M").set_parallelism(3)
+    assert shared_slots(env.get_execution_graph()) == [
+        [("M", 0), ("Source: A", 0), ("Source: B", 0)], [("M", 1), ("Source: A", 1), ("Source: B", 1)],
+        [("M", 2), ("Source: B", 2)]]
+
+
+def test_two_input_vertex_takes_a_slot_of_its_second_input_s_producers():
+    # B 1 reads Y 2 and Y 3 (rescale), so sits beside Y 2. C 1 finds no free slot of its
+    # first input's (A 0's is C 0's), then pops B 0's (taken) and takes B 1's: not Y 1's
+    # slot, which would be the first free one of the group
+    env = environment()
+    a = env.from_sequence(1, 10).name("A").set_parallelism(1)
+    y = env.from_sequence(1, 10).name("Y").set_parallelism(4)
+    b = y.rescale().map(lambda x: x).name("B").set_parallelism(2)
+    a.connect(b).key_by(lambda x: x, lambda x: x).map(type("Co", (CoMapFunction,), {})()).name("C").set_parallelism(2)
+    graph = env.get_execution_graph()
+    assert [edge.source_vertex.name for edge in graph.job_graph.vertices[-1].inputs] == ["Source: A", "B"]
+    assert shared_slots(graph) == [[("B", 0), ("C", 0), ("Source: A", 0), ("Source: Y", 0)], [("Source: Y", 1)],
+                                   [("B", 1), ("C", 1), ("Source: Y", 2)], [("Source: Y", 3)]]
+
+
+def test_a_consumer_of_another_group_takes_its_own_group_s_slots_in_creation_order():
+    # B reads A across groups (no producer slot to join); C, back in "default", reads B:
+    # its subtasks take the default group's free slots first, then a new one
+    env = environment()
+    a = env.from_sequence(1, 10).name("A").set_parallelism(2)
+    b = a.rebalance().map(lambda x: x).name("B").set_parallelism(2).slot_sharing_group("other")
+    b.rebalance().map(lambda x: x).name("C").set_parallelism(3).slot_sharing_group("default")
+    graph = env.get_execution_graph()
+    assert shared_slots(graph) == [[("C", 0), ("Source: A", 0)], [("C", 1), ("Source: A", 1)], [("B", 0)], [("B", 1)],
+                                   [("C", 2)]]
+    assert slots_needed(graph) == 5  # testSetSlotSharingGroupResource: per group its largest parallelism
+
+
+def iteration_slots(graph, head):
+    """Per subtask index of iteration `head`'s co-location group: the shared slot of each member."""
+    groups = {s: index for index, group in enumerate(execution_slot_sharing_groups(graph)) for s in group}
+    members = [v for v in graph.job_graph.vertices if v.co_location_group is head.co_location_group]
+    return [{groups[graph.execution_vertices(v)[i]] for v in members} for i in range(head.parallelism)]
+
+
+def test_co_location_groups_of_different_parallelism_keep_head_and_tail_together():
+    # testCoLocationConstraintIsRespected (1.19+): a vertex of parallelism 1 and two
+    # co-location groups of parallelism 2 and 3 in one slot sharing group
+    env = environment()
+    env.from_sequence(1, 10).name("P").set_parallelism(1).print()
+    for parallelism in (2, 3):
+        iteration = env.from_sequence(1, 10).set_parallelism(parallelism).iterate(max_wait_time="5s")
+        body = iteration.map(lambda x: x - 1).set_parallelism(parallelism)
+        iteration.close_with(body.filter(lambda x: x > 0).set_parallelism(parallelism))
+    graph = env.get_execution_graph()
+    heads = [v for v in graph.job_graph.vertices if v.name.startswith("IterationSource")]
+    assert sorted(head.parallelism for head in heads) == [2, 3]
+    for head in heads:
+        assert all(len(slots) == 1 for slots in iteration_slots(graph, head))
+    assert slots_needed(graph) == 3
+
+
+def test_iteration_tail_joins_its_head_s_slot_over_its_producer_s():
+    # co-location comes before input locality: tail 1's producer F 1 sits beside Y 2,
+    # yet tail 1 joins head 1's slot
+    env = environment().set_parallelism(2)
+    iteration = env.from_sequence(1, 10).name("S").iterate(max_wait_time="5s")
+    body = iteration.map(lambda x: x - 1).name("Body")
+    y = body.rebalance().map(lambda x: x).name("Y").set_parallelism(4)
+    iteration.close_with(y.rescale().filter(lambda x: x > 0).name("F"))
+    graph = env.get_execution_graph()
+    slots = shared_slots(graph)
+    assert [("F", 1), ("Y", 2)] in slots
+    head = next(v for v in graph.job_graph.vertices if v.name.startswith("IterationSource"))
+    assert [len(s) for s in iteration_slots(graph, head)] == [1, 1]
 
 def test_rescale_up_on_one_slot_task_managers_makes_the_fed_consumers_local():
     graph = two_vertices(2, 4, lambda s: s.rescale())
