@@ -209,10 +209,10 @@ class _JobExecution:
 class JobManager:
     """Runs jobs on the TaskManagers that register with it; watches them with heartbeats.
 
-    Every `heartbeat_interval` seconds it asks each TaskManager for a heartbeat; one that
-    has not answered for `heartbeat_timeout` seconds is lost, as Flink's HeartbeatManager
-    decides (defaults: `heartbeat.interval` 10 s, `heartbeat.timeout` 50 s). A closed
-    connection is noticed at once.
+    Every `heartbeat_interval` seconds it asks each TaskManager for a heartbeat; one whose
+    last heartbeat (or registration) is `heartbeat_timeout` seconds old is lost at that
+    moment, as Flink's DefaultHeartbeatMonitor decides (defaults: `heartbeat.interval`
+    10 s, `heartbeat.timeout` 50 s). A closed connection is noticed at once.
     """
 
     def __init__(self, transport: Transport, address: Hashable = "jobmanager",
@@ -233,23 +233,31 @@ class JobManager:
         self._registered = kernel.Event()
         self._jobs: dict[str, _JobExecution] = {}
         self._job_ids = itertools.count()
+        self._nursery: Any = None
 
     async def run(self, *, task_status: Any = kernel.TASK_STATUS_IGNORED) -> None:
         """Accept TaskManagers until cancelled; reports the bound address via task_status."""
         async with kernel.open_nursery() as nursery:
+            self._nursery = nursery
             self.address = await nursery.start(self.transport.serve, self.address, self._serve_task_manager)
-            nursery.start_soon(self._watch_heartbeats, nursery)
+            nursery.start_soon(self._request_heartbeats)
             task_status.started(self.address)
 
-    async def _watch_heartbeats(self, nursery: Any) -> None:
+    async def _request_heartbeats(self) -> None:
         while True:
             await kernel.sleep(self.heartbeat_interval)
-            now = kernel.current_time()
             for record in list(self.task_managers.values()):
-                if now - record.last_heartbeat > self.heartbeat_timeout:
-                    self._heartbeat_timed_out(record, nursery)
-                else:
-                    nursery.start_soon(self._request_heartbeat, record)
+                self._nursery.start_soon(self._request_heartbeat, record)
+
+    async def _monitor_heartbeats(self, record: _TaskManagerRecord) -> None:
+        """Flink's DefaultHeartbeatMonitor: each heartbeat moves the TaskManager's timeout to
+        `heartbeat_timeout` after it; when the timeout comes first, the TaskManager is lost."""
+        while self.task_managers.get(record.name) is record:
+            deadline = record.last_heartbeat + self.heartbeat_timeout
+            if kernel.current_time() >= deadline:
+                self._heartbeat_timed_out(record)
+                return
+            await kernel.sleep_until(deadline)
 
     async def _request_heartbeat(self, record: _TaskManagerRecord) -> None:
         with kernel.move_on_after(self.heartbeat_interval):
@@ -258,16 +266,15 @@ class JobManager:
             except (kernel.BrokenResourceError, kernel.ClosedResourceError):
                 pass  # its connection loop notices the loss
 
-    def _heartbeat_timed_out(self, record: _TaskManagerRecord, nursery: Any) -> None:
-        """Flink's "Heartbeat of TaskManager with id ... timed out": its tasks are lost."""
+    def _heartbeat_timed_out(self, record: _TaskManagerRecord) -> None:
+        """Flink's "Heartbeat of TaskManager with id ... timed out.": its tasks are lost."""
         if self.task_managers.pop(record.name, None) is None:
             return
-        cause = TimeoutError(f"Heartbeat of TaskManager with id {record.name} timed out "
-                             f"(no answer for {self.heartbeat_timeout:g} s).")
-        log.warning("JobManager: %s", cause)
+        cause = TimeoutError(f"Heartbeat of TaskManager with id {record.name} timed out.")
+        log.warning("JobManager: %s (no heartbeat for %g s)", cause, self.heartbeat_timeout)
         for job in self._jobs.values():
             job.fail(cause)
-        nursery.start_soon(record.connection.aclose)
+        self._nursery.start_soon(record.connection.aclose)
 
     async def _serve_task_manager(self, stream: ByteStream) -> None:
         """Serve one connection; a peer that breaks the protocol is logged and disconnected."""
@@ -288,6 +295,7 @@ class JobManager:
         record = _TaskManagerRecord(message.task_manager, message.shuffle_address, message.num_slots,
                                     connection, kernel.current_time(), message.pid, message.executor_id)
         self.task_managers[record.name] = record
+        self._nursery.start_soon(self._monitor_heartbeats, record)
         self.registrations.append({"name": record.name, "address": record.shuffle_address, "pid": record.pid,
                                    "executor_id": record.executor_id})
         self._registered.set()
