@@ -27,9 +27,11 @@ as soon as a task or the job stops running); their ids are not reused.
 
 All tasks restart, as with Flink's `full` failover strategy. Flink 2.x defaults to
 `region` (jobmanager.execution.failover-strategy), which restarts the pipelined region of
-the failed task: the subtasks connected to it by pipelined exchanges. In a streaming job
-with an all-to-all exchange (keyBy, rebalance, broadcast) that region is the whole job;
-only jobs made of separate forward-connected pipelines would restart less in Flink.
+the failed task: the subtasks connected to it by pipelined exchanges. In a connected
+streaming job with an all-to-all exchange (keyBy, rebalance, broadcast) that region is the
+whole job; a job of unconnected pipelines, one whose exchanges are all forward or rescale
+at a parallelism above 1, or a BATCH job (BLOCKING exchanges) would restart less in Flink
+(README, differences).
 
 Downtime is Flink's: from the failure until the new attempt is deployed.
 """
