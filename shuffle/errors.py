@@ -56,6 +56,15 @@ class PartitionNotFoundError(IOError):
         self.partition_id = partition_id
 
 
+class PartitionConnectionError(IOError):
+    """A partition request could not connect to the producer's TaskManager (Flink's
+    PartitionConnectionException); the connection's error is its cause."""
+
+    def __init__(self, partition_id: str) -> None:
+        super().__init__(f"Connection for partition {partition_id} not reachable.")
+        self.partition_id = partition_id
+
+
 class RemoteError(IOError):
     """An error the producer reported for one channel, of a type this side does not know."""
 

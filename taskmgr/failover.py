@@ -10,8 +10,10 @@ restarts and after how long. If it does:
    records its sources emitted in the attempt;
 2. the strategy's backoff time passes;
 3. slots are allocated again (a lost TaskManager's slots are gone: too few slots fail the
-   job with `NoResourceAvailableError`), and every subtask is deployed as the job's next
-   attempt, with new random attempt ids in its partition ids, from the restore point.
+   job with `NoResourceAvailableError`; a dead one not yet found lost still offers its
+   slots, and a deployment there fails at once), and every subtask is deployed as the
+   job's next attempt, with new random attempt ids in its partition ids, from the restore
+   point.
 
 The restore point is the last completed checkpoint (Flink's default: restart from the
 latest checkpoint): every subtask starts from its share of it (taskmgr.checkpointing.
@@ -27,9 +29,11 @@ as soon as a task or the job stops running); their ids are not reused.
 
 All tasks restart, as with Flink's `full` failover strategy. Flink 2.x defaults to
 `region` (jobmanager.execution.failover-strategy), which restarts the pipelined region of
-the failed task: the subtasks connected to it by pipelined exchanges. In a streaming job
-with an all-to-all exchange (keyBy, rebalance, broadcast) that region is the whole job;
-only jobs made of separate forward-connected pipelines would restart less in Flink.
+the failed task: the subtasks connected to it by pipelined exchanges. In a connected
+streaming job with an all-to-all exchange (keyBy, rebalance, broadcast) that region is the
+whole job; a job of unconnected pipelines, one whose exchanges are all forward or rescale
+at a parallelism above 1, or a BATCH job (BLOCKING exchanges) would restart less in Flink
+(README, differences).
 
 Downtime is Flink's: from the failure until the new attempt is deployed.
 """
@@ -178,12 +182,13 @@ class Failover:
         they ended (or is lost); the records their sources had emitted since the job began
         (a restored position included), None if that took too long."""
         job, jobmanager = self.job, self.jobmanager
-        hosts = [tm for tm in dict.fromkeys(job.placement.values()) if tm in jobmanager.task_managers]
+        hosts = [tm for tm in dict.fromkeys(job.placement.values()) if jobmanager.is_reachable(tm)]
         job.cancelled_attempt.clear()
         for task_manager in hosts:
             await jobmanager._send(task_manager, CancelAttempt(job.job_id, job.attempt))
         with kernel.move_on_after(self.config.cancel_timeout):
-            await job.wait_for(lambda: all(tm in job.cancelled_attempt or tm not in jobmanager.task_managers
+            # an unreachable TaskManager's cancel RPC fails at once: Flink counts its tasks cancelled
+            await job.wait_for(lambda: all(tm in job.cancelled_attempt or not jobmanager.is_reachable(tm)
                                            for tm in hosts))
             return sum(job.cancelled_attempt.values())
         cause = TimeoutError(f"the tasks of attempt {job.attempt} did not end within "

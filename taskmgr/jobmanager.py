@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import asdict, dataclass, field
 import itertools
+import math
 import zlib
 from typing import Any
 
@@ -78,6 +79,24 @@ class _TaskManagerRecord:
     last_heartbeat: float = 0.0
     pid: int | None = None
     executor_id: str | None = None
+    #: Its connection broke: RPCs to it fail at once, but it is registered (its slots too)
+    #: until its heartbeats find it lost, as Flink's JobManager does not watch connections.
+    unreachable: bool = False
+    #: Heartbeat RPCs in a row that failed because it was unreachable.
+    failed_heartbeat_rpcs: int = 0
+
+
+class JobMasterError(RuntimeError):
+    """Flink's JobMasterException (here: a TaskManager is no longer reachable)."""
+
+
+class RecipientUnreachableError(RuntimeError):
+    """Flink's RecipientUnreachableException: an RPC to a TaskManager whose connection is gone."""
+
+    def __init__(self, message: str, recipient: str) -> None:
+        super().__init__(f"Could not send message [{message}] to recipient [{recipient}], because the recipient "
+                         "is unreachable. This can either mean that the recipient has been terminated or that the "
+                         "remote RpcService is currently not reachable.")
 
 
 def _failure_cause(message: TaskExecutionState) -> BaseException:
@@ -194,30 +213,38 @@ class _JobExecution:
         self.reports[task_manager] = report
         self._notify()
 
-    def on_task_manager_lost(self, name: str, cause: RpcError | None = None) -> None:
-        """`cause`: the protocol error the JobManager closed the connection for, if it did."""
+    def on_task_manager_lost(self, name: str, cause: BaseException) -> None:
+        """The JobManager let the TaskManager go (Flink's disconnectTaskManager): its tasks
+        of the job fail with `cause`."""
         if name in self.placement.values() and name not in self.reports:
-            closed = (f"the JobManager closed its connection: {cause}" if cause is not None
-                      else "its connection to the JobManager closed")
-            self.fail(RuntimeError(f"TaskManager {name} is lost ({closed})"))
+            self.fail(cause)
             for eid, task_manager in self.placement.items():  # its tasks are gone with it
                 if task_manager == name and not self.states[eid].is_terminal:
                     self.states[eid] = ExecutionState.FAILED
             self._notify()
 
+    def on_deployment_failed(self, execution_id: str, cause: BaseException) -> None:
+        """The task could not be deployed (its TaskManager is unreachable): it FAILED."""
+        self.states[execution_id] = ExecutionState.FAILED
+        self.fail(cause)
+
 
 class JobManager:
     """Runs jobs on the TaskManagers that register with it; watches them with heartbeats.
 
-    Every `heartbeat_interval` seconds it asks each TaskManager for a heartbeat; one that
-    has not answered for `heartbeat_timeout` seconds is lost, as Flink's HeartbeatManager
-    decides (defaults: `heartbeat.interval` 10 s, `heartbeat.timeout` 50 s). A closed
-    connection is noticed at once.
+    Every `heartbeat_interval` seconds it asks each TaskManager for a heartbeat; one whose
+    last heartbeat (or registration) is `heartbeat_timeout` seconds old is lost at that
+    moment, as Flink's DefaultHeartbeatMonitor decides (defaults: `heartbeat.interval`
+    10 s, `heartbeat.timeout` 50 s). As Flink's, it does not watch the connections: one
+    whose connection broke (its process died) is unreachable, every RPC to it fails at
+    once (FLINK-23202), and after `heartbeat_rpc_failure_threshold` heartbeat requests in a
+    row have failed so (Flink's `heartbeat.rpc-failure-threshold`, 2; -1: off) it is lost:
+    "TaskManager with id ... is no longer reachable." Until then its slots are offered.
     """
 
     def __init__(self, transport: Transport, address: Hashable = "jobmanager",
                  heartbeat_interval: float = 10.0, heartbeat_timeout: float = 50.0,
-                 tracer: Tracer = NULL_TRACER) -> None:
+                 tracer: Tracer = NULL_TRACER, heartbeat_rpc_failure_threshold: int = 2) -> None:
         if not 0 < heartbeat_interval < heartbeat_timeout:
             raise ValueError(f"heartbeat interval ({heartbeat_interval} s) must be > 0 and below the timeout "
                              f"({heartbeat_timeout} s)")
@@ -225,6 +252,7 @@ class JobManager:
         self.address = address
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
+        self.heartbeat_rpc_failure_threshold = heartbeat_rpc_failure_threshold
         self.tracer = tracer
         self.task_managers: dict[str, _TaskManagerRecord] = {}
         #: Every TaskManager that registered, lost ones too: name, shuffle address, process id,
@@ -233,41 +261,60 @@ class JobManager:
         self._registered = kernel.Event()
         self._jobs: dict[str, _JobExecution] = {}
         self._job_ids = itertools.count()
+        self._nursery: Any = None
 
     async def run(self, *, task_status: Any = kernel.TASK_STATUS_IGNORED) -> None:
         """Accept TaskManagers until cancelled; reports the bound address via task_status."""
         async with kernel.open_nursery() as nursery:
+            self._nursery = nursery
             self.address = await nursery.start(self.transport.serve, self.address, self._serve_task_manager)
-            nursery.start_soon(self._watch_heartbeats, nursery)
+            nursery.start_soon(self._request_heartbeats)
             task_status.started(self.address)
 
-    async def _watch_heartbeats(self, nursery: Any) -> None:
+    async def _request_heartbeats(self) -> None:
         while True:
             await kernel.sleep(self.heartbeat_interval)
-            now = kernel.current_time()
             for record in list(self.task_managers.values()):
-                if now - record.last_heartbeat > self.heartbeat_timeout:
-                    self._heartbeat_timed_out(record, nursery)
-                else:
-                    nursery.start_soon(self._request_heartbeat, record)
+                self._nursery.start_soon(self._request_heartbeat, record)
+
+    async def _monitor_heartbeats(self, record: _TaskManagerRecord) -> None:
+        """Flink's DefaultHeartbeatMonitor: each heartbeat moves the TaskManager's timeout to
+        `heartbeat_timeout` after it; when the timeout comes first, the TaskManager is lost."""
+        while self.task_managers.get(record.name) is record:
+            deadline = record.last_heartbeat + self.heartbeat_timeout
+            if kernel.current_time() >= deadline:
+                self._heartbeat_timed_out(record)
+                return
+            await kernel.sleep_until(deadline)
 
     async def _request_heartbeat(self, record: _TaskManagerRecord) -> None:
-        with kernel.move_on_after(self.heartbeat_interval):
-            try:
-                await record.connection.send(HeartbeatRequest())
-            except (kernel.BrokenResourceError, kernel.ClosedResourceError):
-                pass  # its connection loop notices the loss
+        """Flink's heartbeat RPC: one that fails because the TaskManager is unreachable counts
+        towards the failure threshold, one that goes through resets the count."""
+        if await self._send(record.name, HeartbeatRequest(), timeout=self.heartbeat_interval):
+            record.failed_heartbeat_rpcs = 0
+        elif record.unreachable and self.task_managers.get(record.name) is record:
+            record.failed_heartbeat_rpcs += 1
+            if 0 < self.heartbeat_rpc_failure_threshold <= record.failed_heartbeat_rpcs:
+                self._lose_task_manager(record, JobMasterError(
+                    f"TaskManager with id {record.name} is no longer reachable."))
 
-    def _heartbeat_timed_out(self, record: _TaskManagerRecord, nursery: Any) -> None:
-        """Flink's "Heartbeat of TaskManager with id ... timed out": its tasks are lost."""
-        if self.task_managers.pop(record.name, None) is None:
+    def _heartbeat_timed_out(self, record: _TaskManagerRecord) -> None:
+        self._lose_task_manager(record, TimeoutError(f"Heartbeat of TaskManager with id {record.name} timed out."))
+
+    def _lose_task_manager(self, record: _TaskManagerRecord, cause: BaseException) -> None:
+        """Flink's JobMaster.disconnectTaskManager: its slots are gone, its tasks fail with `cause`."""
+        if self.task_managers.get(record.name) is not record:
             return
-        cause = TimeoutError(f"Heartbeat of TaskManager with id {record.name} timed out "
-                             f"(no answer for {self.heartbeat_timeout:g} s).")
-        log.warning("JobManager: %s", cause)
+        del self.task_managers[record.name]
+        log.info("JobManager: %s", cause)  # as Flink's JobMaster logs it
         for job in self._jobs.values():
-            job.fail(cause)
-        nursery.start_soon(record.connection.aclose)
+            job.on_task_manager_lost(record.name, cause)
+        self._nursery.start_soon(record.connection.aclose)
+
+    def is_reachable(self, task_manager: str) -> bool:
+        """Whether RPCs to the TaskManager go through (it is registered and its connection works)."""
+        record = self.task_managers.get(task_manager)
+        return record is not None and not record.unreachable
 
     async def _serve_task_manager(self, stream: ByteStream) -> None:
         """Serve one connection; a peer that breaks the protocol is logged and disconnected."""
@@ -288,6 +335,7 @@ class JobManager:
         record = _TaskManagerRecord(message.task_manager, message.shuffle_address, message.num_slots,
                                     connection, kernel.current_time(), message.pid, message.executor_id)
         self.task_managers[record.name] = record
+        self._nursery.start_soon(self._monitor_heartbeats, record)
         self.registrations.append({"name": record.name, "address": record.shuffle_address, "pid": record.pid,
                                    "executor_id": record.executor_id})
         self._registered.set()
@@ -328,9 +376,11 @@ class JobManager:
             cause = exc
             raise
         finally:
-            self.task_managers.pop(record.name, None)
-            for job in self._jobs.values():
-                job.on_task_manager_lost(record.name, cause)
+            if cause is not None:  # the JobManager lets it go
+                self._lose_task_manager(record, RuntimeError(
+                    f"TaskManager {record.name} is lost (the JobManager closed its connection: {cause})"))
+            else:  # it went away: its heartbeats will tell
+                record.unreachable = True
 
     def fail_jobs(self, cause: BaseException) -> bool:
         """Fail every running job with `cause` (unless it failed already); False if none runs."""
@@ -378,14 +428,19 @@ class JobManager:
         finally:
             del self._jobs[job_id]
 
-    async def _send(self, task_manager: str, message: RpcMessage) -> None:
+    async def _send(self, task_manager: str, message: RpcMessage, timeout: float = math.inf) -> bool:
+        """Send an RPC; False if it failed: the TaskManager is lost or unreachable (at once),
+        or the send took longer than `timeout`."""
         record = self.task_managers.get(task_manager)
-        if record is None:
-            return
-        try:
-            await record.connection.send(message)
-        except (kernel.BrokenResourceError, kernel.ClosedResourceError):
-            pass  # lost TaskManagers fail the job through their connection loop
+        if record is None or record.unreachable:
+            return False
+        with kernel.move_on_after(timeout):
+            try:
+                await record.connection.send(message)
+                return True
+            except (kernel.BrokenResourceError, kernel.ClosedResourceError):
+                record.unreachable = True
+        return False
 
     async def _execute(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig, start: float) -> float:
         """Deploy, run until the end of the job (restarting it as its strategy allows);
@@ -424,8 +479,8 @@ class JobManager:
                 job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s"))
         if not job.all_terminal:
             for eid, state in job.states.items():
-                if not state.is_terminal:
-                    await self._send(job.placement[eid], CancelTask(eid))
+                if not state.is_terminal and not await self._send(job.placement[eid], CancelTask(eid)):
+                    job.states[eid] = ExecutionState.CANCELED  # Flink: a cancel RPC that fails ends the cancelling
             with kernel.move_on_after(config.cancel_timeout):
                 await job.wait_for(lambda: job.all_terminal)
         return duration
@@ -445,7 +500,8 @@ class JobManager:
                                   config.sample_period, asdict(config.checkpoint_costs), job.attempt)
             descriptor = create_descriptor(vertex, info, addresses, attempts,
                                            None if restore is None else restore.get(eid))
-            await self._send(job.placement[eid], DeployTask(descriptor.to_message()))
+            if not await self._send(job.placement[eid], DeployTask(descriptor.to_message())):
+                job.on_deployment_failed(eid, RecipientUnreachableError("submitTask", job.placement[eid]))
 
     def _checkpoint_coordinator(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
                                 start: float) -> CheckpointCoordinator | None:
@@ -477,11 +533,11 @@ class JobManager:
     async def _finish(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
                       duration: float) -> JobResult:
         """Release the job everywhere, merge the TaskManagers' reports."""
-        hosts = [tm for tm in dict.fromkeys(job.placement.values()) if tm in self.task_managers]
+        hosts = [tm for tm in dict.fromkeys(job.placement.values()) if self.is_reachable(tm)]
         for task_manager in hosts:
             await self._send(task_manager, ReleaseJob(job.job_id))
         with kernel.move_on_after(config.cancel_timeout):
-            await job.wait_for(lambda: all(tm in job.reports or tm not in self.task_managers for tm in hosts))
+            await job.wait_for(lambda: all(tm in job.reports or not self.is_reachable(tm) for tm in hosts))
         if job.failure is not None:
             status = JobStatus.FAILED
         elif job.all_finished:

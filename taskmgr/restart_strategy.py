@@ -144,8 +144,12 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
 
     def notify_failure(self, now: float) -> bool:
         config = self.config
-        if now <= self.next_restart_time:
-            return False  # a restart is pending: the same attempt
+        # A restart is pending: the same attempt. Flink merges up to and including the
+        # millisecond of the restart (`<=`), but a failure there (a deployment into a dead
+        # TaskManager's slot, noticed at once) makes Flink redeploy at once, and the failure
+        # of that redeployment, a millisecond on, is the next attempt: here that failure.
+        if now < self.next_restart_time:
+            return False
         if now - self.next_restart_time >= config.reset_backoff_threshold:
             self.current_attempt = 0
         backoff = self._backoff()

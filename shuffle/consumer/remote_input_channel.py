@@ -16,7 +16,8 @@ from shuffle.buffer.data_type import DataType
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
-from shuffle.errors import BufferReorderingError, CancelTaskError, PartitionNotFoundError, check
+from shuffle.errors import (BufferReorderingError, CancelTaskError, PartitionConnectionError, PartitionNotFoundError,
+                            check)
 from shuffle.java_int import next_sequence_number
 from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.serialization.event_serializer import deserialize_event, serialize_event
@@ -83,7 +84,10 @@ class RemoteInputChannel(InputChannel):
 
     async def request_subpartition(self) -> None:
         if self.client is None:
-            self.client = await self.connections.create_partition_request_client(self.producer_address)
+            try:
+                self.client = await self.connections.create_partition_request_client(self.producer_address)
+            except OSError as exc:  # no connection to the producer's TaskManager
+                raise PartitionConnectionError(self.partition_id) from exc
         self.client.request_subpartition(self)
 
     # -- called by the client handler (Netty side) ---------------------------------------

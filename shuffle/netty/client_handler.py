@@ -125,8 +125,11 @@ class CreditBasedPartitionRequestClientHandler:
                     f"Connection unexpectedly closed by remote task manager '{self.remote_address}'. "
                     "This might indicate that the remote task manager was lost."))
         except* (kernel.BrokenResourceError, kernel.ClosedResourceError, OSError) as group:
-            self._fail_all(RemoteTransportError(
-                f"Lost connection to task manager '{self.remote_address}': {group.exceptions[0]}"))
+            # Flink's text for a connection reset by the peer; the I/O error is its cause
+            lost = RemoteTransportError(f"Lost connection to task manager '{self.remote_address}'. "
+                                        "This indicates that the remote task manager was lost.")
+            lost.__cause__ = group.exceptions[0]
+            self._fail_all(lost)
         except* Exception as group:
             # Anything else is fatal for this connection only (Flink's LocalTransportException).
             self._fail_all(LocalTransportError(f"{group.exceptions[0]} (connection to '{self.remote_address}')"))

@@ -11,6 +11,7 @@ from typing import Any
 
 from shuffle import kernel
 from shuffle.config import NetworkConfig
+from shuffle.errors import RemoteTransportError
 from shuffle.netty.client_handler import CreditBasedPartitionRequestClientHandler
 from shuffle.netty.server_handler import PartitionRequestServerHandler
 from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
@@ -79,7 +80,12 @@ class ConnectionManager:
             if client is None or not _usable(client):
                 if self._nursery is None:
                     raise RuntimeError("connection manager is not started")
-                stream = await self.transport.connect(address)
+                try:
+                    stream = await self.transport.connect(address)
+                except (OSError, kernel.BrokenResourceError) as exc:  # Flink's PartitionRequestClientFactory.connect
+                    raise RemoteTransportError(
+                        f"Connecting to remote task manager '{address}' has failed. This might indicate that the "
+                        "remote task manager has been lost.") from exc
                 client = CreditBasedPartitionRequestClientHandler(
                     stream, address, self.config.credit_based, self.tracer, self.config.frame_size_limit,
                     self.config.max_partition_requests_per_connection)

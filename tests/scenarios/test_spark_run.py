@@ -92,7 +92,9 @@ task_manager = "tm-1"
     summary = run_scenario(load_scenario(path, ["mode=realtime", "duration=60s"]), tmp_path / "out",
                            engine=engine).summary
     assert summary["status"] == "FAILED"
-    assert summary["error"].startswith("TaskManagerFailure: TaskManager tm-1 is lost")
+    # the driver sees the executor's task fail (Flink's JobManager would notice the loss only
+    # by its heartbeats, up to 20 s later)
+    assert summary["error"].startswith("TaskManagerFailure: ")
     assert "Python worker exited unexpectedly" in summary["error"]  # Spark's word on the executor's process
     assert KILL_AT <= summary["duration_s"] < KILL_AT + FAIL_WITHIN  # not the 60 s of the run
 

@@ -39,29 +39,53 @@ def test_not_enough_slots_fails_with_clear_message() -> None:
     assert "needs 3 slots, the cluster has 1" in str(result.error)
 
 
-def test_lost_task_manager_fails_job() -> None:
-    env = StreamExecutionEnvironment.get_execution_environment()
-    env.from_generator(rate=1000).rebalance().map(cost="1ms").set_parallelism(2).sink_to(DiscardingSink())
-
+def run_with_killed_task_manager(env: StreamExecutionEnvironment, kill_at: float, duration: float) -> JobResult:
     async def main():
         async with kernel.open_nursery() as nursery:
             cluster = MiniCluster(ClusterConfig(task_managers=2))
             await cluster.start(nursery)
 
             async def kill_later():
-                await kernel.sleep(2)
+                await kernel.sleep(kill_at)
                 cluster.kill_task_manager("tm-1")
 
             nursery.start_soon(kill_later)
-            with kernel.fail_after(60):
-                result = await cluster.execute(env.get_execution_graph(), JobConfig(duration=10, task_managers=2))
+            with kernel.fail_after(120):
+                result = await cluster.execute(env.get_execution_graph(),
+                                               JobConfig(duration=duration, task_managers=2))
             nursery.cancel_scope.cancel()
         return result
 
-    result = kernel.run(main, mode="sim")
+    return kernel.run(main, mode="sim")
+
+
+def test_a_killed_task_manager_fails_at_once_the_tasks_that_read_from_it() -> None:
+    """Flink's consumer of a dead TaskManager's partition: its connection closes under it
+    (CreditBasedPartitionRequestClientHandler.channelInactive)."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator(rate=1000).rebalance().map(cost="1ms").set_parallelism(2).sink_to(DiscardingSink())
+    result = run_with_killed_task_manager(env, kill_at=2.0, duration=10.0)
     assert result.status is JobStatus.FAILED
     assert result.duration < 3
-    assert "TaskManager tm-1 is lost" in str(result.error)
+    assert f"{type(result.error).__name__}: {result.error}" == (
+        "RemoteTransportError: Connection unexpectedly closed by remote task manager 'tm-1'. "
+        "This might indicate that the remote task manager was lost.")
+
+
+def test_a_killed_task_manager_nobody_reads_from_is_lost_after_two_failed_heartbeat_rpcs() -> None:
+    """Flink's JobManager does not watch the connection: heartbeat RPCs to the dead TaskManager
+    fail at once (FLINK-23202), and the second in a row (heartbeat.rpc-failure-threshold)
+    marks it unreachable (FLINK-23209), at the heartbeat requests of 10 s and 20 s."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    (env.from_generator(rate=1000).rebalance().map(cost="1ms").slot_sharing_group("other")
+        .sink_to(DiscardingSink()))
+    result = run_with_killed_task_manager(env, kill_at=2.0, duration=60.0)
+    assert result.placement["Map -> Sink: Writer"] == ["tm-1"], result.placement
+    assert result.status is JobStatus.FAILED
+    assert f"{type(result.error).__name__}: {result.error}" == (
+        "JobMasterError: TaskManager with id tm-1 is no longer reachable.")
+    assert 19.9 <= result.duration <= 20.0
+    assert result.invariants["buffers_leaked"] == 0
 
 
 def run_with_hung_task_manager(heartbeat_interval: float, heartbeat_timeout: float, hang_at: float,
@@ -87,14 +111,18 @@ def run_with_hung_task_manager(heartbeat_interval: float, heartbeat_timeout: flo
     return kernel.run(main, mode="sim")
 
 
-def test_a_task_manager_that_stops_answering_heartbeats_is_lost_after_the_timeout() -> None:
-    """Flink's defaults: heartbeats every 10 s, lost after 50 s without an answer."""
-    result = run_with_hung_task_manager(10.0, 50.0, hang_at=5.0, duration=120)
+@pytest.mark.parametrize(("hang_at", "lost_at"), [(5.0, 50.0), (25.0, 70.0)])
+def test_a_task_manager_that_stops_answering_heartbeats_is_lost_after_the_timeout(hang_at: float,
+                                                                                  lost_at: float) -> None:
+    """Flink's defaults: heartbeats every 10 s, lost 50 s after the last one. Its
+    DefaultHeartbeatMonitor schedules the timeout at each heartbeat, so the loss comes at
+    that moment, not at the next heartbeat request."""
+    result = run_with_hung_task_manager(10.0, 50.0, hang_at=hang_at, duration=120)
     assert result.status is JobStatus.FAILED
-    assert "Heartbeat of TaskManager with id tm-1 timed out" in str(result.error)
-    # Its last answer came at ~0 s (requests at 10, 20, ... went unanswered from 5 s on);
-    # the check after 50 s of silence, at the next 10 s tick, declares it lost.
-    assert 50 <= result.duration <= 61
+    assert f"{type(result.error).__name__}: {result.error}" == (
+        "TimeoutError: Heartbeat of TaskManager with id tm-1 timed out.")
+    # Its last answer came at its registration (hung at 5 s) or at the request of 20 s (hung at 25 s).
+    assert lost_at - 0.01 <= result.duration <= lost_at
 
 
 def test_answered_heartbeats_keep_a_long_job_alive() -> None:

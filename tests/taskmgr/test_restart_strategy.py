@@ -60,6 +60,14 @@ def test_exponential_delay_merges_failures_while_a_restart_is_pending_and_resets
     assert result[3][2] == 1.0  # 178.5 s after the last restart (>= 100 s): back to the initial backoff
 
 
+def test_a_failure_at_the_instant_of_the_restart_is_the_next_attempt() -> None:
+    """A deployment into a dead TaskManager's slot fails as the restart happens: Flink merges
+    it only within that millisecond and redeploys at once, and counts the next failure as
+    a new attempt, with the longer backoff."""
+    strategy = RestartStrategy("exponential_delay", jitter_factor=0)
+    assert failures(strategy, [10.0, 11.0, 12.5]) == [(True, True, 1.0), (True, True, 1.5), (True, True, 2.25)]
+
+
 def test_exponential_delay_attempts_count_until_the_backoff_resets() -> None:
     strategy = RestartStrategy("exponential_delay", attempts=2, jitter_factor=0, reset_backoff_threshold=100)
     assert [can for _, can, _ in failures(strategy, [10.0, 20.0, 30.0])] == [True, True, False]

@@ -58,24 +58,49 @@ def test_fixed_delay_restarts_the_job_and_its_last_attempt_counts_every_record_o
     assert result.duration == pytest.approx(restart.restarted_at_s + RECORDS / 1000, abs=0.2)
 
 
+UNREACHABLE = ("RecipientUnreachableError: Could not send message [submitTask] to recipient [tm-1], because the "
+               "recipient is unreachable. This can either mean that the recipient has been terminated or that the "
+               "remote RpcService is currently not reachable.")
+
+
 def test_after_a_lost_task_manager_the_job_restarts_on_the_slots_left() -> None:
-    result = run(RestartStrategy("fixed_delay", delay=1.0), Fault(2.0, "kill_task_manager", task_manager="tm-1"),
-                 task_managers=3)
+    """The killed TaskManager stays registered, its slots too, until two heartbeat RPCs in a
+    row failed (at 10 s and 20 s): until then every restart deploys into its slot again and
+    fails at once (as in Flink: FLINK-24706's review), after it the job runs on tm-0 and tm-2."""
+    result = run(RestartStrategy("fixed_delay", attempts=30, delay=1.0),
+                 Fault(2.0, "kill_task_manager", task_manager="tm-1"), task_managers=3, duration=40.0)
     assert result.status is JobStatus.FINISHED, result.error
     assert result.verifications["check"]["ok"] and result.verifications["check"]["received"] == RECORDS
     assert result.placement["Work"] == ["tm-0", "tm-2"]
     assert result.invariants["buffers_leaked"] == 0 and result.invariants["task_managers_reported"] == 2
-    [restart] = result.restart_history
-    assert restart.cause == "RuntimeError: TaskManager tm-1 is lost (its connection to the JobManager closed)"
+    first, *redeployed = result.restart_history
+    assert first.cause.startswith("RemoteTransportError: Connection unexpectedly closed by remote task manager 'tm-1'")
+    assert [r.cause for r in redeployed] == [UNREACHABLE] * 17  # the restarts at 3 s, 4 s, ... 19 s
+    assert result.restart_history[-1].restarted_at_s == pytest.approx(20.0, abs=0.01)
+
+
+def test_a_restart_into_the_dead_task_managers_slot_counts_as_an_attempt() -> None:
+    result = run(RestartStrategy("fixed_delay", delay=1.0), Fault(2.0, "kill_task_manager", task_manager="tm-1"),
+                 task_managers=3)
+    assert result.status is JobStatus.FAILED
+    assert f"{type(result.error).__name__}: {result.error}" == UNREACHABLE
+    assert result.recovery_suppressed_by == ("FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts=1, "
+                                             "backoffTimeMS=1000)")
+    assert len(result.restart_history) == 1 and result.duration == pytest.approx(3.0, abs=0.01)
+    assert result.invariants["buffers_leaked"] == 0
 
 
 def test_a_restart_without_enough_slots_fails_the_job() -> None:
-    result = run(RestartStrategy("fixed_delay", delay=1.0), Fault(2.0, "kill_task_manager", task_manager="tm-1"))
+    result = run(RestartStrategy("fixed_delay", attempts=30, delay=1.0),
+                 Fault(2.0, "kill_task_manager", task_manager="tm-1"), duration=40.0)
     assert result.status is JobStatus.FAILED
     assert "NoResourceAvailableError: Could not acquire the minimum required resources" in (
         f"{type(result.error).__name__}: {result.error}")
-    assert "TaskManager tm-1 is lost" in str(result.error.__cause__)
-    assert result.restart_history == [] and result.invariants["buffers_leaked"] == 0
+    # the restart after the deployment into tm-1's slot failed at 19 s comes after tm-1 is
+    # lost (20 s), to a cluster of one slot (Flink would wait slot.request.timeout: README)
+    assert f"{type(result.error.__cause__).__name__}: {result.error.__cause__}" == UNREACHABLE
+    assert result.duration == pytest.approx(20.0, abs=0.01)
+    assert result.invariants["buffers_leaked"] == 0
 
 
 def test_without_restarts_the_job_fails_with_the_root_cause() -> None:
