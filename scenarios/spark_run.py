@@ -149,5 +149,9 @@ async def _fail_with_stage(jobmanager: JobManager, stage: SparkJob, waiting: ker
         await kernel.sleep(POLL_INTERVAL)
     if stage.error is None:
         return  # the TaskManagers ended (shut down, or lost: the JobManager knows)
-    if not jobmanager.fail_jobs(TaskManagerFailure(f"a TaskManager's Spark task failed: {stage.error}")):
+    cause = TaskManagerFailure(f"a TaskManager's Spark task failed: {stage.error}")
+    # A failed barrier stage has ended every TaskManager's task: all are gone now, so a
+    # restart finds no slots (the JobManager alone would find out by heartbeats, 10-20 s on).
+    jobmanager.lose_task_managers(cause)
+    if not jobmanager.fail_jobs(cause):
         waiting.cancel()  # no job yet: it was waiting for the TaskManagers

@@ -93,8 +93,9 @@ class JobMasterError(RuntimeError):
 class RecipientUnreachableError(RuntimeError):
     """Flink's RecipientUnreachableException: an RPC to a TaskManager whose connection is gone."""
 
-    def __init__(self, message: str, recipient: str) -> None:
-        super().__init__(f"Could not send message [{message}] to recipient [{recipient}], because the recipient "
+    def __init__(self, message: str, sender: object, recipient: str) -> None:
+        super().__init__(f"Could not send message [{message}] from sender [{sender}] to recipient [{recipient}], "
+                         "because the recipient "
                          "is unreachable. This can either mean that the recipient has been terminated or that the "
                          "remote RpcService is currently not reachable.")
 
@@ -213,6 +214,10 @@ class _JobExecution:
         self.reports[task_manager] = report
         self._notify()
 
+    def on_task_manager_unreachable(self) -> None:
+        """A TaskManager's connection broke: waits that ask whether it is reachable look again."""
+        self._notify()
+
     def on_task_manager_lost(self, name: str, cause: BaseException) -> None:
         """The JobManager let the TaskManager go (Flink's disconnectTaskManager): its tasks
         of the job fail with `cause`."""
@@ -252,6 +257,9 @@ class JobManager:
         self.address = address
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
+        if not (heartbeat_rpc_failure_threshold == -1 or heartbeat_rpc_failure_threshold >= 1):
+            raise ValueError(f"heartbeat RPC failure threshold must be -1 (off) or at least 1, "
+                             f"got {heartbeat_rpc_failure_threshold}")
         self.heartbeat_rpc_failure_threshold = heartbeat_rpc_failure_threshold
         self.tracer = tracer
         self.task_managers: dict[str, _TaskManagerRecord] = {}
@@ -380,7 +388,13 @@ class JobManager:
                 self._lose_task_manager(record, RuntimeError(
                     f"TaskManager {record.name} is lost (the JobManager closed its connection: {cause})"))
             else:  # it went away: its heartbeats will tell
-                record.unreachable = True
+                self._mark_unreachable(record)
+
+    def lose_task_managers(self, cause: BaseException) -> None:
+        """Every registered TaskManager is gone (their host told us, e.g. a failed Spark
+        stage ended them all): their slots go, their tasks fail with `cause`."""
+        for record in list(self.task_managers.values()):
+            self._lose_task_manager(record, cause)
 
     def fail_jobs(self, cause: BaseException) -> bool:
         """Fail every running job with `cause` (unless it failed already); False if none runs."""
@@ -439,8 +453,13 @@ class JobManager:
                 await record.connection.send(message)
                 return True
             except (kernel.BrokenResourceError, kernel.ClosedResourceError):
-                record.unreachable = True
+                self._mark_unreachable(record)
         return False
+
+    def _mark_unreachable(self, record: _TaskManagerRecord) -> None:
+        record.unreachable = True
+        for job in self._jobs.values():
+            job.on_task_manager_unreachable()
 
     async def _execute(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig, start: float) -> float:
         """Deploy, run until the end of the job (restarting it as its strategy allows);
@@ -501,7 +520,7 @@ class JobManager:
             descriptor = create_descriptor(vertex, info, addresses, attempts,
                                            None if restore is None else restore.get(eid))
             if not await self._send(job.placement[eid], DeployTask(descriptor.to_message())):
-                job.on_deployment_failed(eid, RecipientUnreachableError("submitTask", job.placement[eid]))
+                job.on_deployment_failed(eid, RecipientUnreachableError("submitTask", self.address, job.placement[eid]))
 
     def _checkpoint_coordinator(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig,
                                 start: float) -> CheckpointCoordinator | None:

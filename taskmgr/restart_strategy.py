@@ -148,7 +148,7 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
         # millisecond of the restart (`<=`), but a failure there (a deployment into a dead
         # TaskManager's slot, noticed at once) makes Flink redeploy at once, and the failure
         # of that redeployment, a millisecond on, is the next attempt: here that failure.
-        if now < self.next_restart_time:
+        if _ms(now) < _ms(self.next_restart_time):  # Flink's timestamps are whole ms
             return False
         if now - self.next_restart_time >= config.reset_backoff_threshold:
             self.current_attempt = 0
@@ -182,3 +182,8 @@ class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
                 f"resetBackoffThresholdMS={round(config.reset_backoff_threshold * 1000)}, "
                 f"jitterFactor={config.jitter_factor}, attemptsBeforeResetBackoff={attempts}, "
                 f"currentRestartAttempt={self.current_attempt})")
+
+
+def _ms(seconds: float) -> float:
+    """A time as Flink's millisecond timestamps have it (-inf stays -inf)."""
+    return seconds if math.isinf(seconds) else float(round(seconds * 1000))

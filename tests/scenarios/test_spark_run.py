@@ -81,9 +81,14 @@ def test_distributed_and_in_process_runs_side_by_side(engine: SparkEngine, slow_
         [(v["name"], v["backpressure_level"]) for v in in_process["vertices"]]
 
 
-def test_a_killed_task_manager_fails_the_run_with_its_cause_at_once(engine: SparkEngine, tmp_path: Path) -> None:
+@pytest.mark.parametrize("restart", ["", '[restart]\nstrategy = "fixed_delay"\nattempts = 30\ndelay = "1s"\n'])
+def test_a_killed_task_manager_fails_the_run_with_its_cause_at_once(engine: SparkEngine, tmp_path: Path,
+                                                                    restart: str) -> None:
+    """Also with restarts: the failed barrier stage has ended every TaskManager, so a restart
+    finds no slots (not the dead TaskManagers' slots until heartbeats find them lost)."""
     path = tmp_path / "killed.toml"
     path.write_text(SLOW_MAP.read_text() + f"""
+{restart}
 [[faults]]
 at = "{KILL_AT:g}s"
 kind = "kill_task_manager"

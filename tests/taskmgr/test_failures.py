@@ -128,3 +128,41 @@ def test_a_task_manager_that_stops_answering_heartbeats_is_lost_after_the_timeou
 def test_answered_heartbeats_keep_a_long_job_alive() -> None:
     result = run_with_hung_task_manager(1.0, 3.0, hang_at=1e9, duration=20)  # never hangs
     assert result.status is JobStatus.FINISHED and result.duration == 20
+
+
+def test_a_task_manager_that_dies_before_its_report_ends_the_wait_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JobManager waits for each TaskManager's report after the job; one whose connection
+    breaks meanwhile is unreachable, and the wait ends then, not after cancel_timeout (10 s)."""
+    import taskmgr.taskmanager as taskmanager
+
+    release = taskmanager.TaskManager._handlers[taskmanager.ReleaseJob]
+
+    async def late_release(self, message):  # type: ignore[no-untyped-def]
+        if self.name != "tm-1":
+            await release(self, message)  # tm-1 never reports: it dies first
+
+    monkeypatch.setitem(taskmanager.TaskManager._handlers, taskmanager.ReleaseJob, late_release)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator(rate=1000, count=2000).rebalance().map(cost="0.5ms").set_parallelism(2).sink_to(DiscardingSink())
+
+    async def main():
+        async with kernel.open_nursery() as nursery:
+            cluster = MiniCluster(ClusterConfig(task_managers=2))
+            await cluster.start(nursery)
+
+            async def kill_after_the_job():
+                while not any(job.all_terminal for job in cluster.jobmanager._jobs.values()):
+                    await kernel.sleep(0.01)
+                await kernel.sleep(0.5)
+                cluster.kill_task_manager("tm-1")
+
+            nursery.start_soon(kill_after_the_job)
+            start = kernel.current_time()
+            result = await cluster.execute(env.get_execution_graph(), JobConfig(duration=30, task_managers=2))
+            waited = kernel.current_time() - start - result.duration
+            nursery.cancel_scope.cancel()
+        return result, waited
+
+    result, waited = kernel.run(main, mode="sim")
+    assert result.status is JobStatus.FINISHED, result.error
+    assert 0.5 <= waited < 1.0  # the kill, half a second after the job, ends the wait

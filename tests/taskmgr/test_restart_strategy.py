@@ -66,6 +66,12 @@ def test_a_failure_at_the_instant_of_the_restart_is_the_next_attempt() -> None:
     a new attempt, with the longer backoff."""
     strategy = RestartStrategy("exponential_delay", jitter_factor=0)
     assert failures(strategy, [10.0, 11.0, 12.5]) == [(True, True, 1.0), (True, True, 1.5), (True, True, 2.25)]
+    # the restart instant as the kernel reaches it can be a float's last bit short of
+    # failed-at + backoff: still the same millisecond, still the next attempt
+    failed_at = 3.232150436456945
+    restart = 4.232150436456944
+    assert restart < failed_at + 1.0
+    assert failures(strategy, [failed_at, restart]) == [(True, True, 1.0), (True, True, 1.5)]
 
 
 def test_exponential_delay_attempts_count_until_the_backoff_resets() -> None:

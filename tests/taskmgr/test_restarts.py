@@ -58,8 +58,8 @@ def test_fixed_delay_restarts_the_job_and_its_last_attempt_counts_every_record_o
     assert result.duration == pytest.approx(restart.restarted_at_s + RECORDS / 1000, abs=0.2)
 
 
-UNREACHABLE = ("RecipientUnreachableError: Could not send message [submitTask] to recipient [tm-1], because the "
-               "recipient is unreachable. This can either mean that the recipient has been terminated or that the "
+UNREACHABLE = ("RecipientUnreachableError: Could not send message [submitTask] from sender [jobmanager] to "
+               "recipient [tm-1], because the recipient is unreachable. This can either mean that the recipient has been terminated or that the "
                "remote RpcService is currently not reachable.")
 
 
