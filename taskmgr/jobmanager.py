@@ -95,9 +95,8 @@ class RecipientUnreachableError(RuntimeError):
 
     def __init__(self, message: str, sender: object, recipient: str) -> None:
         super().__init__(f"Could not send message [{message}] from sender [{sender}] to recipient [{recipient}], "
-                         "because the recipient "
-                         "is unreachable. This can either mean that the recipient has been terminated or that the "
-                         "remote RpcService is currently not reachable.")
+                         "because the recipient is unreachable. This can either mean that the recipient has been "
+                         "terminated or that the remote RpcService is currently not reachable.")
 
 
 def _failure_cause(message: TaskExecutionState) -> BaseException:
