@@ -18,7 +18,7 @@ from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
 from shuffle.errors import (BufferReorderingError, CancelTaskError, PartitionConnectionError, PartitionNotFoundError,
                             check)
-from shuffle.java_int import next_sequence_number
+from shuffle.java_int import next_sequence_number, sequence_number_before
 from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.serialization.event_serializer import deserialize_event, serialize_event
 from shuffle.trace import Tracer
@@ -201,10 +201,12 @@ class RemoteInputChannel(InputChannel):
         return BufferAndAvailability(buffer, next_type, 0, seq, self.received.num_priority_elements > 0)
 
     def get_inflight_buffers(self, checkpoint_id: int) -> list[Buffer]:
-        if self.last_barrier_id == checkpoint_id:
-            before = self.last_barrier_sequence_number
-            return [b for b, seq in self.received if b.is_buffer and seq < before]
-        return [b for b, _ in self.received if b.is_buffer]
+        """The queued data buffers the barrier of `checkpoint_id` overtook (all if none came)."""
+        buffers = [(b, seq) for b, seq in self.received if b.is_buffer]
+        if self.last_barrier_id != checkpoint_id:
+            return [b for b, _ in buffers]
+        barrier = self.last_barrier_sequence_number
+        return [b for b, _ in itertools.takewhile(lambda entry: sequence_number_before(entry[1], barrier), buffers)]
 
     def checkpoint_stopped(self, checkpoint_id: int) -> None:
         super().checkpoint_stopped(checkpoint_id)

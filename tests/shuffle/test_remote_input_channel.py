@@ -1,0 +1,310 @@
+"""RemoteInputChannel's credit decisions, as released Flink's own unit tests assert them.
+
+Each test ports the single-threaded behaviour of one case of Flink's
+`RemoteInputChannelTest` (flink-runtime, release 1.20; the figures are the same in 2.x):
+the channel, its BufferManager and the gate's floating LocalBufferPool are driven by hand,
+exactly as Flink's test drives them, and the same numbers are asserted (free buffers,
+required buffers, unannounced credit, floating buffers given back, listener order).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from shuffle.api.events import AlignmentType, CheckpointBarrier, CheckpointOptions
+from shuffle.buffer.buffer import Buffer, MemorySegment
+from shuffle.buffer.data_type import DataType
+from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+from shuffle.config import NetworkConfig
+from shuffle.consumer.remote_input_channel import RemoteInputChannel
+from shuffle.consumer.single_input_gate import SingleInputGate
+from shuffle.java_int import INT_MAX, INT_MIN
+from shuffle.serialization.event_serializer import data_type_for_event, serialize_event
+from shuffle.trace import NULL_TRACER
+
+UNALIGNED = CheckpointOptions("CHECKPOINT", AlignmentType.UNALIGNED)
+ALIGNED_WITH_TIMEOUT = CheckpointOptions("CHECKPOINT", AlignmentType.ALIGNED, 0.01)
+ALIGNED = CheckpointOptions("CHECKPOINT", AlignmentType.ALIGNED)
+
+
+class _Client:
+    """The channel's connection: records credit notifications, sends nothing."""
+
+    def __init__(self) -> None:
+        self.credit_notifications: list[RemoteInputChannel] = []
+
+    def request_subpartition(self, channel: RemoteInputChannel) -> None:
+        pass
+
+    def notify_credit_available(self, channel: RemoteInputChannel) -> None:
+        self.credit_notifications.append(channel)
+
+    def resume_consumption(self, channel: RemoteInputChannel) -> None:
+        pass
+
+    def close_channel(self, channel: RemoteInputChannel) -> None:
+        pass
+
+
+class _Counting:
+    """Counts the gate pool's `request_buffer` / `add_buffer_listener` calls (Flink's spy)."""
+
+    def __init__(self, pool) -> None:
+        self.requests = self.listeners = 0
+        request, listen = pool.request_buffer, pool.add_buffer_listener
+
+        def request_buffer():
+            self.requests += 1
+            return request()
+
+        def add_buffer_listener(listener):
+            self.listeners += 1
+            return listen(listener)
+
+        pool.request_buffer, pool.add_buffer_listener = request_buffer, add_buffer_listener
+
+
+async def _channels(total_segments: int, floating: int, exclusive: list[int],
+                    requested: bool = True) -> tuple[NetworkBufferPool, SingleInputGate, list[RemoteInputChannel]]:
+    """A gate with a `floating`-buffer pool and one remote channel per `exclusive` entry."""
+    network_pool = NetworkBufferPool(total_segments, 64)
+    gate = SingleInputGate(0, "consumer", NetworkConfig(buffer_size=64), network_pool)
+    channels = [RemoteInputChannel(gate, i, "partition", i, "producer", None, network_pool, credit, True,
+                                   0.0, 0.0, 0.0, NULL_TRACER) for i, credit in enumerate(exclusive)]
+    for channel in channels:
+        gate.add_channel(channel)
+    gate.buffer_pool = network_pool.create_buffer_pool(floating, floating)
+    for channel in channels:
+        await channel.setup()
+        if requested:
+            channel.client = _Client()
+    return network_pool, gate, channels
+
+
+def _state(channel: RemoteInputChannel) -> tuple[int, int, int, bool]:
+    """(free buffers, required buffers, free segments of the gate's pool, waiting for floating)."""
+    manager = channel.buffer_manager
+    return (manager.available, manager.num_required_buffers, manager.floating_pool.num_available,
+            manager.is_waiting_for_floating_buffers)
+
+
+def _release(*channels: RemoteInputChannel) -> None:
+    for channel in channels:
+        channel.release_all_resources()
+
+
+async def test_available_buffers_less_than_required_buffers(sim_kernel):
+    # testAvailableBuffersLessThanRequiredBuffers
+    _, gate, [channel] = await _channels(16, 14, [2])
+    spy = _Counting(gate.buffer_pool)
+    exclusive = channel.request_buffer()
+    floating = [gate.buffer_pool.request_buffer() for _ in range(2)]
+    assert exclusive is not None and None not in floating and spy.requests == 2
+
+    channel.on_sender_backlog(14)  # wants 16, gets the pool's 12 other buffers and waits
+    assert (spy.requests, spy.listeners) == (15, 1) and _state(channel) == (13, 16, 0, True)
+    channel.on_sender_backlog(16)  # already waiting: asks for nothing
+    assert (spy.requests, spy.listeners) == (15, 1) and _state(channel) == (13, 18, 0, True)
+    exclusive.recycle()  # straight back to the channel
+    assert (spy.requests, spy.listeners) == (15, 1) and _state(channel) == (14, 18, 0, True)
+    floating.pop(0).recycle()  # handed to the waiting channel, which asks again and waits again
+    assert (spy.requests, spy.listeners) == (16, 2) and _state(channel) == (15, 18, 0, True)
+    channel.on_sender_backlog(13)  # only the required number changes
+    assert (spy.requests, spy.listeners) == (16, 2) and _state(channel) == (15, 15, 0, True)
+    floating.pop(0).recycle()  # declined: the channel has its 15; the pool keeps it
+    assert (spy.requests, spy.listeners) == (16, 2) and _state(channel) == (15, 15, 1, False)
+    channel.on_sender_backlog(15)  # takes that one, waits for the next
+    assert (spy.requests, spy.listeners) == (18, 3) and _state(channel) == (16, 17, 0, True)
+    _release(channel)
+
+
+@pytest.mark.parametrize("backlog_after", [12, 10], ids=["equal", "more"])
+async def test_available_buffers_equal_to_or_more_than_required(sim_kernel, backlog_after):
+    # testAvailableBuffersEqualToRequiredBuffers (12) / testAvailableBuffersMoreThanRequiredBuffers (10)
+    _, gate, [channel] = await _channels(16, 14, [2])
+    spy = _Counting(gate.buffer_pool)
+    exclusive = channel.request_buffer()
+    floating = gate.buffer_pool.request_buffer()
+    channel.on_sender_backlog(12)
+    assert (spy.requests, spy.listeners) == (14, 0) and _state(channel) == (14, 14, 0, False)
+    channel.on_sender_backlog(backlog_after)
+    required = backlog_after + 2
+    assert _state(channel) == (14, required, 0, False)
+    exclusive.recycle()  # one floating buffer of the channel goes back to the pool
+    assert _state(channel) == (14, required, 1, False)
+    floating.recycle()  # nobody waits: the pool keeps it
+    assert (spy.requests, spy.listeners) == (14, 0) and _state(channel) == (14, required, 2, False)
+    _release(channel)
+
+
+async def test_fair_distribution_of_floating_buffers(sim_kernel):
+    # testFairDistributionFloatingBuffers: recycled buffers go round the waiting channels
+    _, gate, channels = await _channels(12, 3, [2, 2, 2])
+    taken = [gate.buffer_pool.request_buffer() for _ in range(3)]
+    for channel in channels:
+        channel.on_sender_backlog(8)
+        assert channel.buffer_manager.available == 2 and channel.buffer_manager.is_waiting_for_floating_buffers
+    for buffer in taken:
+        buffer.recycle()
+    assert [(c.buffer_manager.available, c.unannounced_credit) for c in channels] == [(3, 1)] * 3
+    assert [c.client.credit_notifications for c in channels] == [[c] for c in channels]
+    _release(*channels)
+
+
+async def test_a_buffer_kept_by_a_channel_goes_to_the_next_waiting_one_when_it_is_released(sim_kernel):
+    # testFailureInNotifyBufferAvailable, its single-threaded part: the floating buffer the first
+    # waiting channel took is not seen by the second until the first is released, then at once.
+    _, gate, [first, second] = await _channels(2, 1, [0, 1])
+    buffer = gate.buffer_pool.request_buffer()
+    first.on_sender_backlog(1)
+    second.on_sender_backlog(2)
+    buffer.recycle()
+    assert gate.buffer_pool.num_available == 0 and first.buffer_manager.available == 1
+    second.request_buffer().recycle()  # its exclusive buffer, back at once
+    assert second.buffer_manager.floating == []
+    first.release_all_resources()
+    assert gate.buffer_pool.num_available == 0 and len(second.buffer_manager.floating) == 1
+    _release(second)
+
+
+async def test_required_buffers_count_down_with_each_requested_buffer(sim_kernel):
+    # testRequestBuffer
+    _, _, [with_credit, without_credit] = await _channels(16, 8, [2, 0])
+    with_credit.on_sender_backlog(2)
+    without_credit.on_sender_backlog(2)
+    for channel, required in ((with_credit, 4), (without_credit, 2)):
+        held = []
+        for expected in range(required, -1, -1):
+            assert channel.buffer_manager.num_required_buffers == expected
+            held.append(channel.request_buffer())
+        for buffer in filter(None, held):
+            buffer.recycle()
+    _release(with_credit, without_credit)
+
+
+def _barrier(checkpoint_id: int, options: CheckpointOptions) -> Buffer:
+    barrier = CheckpointBarrier(checkpoint_id, 123, options)
+    return Buffer.of_event(serialize_event(barrier), data_type_for_event(barrier, options.is_unaligned))
+
+
+def _data(size: int) -> Buffer:
+    return Buffer.of_segment(MemorySegment(0, 64), lambda segment: None, size)
+
+
+async def test_a_blocked_channel_without_exclusive_buffers_gives_its_floating_ones_back(sim_kernel):
+    # testOnUpstreamBlockedAndResumed. Flink's test gives the channels no exclusive segments (a
+    # stub provider), so all 4 buffers of the channel with initial credit 2 are floating and
+    # unannounced; here its 2 exclusive ones are real and their credit went with the request.
+    _, _, [with_credit, without_credit] = await _channels(16, 8, [2, 0])
+    for channel in (with_credit, without_credit):
+        channel.on_sender_backlog(2)
+    assert [c.buffer_manager.available for c in (with_credit, without_credit)] == [4, 2]
+    for channel in (with_credit, without_credit):
+        channel.on_buffer(_barrier(1, ALIGNED), 0, 0)
+    assert [c.buffer_manager.available for c in (with_credit, without_credit)] == [4, 0]
+    for channel in (with_credit, without_credit):
+        channel.resume_consumption()
+    assert [c.unannounced_credit for c in (with_credit, without_credit)] == [2, 0]  # Flink: [4, 0]
+    for channel in (with_credit, without_credit):
+        channel.on_sender_backlog(4)
+    assert [c.buffer_manager.available for c in (with_credit, without_credit)] == [6, 4]
+    assert [c.unannounced_credit for c in (with_credit, without_credit)] == [4, 4]  # Flink: [6, 4]
+    _release(with_credit, without_credit)
+
+
+async def test_buffers_in_use_count_queued_plus_backlog(sim_kernel):
+    # testBuffersInUseCount
+    _, _, [channel] = await _channels(4, 1, [2])
+    channel.on_buffer(_data(64), 0, 1)
+    assert channel.buffers_in_use_count == 2
+    channel.on_buffer(_data(64), 1, 3)
+    assert channel.buffers_in_use_count == 5
+    counts = []
+    for _ in range(3):
+        channel.get_next_buffer()
+        counts.append(channel.buffers_in_use_count)
+    assert counts == [4, 3, 3]
+    _release(channel)
+
+
+def _send_around_barrier(channel: RemoteInputChannel, first: int, options: CheckpointOptions) -> None:
+    """Buffers of 1 and 2 bytes, the barrier, buffers of 3 and 4 bytes, from sequence number `first`."""
+    channel.expected_sequence_number = first
+    for size in (1, 2, None, 3, 4):
+        channel.on_buffer(_data(size) if size else _barrier(1, options), channel.expected_sequence_number, 0)
+        channel.check_error()
+
+
+def _polled_sequence_numbers(channel: RemoteInputChannel, n: int) -> list[int]:
+    return [channel.get_next_buffer().sequence_number for _ in range(n)]
+
+
+async def test_an_unaligned_barrier_overtakes_the_queued_buffers(sim_kernel):
+    # testPrioritySequenceNumbers
+    _, _, [channel] = await _channels(4, 1, [2])
+    _send_around_barrier(channel, 0, UNALIGNED)
+    assert _polled_sequence_numbers(channel, 5) == [2, 0, 1, 3, 4]
+    _release(channel)
+
+
+async def test_a_timeoutable_barrier_is_announced_first_and_kept_in_place(sim_kernel):
+    # testRequiresAnnouncement
+    _, _, [channel] = await _channels(4, 1, [2])
+    _send_around_barrier(channel, 0, ALIGNED_WITH_TIMEOUT)
+    announcement = channel.get_next_buffer()
+    assert announcement.sequence_number == 2 and announcement.buffer.data_type is DataType.PRIORITIZED_EVENT_BUFFER
+    assert announcement.more_available and not announcement.more_priority_events
+    assert _polled_sequence_numbers(channel, 2) == [0, 1]
+    barrier = channel.get_next_buffer()
+    assert barrier.sequence_number == 2
+    assert barrier.buffer.data_type is DataType.TIMEOUTABLE_ALIGNED_CHECKPOINT_BARRIER
+    assert _polled_sequence_numbers(channel, 1) == [3]
+    _release(channel)
+
+
+@pytest.mark.parametrize("options", [UNALIGNED, ALIGNED_WITH_TIMEOUT], ids=["unaligned", "timeoutable"])
+@pytest.mark.parametrize("polled, inflight", [(0, [1, 2]), (1, [1, 2]), (2, [2])])
+async def test_inflight_buffers_are_those_before_the_barrier(sim_kernel, options, polled, inflight):
+    # testGetInflightBuffers, ...AfterPollingBuffer, ...Before/AfterProcessingAnnouncement(AndBuffer)
+    _, _, [channel] = await _channels(4, 1, [2])
+    _send_around_barrier(channel, 0, options)
+    _polled_sequence_numbers(channel, polled)  # the priority element first, then buffer 1
+    assert [b.size for b in channel.get_inflight_buffers(1)] == inflight
+    _release(channel)
+
+
+async def test_inflight_buffers_without_a_barrier_are_all_queued_buffers(sim_kernel):
+    # testGetAllInflightBuffers: sequence numbers wrapping past Integer.MAX_VALUE
+    _, _, [channel] = await _channels(4, 1, [2])
+    channel.expected_sequence_number = INT_MAX - 2
+    for size in (1, 2, 3, 4):
+        channel.on_buffer(_data(size), channel.expected_sequence_number, 0)
+    assert channel.expected_sequence_number == INT_MIN + 1
+    assert [b.size for b in channel.get_inflight_buffers(1)] == [1, 2, 3, 4]
+    _release(channel)
+
+
+@pytest.mark.parametrize("first", range(INT_MAX - 10, INT_MAX + 1))
+async def test_inflight_buffers_when_sequence_numbers_overflow(sim_kernel, first):
+    # testGetInflightBuffersOverflow: Flink compares sequence numbers as (x - y) < 0 in int
+    _, _, [channel] = await _channels(4, 1, [2])
+    _send_around_barrier(channel, first, UNALIGNED)
+    assert [b.size for b in channel.get_inflight_buffers(1)] == [1, 2]
+    _release(channel)
+
+
+async def test_size_of_queued_buffers_counts_events_too(sim_kernel):
+    # testSizeOfQueuedBuffers
+    _, _, [channel] = await _channels(4, 1, [2])
+    channel.on_buffer(_data(1), 0, 0)
+    channel.on_buffer(_data(2), 1, 0)
+    assert channel.queue_size == 3
+    barrier = _barrier(1, UNALIGNED)
+    channel.on_buffer(barrier, 2, 0)
+    assert channel.queue_size == 3 + barrier.size
+    sizes = []
+    for _ in range(3):
+        channel.get_next_buffer()
+        sizes.append(channel.queue_size)
+    assert sizes == [3, 2, 0]
+    _release(channel)
