@@ -27,7 +27,7 @@ from shuffle.config import NetworkConfig
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
 from shuffle.errors import IllegalStateError, check
-from shuffle.java_int import INT_MAX
+from shuffle.java_int import INT_MAX, INT_MIN
 from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.serialization.event_serializer import deserialize_event
 from shuffle.throughput import BufferDebloater, ThroughputCalculator
@@ -55,6 +55,16 @@ def _buffer_debloater(config: NetworkConfig) -> BufferDebloater:
     return BufferDebloater(round(config.debloat_target * 1000), config.buffer_size, config.min_segment_size,
                            config.debloat_threshold_percentages, config.debloat_samples,
                            config.starting_segment_size)
+
+
+def _is_outdated(sequence_number: int, last_sequence_number: int) -> bool:
+    """Whether a priority event numbered `sequence_number` was already polled (Flink's
+    `SingleInputGate.isOutdated`): numbers of opposite sign, one above INT_MAX / 2, are taken
+    as a wrap, the negative one being the later."""
+    if (last_sequence_number < 0) != (sequence_number < 0) and \
+            max(last_sequence_number, sequence_number) > INT_MAX // 2:
+        return last_sequence_number < 0
+    return last_sequence_number >= sequence_number
 
 
 class BufferOrEvent(NamedTuple):
@@ -108,7 +118,7 @@ class SingleInputGate:
         self.is_finished = False
         self._enqueued.append(False)
         self._end_of_partition.append(False)
-        self._last_priority_seq.append(-(2**63))
+        self._last_priority_seq.append(INT_MIN)
 
     @property
     def num_channels(self) -> int:
@@ -144,7 +154,7 @@ class SingleInputGate:
                        force_priority: bool = False) -> None:
         idx = channel.channel_index
         priority = force_priority or priority_seq is not None
-        if priority_seq is not None and priority_seq <= self._last_priority_seq[idx]:
+        if priority_seq is not None and _is_outdated(priority_seq, self._last_priority_seq[idx]):
             return
         if self._end_of_partition[idx]:
             return

@@ -308,3 +308,16 @@ async def test_size_of_queued_buffers_counts_events_too(sim_kernel):
         sizes.append(channel.queue_size)
     assert sizes == [3, 2, 0]
     _release(channel)
+
+
+async def test_a_priority_event_after_the_sequence_numbers_wrap_is_not_taken_as_outdated(sim_kernel):
+    # SingleInputGate.isOutdated: a barrier numbered past the wrap is newer than one at INT_MAX - 1
+    _, gate, [channel] = await _channels(4, 1, [2])
+    channel.expected_sequence_number = INT_MAX - 1
+    channel.on_buffer(_barrier(1, UNALIGNED), INT_MAX - 1, 0)
+    assert gate.poll_next().event.id == 1
+    channel.on_buffer(_data(1), INT_MAX, 0)
+    channel.on_buffer(_barrier(2, UNALIGNED), INT_MIN, 0)
+    assert gate.priority_availability.is_available
+    assert gate.poll_next().event.id == 2
+    _release(channel)
