@@ -1,4 +1,5 @@
-"""The consumer side of a connection: stalls, releases and corrupted streams (spec 3.5)."""
+"""The consumer side of a connection: stalls, releases, corrupted streams, and the cases of
+Flink's CreditBasedPartitionRequestClientHandlerTest (spec 3.5)."""
 
 from shuffle import kernel
 from shuffle.config import NetworkConfig
@@ -45,3 +46,79 @@ async def test_corrupted_stream_fails_the_connection_channels_not_the_task_manag
     channel = h.channel(0)
     assert channel.error is not None
     assert "corrupted" in str(channel.error)
+
+
+# -- CreditBasedPartitionRequestClientHandlerTest (flink-runtime netty tests), through the
+#    harness: the producer's messages are handed to the consumer's handler as they arrive.
+
+def _deliver(h, *messages) -> None:
+    """The consumer's handler reads `messages` from the connection."""
+    h.channel(0).client._on_messages(list(messages))
+
+
+def _data(h, channel: int, sequence_number: int, backlog: int, size: int = 4096):
+    from shuffle.buffer.data_type import DataType
+    from shuffle.netty.messages import BufferResponse
+
+    return BufferResponse(h.channel(channel).receiver_id, sequence_number, backlog, DataType.DATA_BUFFER,
+                          bytes(size))
+
+
+async def test_backlog_announcement_requests_floating_buffers_up_to_the_pool(credit_flow):
+    # testReceiveBacklogAnnouncement: 2 exclusive + 8 floating buffers
+    from shuffle.netty.messages import BacklogAnnouncement
+
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    receiver = h.channel(0).receiver_id
+    states = []
+    for backlog in (5, 12):
+        _deliver(h, BacklogAnnouncement(backlog, receiver))
+        state = h.receiver(0)
+        states.append((state.exclusive_free + state.floating_free, state.required, state.floating_free))
+    assert states == [(7, 7, 5), (10, 14, 8)]
+
+
+async def test_an_empty_buffer_advances_the_sequence_and_announces_the_backlog(credit_flow):
+    # testReceiveEmptyBuffer: no buffer taken, no error, onEmptyBuffer(0, backlog)
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    _deliver(h, _data(h, 0, 0, 2, size=0))
+    channel = h.channel(0)
+    assert channel.error is None and channel.expected_sequence_number == 1
+    assert h.receiver(0).required == 4 and h.receiver(0).queued == 0
+
+
+async def test_a_buffer_without_a_free_buffer_fails_only_its_channel(credit_flow):
+    # testThrowExceptionForNoAvailableBuffer
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096), channels=2)
+    pool = h.gates[0].buffer_pool
+    lent = [pool.request_buffer() for _ in range(pool.num_buffers)]
+    taken = [h.channel(0).request_buffer() for _ in range(2)]
+    _deliver(h, _data(h, 0, 0, 2))
+    assert "The read buffer is null in credit-based input channel." in str(h.channel(0).error)
+    assert h.channel(1).error is None and h.channel(0).client.channel_error is None
+    for buffer in lent + taken:
+        buffer.recycle()
+
+
+async def test_credit_of_two_channels_goes_out_in_notification_order(credit_flow):
+    # testNotifyCreditAvailable: each buffer with backlog 1 takes a buffer and asks for 2 floating
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096), channels=2, one_gate=True)
+    _deliver(h, _data(h, 0, 0, 1), _data(h, 1, 0, 1))
+    assert [h.channel(i).unannounced_credit for i in (0, 1)] == [2, 2]
+    await h.settle()
+    announced = [(e["channel"], e["credit"]) for e in h.trace.of("credit_announced")]
+    assert announced == [(h.channel(0).name, 2), (h.channel(1).name, 2)]
+    assert [h.channel(i).unannounced_credit for i in (0, 1)] == [0, 0]
+
+
+async def test_a_released_channel_sends_its_close_request_but_not_its_credit(credit_flow):
+    # testNotifyCreditAvailableAfterReleased
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    _deliver(h, _data(h, 0, 0, 1))
+    assert h.channel(0).unannounced_credit == 2
+    receiver = h.channel(0).receiver_id
+    assert h.producer.connection_manager.find_reader(receiver) is not None
+    h.channel(0).release_all_resources()
+    await h.settle()
+    assert h.credits_announced(0) == []
+    assert h.producer.connection_manager.find_reader(receiver) is None  # the close request arrived
