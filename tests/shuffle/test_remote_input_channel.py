@@ -9,6 +9,8 @@ required buffers, unannounced credit, floating buffers given back, listener orde
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from shuffle.api.events import AlignmentType, CheckpointBarrier, CheckpointOptions
@@ -320,4 +322,73 @@ async def test_a_priority_event_after_the_sequence_numbers_wrap_is_not_taken_as_
     channel.on_buffer(_barrier(2, UNALIGNED), INT_MIN, 0)
     assert gate.priority_availability.is_available
     assert gate.poll_next().event.id == 2
+    _release(channel)
+
+
+def _exhaust(channel: RemoteInputChannel, pool) -> tuple[list[Buffer], list[Buffer]]:
+    """All exclusive buffers of `channel` and all buffers of the gate's pool, taken."""
+    exclusive = [channel.request_buffer() for _ in range(channel.initial_credit)]
+    floating = [pool.request_buffer() for _ in range(pool.num_buffers)]
+    assert None not in exclusive and None not in floating
+    return exclusive, floating
+
+
+@pytest.mark.parametrize("order", ["recycle_first", "backlog_first", "interleaved"])
+async def test_backlog_and_recycling_in_any_order_end_with_the_required_buffers(sim_kernel, order):
+    # testConcurrentOnSenderBacklogAndRecycle, its orderings run one after another
+    _, gate, [channel] = await _channels(248, 128, [120])
+    exclusive, floating = _exhaust(channel, gate.buffer_pool)
+    recycles = [b.recycle for pair in zip(exclusive, floating) for b in pair] + [b.recycle for b in floating[120:]]
+    backlogs = [lambda j=j: channel.on_sender_backlog(j) for j in range(1, 129)]
+    steps = {"recycle_first": recycles + backlogs, "backlog_first": backlogs + recycles,
+             "interleaved": [s for pair in itertools.zip_longest(recycles, backlogs) for s in pair if s]}[order]
+    for step in steps:
+        step()
+    manager = channel.buffer_manager
+    assert manager.available == manager.num_required_buffers == 248
+    assert gate.buffer_pool.num_available == 0
+    _release(channel)
+
+
+async def test_buffers_recycled_after_release_go_back_to_their_pools(sim_kernel):
+    # testConcurrentRecycleAndRelease, release first: exclusive to the NetworkBufferPool, floating to the gate
+    network_pool, gate, [channel] = await _channels(248, 128, [120])
+    exclusive, floating = _exhaust(channel, gate.buffer_pool)
+    channel.on_sender_backlog(128)
+    channel.release_all_resources()
+    for buffer in exclusive + floating:
+        buffer.recycle()
+    assert channel.buffer_manager.available == 0
+    assert gate.buffer_pool.num_available == 128 and network_pool.num_available_segments == 120
+
+
+async def test_an_out_of_order_buffer_fails_the_channel_when_polled(sim_kernel):
+    # testExceptionOnReordering
+    _, _, [channel] = await _channels(4, 1, [2])
+    channel.on_buffer(_data(1), 0, -1)
+    channel.on_buffer(_data(1), 29, -1)
+    with pytest.raises(IOError, match="expected buffer with sequence number 1, but received 29"):
+        channel.get_next_buffer()
+    _release(channel)
+
+
+async def test_the_gate_is_told_of_data_and_of_priority_separately(sim_kernel):
+    # testNotifyOnPriority
+    _, gate, [channel] = await _channels(4, 1, [2])
+    channel.on_buffer(_barrier(1, ALIGNED), 0, 0)
+    assert gate.availability.is_available and not gate.priority_availability.is_available
+    barrier = CheckpointBarrier(2, 123, ALIGNED)
+    channel.on_buffer(Buffer.of_event(serialize_event(barrier), DataType.PRIORITIZED_EVENT_BUFFER), 1, 0)
+    assert gate.availability.is_available and gate.priority_availability.is_available
+    _release(channel)
+
+
+async def test_converting_an_announced_barrier_tells_the_gate_of_priority(sim_kernel):
+    # testGateNotifiedOnBarrierConversion
+    _, gate, [channel] = await _channels(4, 1, [2])
+    channel.on_buffer(_barrier(1, CheckpointOptions("CHECKPOINT", AlignmentType.ALIGNED, 3600.0)), 0, 0)
+    gate.poll_next()  # the announcement
+    assert not gate.priority_availability.is_available
+    channel.convert_to_priority_event(0)
+    assert gate.priority_availability.is_available
     _release(channel)
