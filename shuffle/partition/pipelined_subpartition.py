@@ -250,7 +250,8 @@ class PipelinedSubpartition:
         self.desired_buffer_size = size
 
     def release(self) -> None:
-        """Recycle everything queued and tell the reader."""
+        """Recycle everything queued. The reader is not told (as in Flink): its view now
+        reports itself released, which a reader finds when it next polls."""
         if self.is_released:
             return
         self.is_released = True
@@ -262,8 +263,6 @@ class PipelinedSubpartition:
                     self.channel_state_writer.complete_output(barrier.id, (self.parent_name, self.index), [])
             consumer.close()
         self.buffers_in_backlog = 0
-        if self.read_view is not None:
-            self.read_view.notify_data_available()
 
     def check_invariants(self) -> None:
         """The backlog counts the queued data buffers."""

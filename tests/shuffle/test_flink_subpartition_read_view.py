@@ -376,14 +376,7 @@ def test_illegal_read_view_request(s):
         PipelinedSubpartitionView(s.sub, Listener())
 
 
-@pytest.mark.parametrize("with_view", [
-    False,
-    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-        "Flink's PipelinedSubpartition.release() releases its view (and the view's isReleased() "
-        "also asks the parent); ours notifies the view's listener instead and leaves the view "
-        "unreleased. Not changed: a local consumer polling after the release would then fail with "
-        "CancelTaskError, and ours is woken by that notification where Flink's is not"))),
-])
+@pytest.mark.parametrize("with_view", [False, True])
 def test_cleanup_released_partition(with_view):
     """testCleanupReleasedPartitionNoView / ...WithView"""
     sub = PipelinedSubpartition(0, "p")
