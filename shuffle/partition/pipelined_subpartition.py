@@ -158,6 +158,8 @@ class PipelinedSubpartition:
             return None
         buffers = self._buffers
         buffer = None
+        if not buffers:
+            self.flush_requested = False  # nothing left to flush (e.g. released while flushed)
         while buffers:
             consumer, _ = buffers[0]
             buffer = consumer.build()

@@ -412,3 +412,14 @@ def test_new_buffer_size(s):
         s.view.notify_new_buffer_size(-1)
     s.sub.finish()
     assert s.sub.add(filled_finished(4)) == -1
+
+
+def test_polling_an_empty_queue_ends_a_pending_flush(s):
+    """Flink's pollBuffer clears flushRequested when the queue is empty: a subpartition
+    released while flushed stops looking available once its reader polls it."""
+    s.sub.add(filled_unfinished(10))
+    s.sub.flush()
+    s.sub.release()
+    assert s.view.get_availability_and_backlog(True)[0]
+    no_next_buffer(s)
+    assert not s.view.get_availability_and_backlog(True)[0]
