@@ -101,7 +101,8 @@ class PipelinedSubpartition:
         if credit_available:
             available = self.is_data_available()
         else:
-            available = bool(self._buffers) and not self.is_blocked and self._buffers[0][0].data_type.is_event
+            # As Flink: the head's type alone, blocked or not (a blocked poll returns nothing).
+            available = self.next_buffer_type().is_event
         return available, self.get_buffers_in_backlog()
 
     # -- producing -----------------------------------------------------------------------

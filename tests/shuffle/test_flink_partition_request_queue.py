@@ -268,3 +268,22 @@ async def test_notify_new_buffer_size_shapes_the_buffers_sent(credit_flow):
     h.flush(0)
     await h.settle()
     assert [event["bytes"] for event in h.buffers_sent(0)][:2] == [128, 65]
+
+
+def test_without_credit_an_event_at_the_head_counts_as_available_even_while_blocked():
+    """Flink's getAvailabilityAndBacklog(false) looks at the head's type only: after an
+    aligned barrier, a finishing subpartition's EndOfPartition makes a reader without credit
+    available; it is enqueued, and polling it writes nothing until consumption resumes."""
+    sub = PipelinedSubpartition(0, "p")
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    reader = CreditBasedSequenceNumberingViewReader("rx", 0, queue)
+    reader.view = PipelinedSubpartitionView(sub, reader)
+    queue.notify_reader_created(reader)
+    sub.add(data_event(DataType.ALIGNED_CHECKPOINT_BARRIER))
+    assert [msg.data_type for msg in drain(queue)] == [DataType.ALIGNED_CHECKPOINT_BARRIER]
+    sub.finish()  # notifies even while blocked
+    assert reader.get_availability_and_backlog() == (True, 0)
+    assert list(queue.available_readers) == [reader]
+    assert drain(queue) == [] and not queue.available_readers
+    queue.add_credit_or_resume_consumption("rx", lambda r: r.resume_consumption())
+    assert [msg.data_type for msg in drain(queue)] == [DataType.EVENT_BUFFER]
