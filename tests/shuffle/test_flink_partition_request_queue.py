@@ -1,7 +1,8 @@
 """Flink's PartitionRequestQueueTest and CreditBasedSequenceNumberingViewReaderTest, ported.
 
-Each test names the Flink test whose assertions it repeats (the copies read agree with
-released 1.20's PartitionRequestQueue and CreditBasedSequenceNumberingViewReader). The
+Each test names the Flink test whose assertions it repeats (read in snuyanzin/flink
+8a46c4ee and apache/flink 0e8b9808; the code they test is as in released 1.20's
+PartitionRequestQueue and CreditBasedSequenceNumberingViewReader, lukoou3/flink-release-1.20). The
 connection is a stub whose writer never runs, which is Flink's blocked EmbeddedChannel:
 readers and messages wait; `drain` is Flink's `channel.flush()` (the channel writable
 again), writing until nothing is left.

@@ -1,8 +1,9 @@
 """Flink's PipelinedSubpartitionWithReadViewTest and PipelinedSubpartitionTest, ported.
 
-Each test names the Flink test whose assertions it repeats (read in the 2.x-era copy of
-flink-runtime's test tree; the subpartition code they test is the same as released 1.20's
-PipelinedSubpartition). `next_buffer` checks what Flink's assertNextBuffer/assertNextEvent
+Each test names the Flink test whose assertions it repeats. The tests were read in copies
+of apache/flink forks (1996fanrui/flink 04144f29, reswqa/flink b83d75e5); only assertions
+that released 1.20's PipelinedSubpartition (lukoou3/flink-release-1.20) bears out are
+ported: testResumeConsumptionNotifiesPendingPriorityEvent tests unreleased code and is not. `next_buffer` checks what Flink's assertNextBuffer/assertNextEvent
 check: size, buffer or event, `isDataAvailable` (the next element is visible) and the
 view's availability with credit, the backlog, `isEventAvailable` (the next visible element
 is an event) and the view's availability without credit, and whether the buffer's memory
