@@ -101,7 +101,8 @@ class PipelinedSubpartition:
         if credit_available:
             available = self.is_data_available()
         else:
-            available = bool(self._buffers) and not self.is_blocked and self._buffers[0][0].data_type.is_event
+            # As Flink: the head's type alone, blocked or not (a blocked poll returns nothing).
+            available = self.next_buffer_type().is_event
         return available, self.get_buffers_in_backlog()
 
     # -- producing -----------------------------------------------------------------------
@@ -158,6 +159,8 @@ class PipelinedSubpartition:
             return None
         buffers = self._buffers
         buffer = None
+        if not buffers:
+            self.flush_requested = False  # nothing left to flush (e.g. released while flushed)
         while buffers:
             consumer, _ = buffers[0]
             buffer = consumer.build()
@@ -250,7 +253,8 @@ class PipelinedSubpartition:
         self.desired_buffer_size = size
 
     def release(self) -> None:
-        """Recycle everything queued and tell the reader."""
+        """Recycle everything queued. The reader is not told (as in Flink): its view now
+        reports itself released, which a reader finds when it next polls."""
         if self.is_released:
             return
         self.is_released = True
@@ -262,8 +266,6 @@ class PipelinedSubpartition:
                     self.channel_state_writer.complete_output(barrier.id, (self.parent_name, self.index), [])
             consumer.close()
         self.buffers_in_backlog = 0
-        if self.read_view is not None:
-            self.read_view.notify_data_available()
 
     def check_invariants(self) -> None:
         """The backlog counts the queued data buffers."""

@@ -19,7 +19,7 @@ class BufferAvailabilityListener(Protocol):
 class PipelinedSubpartitionView:
     """Reads one subpartition on behalf of `listener`."""
 
-    __slots__ = ("subpartition", "listener", "is_released", "_partition")
+    __slots__ = ("subpartition", "listener", "_released", "_partition")
 
     def __init__(self, subpartition: PipelinedSubpartition, listener: BufferAvailabilityListener,
                  partition: "ResultPartition | None" = None) -> None:
@@ -29,7 +29,7 @@ class PipelinedSubpartitionView:
                                "can only be consumed once.")
         self.subpartition = subpartition
         self.listener = listener
-        self.is_released = False
+        self._released = False
         self._partition = partition
         subpartition.read_view = self
 
@@ -59,10 +59,15 @@ class PipelinedSubpartitionView:
     def number_of_queued_buffers(self) -> int:
         return self.subpartition.number_of_queued_buffers
 
+    @property
+    def is_released(self) -> bool:
+        """Released by its reader, or its subpartition was released (as Flink's view asks its parent)."""
+        return self._released or self.subpartition.is_released
+
     def release_all_resources(self) -> None:
         """The consumer is gone: release the subpartition (release-by-upstream)."""
-        if not self.is_released:
-            self.is_released = True
+        if not self._released:
+            self._released = True
             self.subpartition.release()
             if self._partition is not None:
                 self._partition.on_consumed_subpartition(self.subpartition.index)

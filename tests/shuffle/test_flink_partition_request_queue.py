@@ -1,0 +1,290 @@
+"""Flink's PartitionRequestQueueTest and CreditBasedSequenceNumberingViewReaderTest, ported.
+
+Each test names the Flink test whose assertions it repeats (read in snuyanzin/flink
+8a46c4ee and apache/flink 0e8b9808; the code they test is as in released 1.20's
+PartitionRequestQueue and CreditBasedSequenceNumberingViewReader, lukoou3/flink-release-1.20). The
+connection is a stub whose writer never runs, which is Flink's blocked EmbeddedChannel:
+readers and messages wait; `drain` is Flink's `channel.flush()` (the channel writable
+again), writing until nothing is left.
+"""
+
+from shuffle.buffer.buffer import Buffer, MemorySegment
+from shuffle.buffer.buffer_builder import BufferConsumer
+from shuffle.buffer.data_type import DataType
+from shuffle.config import NetworkConfig
+from shuffle.java_int import INT_MAX
+from shuffle.netty.messages import BacklogAnnouncement, BufferResponse
+from shuffle.netty.partition_request_queue import PartitionRequestQueue
+from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
+from shuffle.partition.pipelined_subpartition import BufferAndBacklog, PipelinedSubpartition
+from shuffle.partition.subpartition_view import PipelinedSubpartitionView
+from shuffle.trace import NULL_TRACER
+
+
+class _Connection:
+    def defer(self, fn) -> bool:
+        return False
+
+    def seal(self, msg, buffer=None):
+        return msg
+
+
+class _NoOpView:
+    """Flink's NoOpResultSubpartitionView: nothing to read."""
+
+    is_released = False
+
+    def get_next_buffer(self):
+        return None
+
+    def get_availability_and_backlog(self, credit_available: bool) -> tuple[bool, int]:
+        return False, 0
+
+    def resume_consumption(self) -> None:
+        pass
+
+    def release_all_resources(self) -> None:
+        self.is_released = True
+
+
+class _AlwaysAvailableView(_NoOpView):
+    """Flink's EmptyAlwaysAvailableResultSubpartitionView / NextIsEventResultSubpartitionView."""
+
+    def get_availability_and_backlog(self, credit_available: bool) -> tuple[bool, int]:
+        return True, 0
+
+
+class _DefaultBufferView(_NoOpView):
+    """Flink's DefaultBufferResultSubpartitionView: `buffers` buffers of 10 bytes."""
+
+    def __init__(self, buffers: int) -> None:
+        self.buffers = buffers
+
+    def get_next_buffer(self) -> BufferAndBacklog:
+        self.buffers -= 1
+        buffer = Buffer.of_segment(MemorySegment.wrap(bytearray(10)), lambda segment: None, size=10)
+        return BufferAndBacklog(buffer, self.buffers,
+                                DataType.DATA_BUFFER if self.buffers > 0 else DataType.NONE, 0)
+
+    def get_availability_and_backlog(self, credit_available: bool) -> tuple[bool, int]:
+        return credit_available and self.buffers > 0, self.buffers
+
+
+class _Provider:
+    def __init__(self, view) -> None:
+        self.view = view
+
+    def create_subpartition_view(self, partition_id, index, listener):
+        return self.view
+
+
+class _Listener:
+    def notify_data_available(self) -> None:
+        pass
+
+    def notify_priority_event(self, sequence_number: int) -> None:
+        pass
+
+
+def make_reader(queue: PartitionRequestQueue, view, credit: int, receiver_id: str = "rx"):
+    reader = CreditBasedSequenceNumberingViewReader(receiver_id, credit, queue)
+    reader.request_subpartition_view(_Provider(view))
+    return reader
+
+
+def drain(queue: PartitionRequestQueue) -> list:
+    written = []
+    while (msg := queue._next_sealed()) is not None:
+        written.append(msg)
+    return written
+
+
+def data_event(data_type: DataType) -> BufferConsumer:
+    """Flink's createEventBufferConsumer(4096, data_type)."""
+    return BufferConsumer.for_event(bytes(4096), data_type)
+
+
+def test_notify_reader_non_empty_on_empty_readers():
+    """testNotifyReaderNonEmptyOnEmptyReaders: an empty reader ahead does not stop the next."""
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    reader1 = make_reader(queue, _AlwaysAvailableView(), 10, "r1")
+    assert reader1.get_availability_and_backlog()[0] and not reader1.is_registered_as_available
+    reader1.notify_data_available()
+    reader2 = CreditBasedSequenceNumberingViewReader("r2", 10, queue)
+    reader2.notify_data_available()  # before its view exists: ignored
+    reader2.request_subpartition_view(_Provider(_DefaultBufferView(5)))
+    assert reader2.get_availability_and_backlog()[0] and not reader2.is_registered_as_available
+    reader2.notify_data_available()
+    written = drain(queue)
+    assert len(written) == 5 and all(type(msg) is BufferResponse for msg in written)
+
+
+def test_default_buffer_writing():
+    """testDefaultBufferWriting"""
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    reader = make_reader(queue, _DefaultBufferView(1), INT_MAX)
+    reader.notify_data_available()
+    assert [type(msg) for msg in drain(queue)] == [BufferResponse]
+
+
+def test_enqueue_reader_by_notifying_event_buffer():
+    """testEnqueueReaderByNotifyingEventBuffer: enqueued without credit as the next is an event."""
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    reader = make_reader(queue, _AlwaysAvailableView(), 0)
+    reader.notify_data_available()
+    assert list(queue.available_readers) == [reader] and reader.num_credits_available == 0
+    assert drain(queue) == []
+    assert not queue.available_readers and reader.num_credits_available == 0
+
+
+def test_enqueue_reader_by_notifying_buffer_and_credit():
+    """testEnqueueReaderByNotifyingBufferAndCredit: enqueued only with both credit and buffers."""
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    view = _DefaultBufferView(10)
+    reader = CreditBasedSequenceNumberingViewReader("rx", 2, queue)
+    reader.add_credit(-2)
+    reader.request_subpartition_view(_Provider(view))
+    queue.notify_reader_created(reader)
+    for _ in range(5):
+        reader.notify_data_available()
+    assert not queue.available_readers and not reader.is_registered_as_available
+    assert view.get_availability_and_backlog(True)[0] and reader.num_credits_available == 0
+    assert queue.queued_control_messages == 0  # initial credit 2: no backlog announcement
+    for credit in (1, 2, 3):
+        queue.add_credit_or_resume_consumption("rx", lambda r: r.add_credit(1))
+        assert reader.is_registered_as_available and list(queue.available_readers) == [reader]
+        assert reader.num_credits_available == credit
+    written = drain(queue)
+    assert [type(msg) for msg in written] == [BufferResponse] * 3
+    assert not queue.available_readers and not reader.is_registered_as_available
+    assert reader.num_credits_available == 0 and view.get_availability_and_backlog(True)[0]
+
+
+def test_enqueue_reader_by_resuming_consumption():
+    """testEnqueueReaderByResumingConsumption"""
+    sub = PipelinedSubpartition(0, "p")
+    sub.add(data_event(DataType.ALIGNED_CHECKPOINT_BARRIER))
+    sub.add(data_event(DataType.DATA_BUFFER))
+    view = PipelinedSubpartitionView(sub, _Listener())
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    reader = make_reader(queue, view, 2)
+    queue.notify_reader_created(reader)
+    assert reader.get_availability_and_backlog()[0]
+    reader.notify_data_available()
+    first = drain(queue)
+    assert not reader.get_availability_and_backlog()[0] and sub.number_of_queued_buffers == 1
+    queue.add_credit_or_resume_consumption("rx", lambda r: r.resume_consumption())
+    second = drain(queue)
+    assert not reader.get_availability_and_backlog()[0] and sub.number_of_queued_buffers == 0
+    assert [msg.data_type for msg in first + second] == [DataType.ALIGNED_CHECKPOINT_BARRIER,
+                                                          DataType.DATA_BUFFER]
+
+
+def test_announce_backlog():
+    """testAnnounceBacklog: a reader without credit and without exclusive buffers announces
+    the subpartition's backlog."""
+    sub = PipelinedSubpartition(0, "p")
+    sub.add(data_event(DataType.DATA_BUFFER))
+    sub.add(data_event(DataType.DATA_BUFFER))
+    view = PipelinedSubpartitionView(sub, _Listener())
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    reader = make_reader(queue, view, 0)
+    queue.notify_reader_created(reader)
+    reader.notify_data_available()
+    (announcement,) = drain(queue)
+    assert announcement == BacklogAnnouncement(sub.get_buffers_in_backlog(), "rx")
+    assert announcement.backlog == 1  # the last buffer is not counted (no flush, not finished)
+
+
+def test_cancel_partition_request():
+    """testCancelPartitionRequestForUnavailableView / ...ForAvailableView"""
+    for available in (False, True):
+        queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+        view = _DefaultBufferView(1)
+        reader = make_reader(queue, view, 0)
+        queue.notify_reader_created(reader)
+        if available:
+            queue.add_credit_or_resume_consumption("rx", lambda r: r.add_credit(1))
+            assert reader in queue.available_readers
+        queue.cancel("rx")
+        assert reader not in queue.available_readers and "rx" not in queue.all_readers
+        assert reader.is_released and view.is_released
+
+
+def test_notify_new_buffer_size():
+    """testNotifyNewBufferSize (the subpartition side): the announced size is what the next
+    buffer is requested with (trimming is test_credit_loop's
+    test_a_new_buffer_is_trimmed_to_the_announced_size_but_holds_the_rest_of_the_record)."""
+    sub = PipelinedSubpartition(0, "p")
+    view = PipelinedSubpartitionView(sub, _Listener())
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    queue.notify_reader_created(make_reader(queue, view, 2))
+    queue.notify_new_buffer_size("rx", 65)
+    assert sub.desired_buffer_size == 65
+    queue.notify_new_buffer_size("unknown", 10)  # before the reader exists: ignored
+    assert sub.desired_buffer_size == 65
+
+
+# -- CreditBasedSequenceNumberingViewReaderTest --------------------------------------------
+
+def test_resume_consumption_keeps_or_resets_credit():
+    """testResumeConsumption: credit is kept unless there are no exclusive buffers."""
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    reader1 = make_reader(queue, _NoOpView(), 2, "r1")
+    reader1.resume_consumption()
+    assert reader1.num_credits_available == 2
+    reader1.add_credit(2)
+    reader1.resume_consumption()
+    assert reader1.num_credits_available == 4
+    reader2 = make_reader(queue, _NoOpView(), 0, "r2")
+    reader2.add_credit(2)
+    assert reader2.num_credits_available == 2
+    reader2.resume_consumption()
+    assert reader2.num_credits_available == 0
+
+
+def test_need_announce_backlog():
+    """testNeedAnnounceBacklog"""
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    reader1 = make_reader(queue, _NoOpView(), 2, "r1")
+    assert not reader1.need_announce_backlog()
+    reader1.add_credit(-2)
+    assert not reader1.need_announce_backlog()
+    reader2 = make_reader(queue, _NoOpView(), 0, "r2")
+    assert reader2.need_announce_backlog()
+    reader2.add_credit(2)
+    assert not reader2.need_announce_backlog()
+    reader2.add_credit(-2)
+    assert reader2.need_announce_backlog()
+
+
+async def test_notify_new_buffer_size_shapes_the_buffers_sent(credit_flow):
+    """testNotifyNewBufferSize: after a new size of 65, records of 128, 10 and 60 bytes leave
+    as a buffer of 128 (no less than its first record) and one of 65."""
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    partition, subpartition = h.targets[0]
+    partition.subpartitions[subpartition].read_view.notify_new_buffer_size(65)
+    for size in (128, 10, 60):
+        await h.emit(0, size)
+    h.flush(0)
+    await h.settle()
+    assert [event["bytes"] for event in h.buffers_sent(0)][:2] == [128, 65]
+
+
+def test_without_credit_an_event_at_the_head_counts_as_available_even_while_blocked():
+    """Flink's getAvailabilityAndBacklog(false) looks at the head's type only: after an
+    aligned barrier, a finishing subpartition's EndOfPartition makes a reader without credit
+    available; it is enqueued, and polling it writes nothing until consumption resumes."""
+    sub = PipelinedSubpartition(0, "p")
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    reader = CreditBasedSequenceNumberingViewReader("rx", 0, queue)
+    reader.view = PipelinedSubpartitionView(sub, reader)
+    queue.notify_reader_created(reader)
+    sub.add(data_event(DataType.ALIGNED_CHECKPOINT_BARRIER))
+    assert [msg.data_type for msg in drain(queue)] == [DataType.ALIGNED_CHECKPOINT_BARRIER]
+    sub.finish()  # notifies even while blocked
+    assert reader.get_availability_and_backlog() == (True, 0)
+    assert list(queue.available_readers) == [reader]
+    assert drain(queue) == [] and not queue.available_readers
+    queue.add_credit_or_resume_consumption("rx", lambda r: r.resume_consumption())
+    assert [msg.data_type for msg in drain(queue)] == [DataType.EVENT_BUFFER]
