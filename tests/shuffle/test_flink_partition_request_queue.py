@@ -92,6 +92,17 @@ def make_reader(queue: PartitionRequestQueue, view, credit: int, receiver_id: st
     return reader
 
 
+def subpartition_reader(credit: int, *data_types: DataType):
+    """A subpartition holding one element per data type, read through a registered reader."""
+    sub = PipelinedSubpartition(0, "p")
+    for data_type in data_types:
+        sub.add(data_event(data_type))
+    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    reader = make_reader(queue, PipelinedSubpartitionView(sub, _Listener()), credit)
+    queue.notify_reader_created(reader)
+    return sub, queue, reader
+
+
 def drain(queue: PartitionRequestQueue) -> list:
     written = []
     while (msg := queue._next_sealed()) is not None:
@@ -162,13 +173,7 @@ def test_enqueue_reader_by_notifying_buffer_and_credit():
 
 def test_enqueue_reader_by_resuming_consumption():
     """testEnqueueReaderByResumingConsumption"""
-    sub = PipelinedSubpartition(0, "p")
-    sub.add(data_event(DataType.ALIGNED_CHECKPOINT_BARRIER))
-    sub.add(data_event(DataType.DATA_BUFFER))
-    view = PipelinedSubpartitionView(sub, _Listener())
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
-    reader = make_reader(queue, view, 2)
-    queue.notify_reader_created(reader)
+    sub, queue, reader = subpartition_reader(2, DataType.ALIGNED_CHECKPOINT_BARRIER, DataType.DATA_BUFFER)
     assert reader.get_availability_and_backlog()[0]
     reader.notify_data_available()
     first = drain(queue)
@@ -183,13 +188,7 @@ def test_enqueue_reader_by_resuming_consumption():
 def test_announce_backlog():
     """testAnnounceBacklog: a reader without credit and without exclusive buffers announces
     the subpartition's backlog."""
-    sub = PipelinedSubpartition(0, "p")
-    sub.add(data_event(DataType.DATA_BUFFER))
-    sub.add(data_event(DataType.DATA_BUFFER))
-    view = PipelinedSubpartitionView(sub, _Listener())
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
-    reader = make_reader(queue, view, 0)
-    queue.notify_reader_created(reader)
+    sub, queue, reader = subpartition_reader(0, DataType.DATA_BUFFER, DataType.DATA_BUFFER)
     reader.notify_data_available()
     (announcement,) = drain(queue)
     assert announcement == BacklogAnnouncement(sub.get_buffers_in_backlog(), "rx")
@@ -215,10 +214,7 @@ def test_notify_new_buffer_size():
     """testNotifyNewBufferSize (the subpartition side): the announced size is what the next
     buffer is requested with (trimming is test_credit_loop's
     test_a_new_buffer_is_trimmed_to_the_announced_size_but_holds_the_rest_of_the_record)."""
-    sub = PipelinedSubpartition(0, "p")
-    view = PipelinedSubpartitionView(sub, _Listener())
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
-    queue.notify_reader_created(make_reader(queue, view, 2))
+    sub, queue, _ = subpartition_reader(2)
     queue.notify_new_buffer_size("rx", 65)
     assert sub.desired_buffer_size == 65
     queue.notify_new_buffer_size("unknown", 10)  # before the reader exists: ignored
