@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
+import random
 from collections.abc import Hashable, Iterable
 from typing import Any
 
@@ -78,18 +78,17 @@ class _JobSession:
     """One job's tasks, clock, sampling and shared services in this TaskManager."""
 
     def __init__(self, name: str, job_graph: JobGraph, start_offset: float,
-                 duration: float, sample_period: float) -> None:
+                 duration: float, sample_period: float, seed: int) -> None:
         now = kernel.current_time()
         self.job_graph = job_graph
         self.run_control = RunControl(now - start_offset, duration=duration)
         self.end = self.run_control.t0 + duration
-        sampler = MetricSampler(sample_period)
+        sampler = MetricSampler(sample_period, rng=random.Random(f"{seed}/metric-readings/{name}"))
         sampler.t0 = self.run_control.t0
         self.services = TaskServices(name, sampler)
         self.tasks: dict[str, Task] = {}
         self.sampling = kernel.CancelScope()
         self.sampling_stopped = False
-        self.last_sample = -math.inf
         self.attempt = 0
         #: Credit violations of the attempts that were cancelled for a restart.
         self.earlier_credit_violations = 0
@@ -137,13 +136,8 @@ class _JobSession:
 
     async def run_sampler(self) -> None:
         """Sample every period until the end of the run (then once at the end)."""
-        sampler = self.services.sampler
         with self.sampling:
-            k = 1
-            while sampler.t0 + k * sampler.period <= self.end:
-                await kernel.sleep_until(sampler.t0 + k * sampler.period)
-                self._sample()
-                k += 1
+            await self.services.sampler.run(until=self.end)
             await kernel.sleep_until(self.end)
             self.stop_sampling()
 
@@ -153,13 +147,10 @@ class _JobSession:
         if self.sampling_stopped:
             return
         self.sampling.cancel()
-        if kernel.current_time() - self.last_sample >= MIN_LAST_SAMPLE * self.services.sampler.period:
-            self._sample()
+        sampler = self.services.sampler
+        if kernel.current_time() - sampler.last_sample_at >= MIN_LAST_SAMPLE * sampler.period:
+            sampler.sample()
         self.sampling_stopped = True
-
-    def _sample(self) -> None:
-        self.services.sampler.sample()
-        self.last_sample = kernel.current_time()
 
 
 class TaskManager:
@@ -268,7 +259,7 @@ class TaskManager:
             return
         job = self._jobs.get(info.job_id)
         if job is None:
-            job = _JobSession(self.name, graph, info.start_offset, info.duration, info.sample_period)
+            job = _JobSession(self.name, graph, info.start_offset, info.duration, info.sample_period, info.seed)
             job.services.checkpoint_responder = _CheckpointResponder(info.job_id, self._outbox)
             self._jobs[info.job_id] = job
             self._nursery.start_soon(job.run_sampler)

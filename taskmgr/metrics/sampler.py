@@ -12,6 +12,15 @@ Flink's per-second metrics derived from the counters' change since the previous 
 - any other counter ``numX`` -> ``numXPerSecond`` (``numRecordsInPerSecond``,
   ``numBytesOutPerSecond``, ...).
 
+Counters are read at the end of each period (t0 + k * period), so rates cover whole periods.
+Gauges are instantaneous, and a reporter or the web UI reads Flink's at wall-clock moments
+that bear no relation to the job's own timers; read on the period grid, they would lock to
+a job's periodic work (output flushes every 100 ms, a buffer filled every so many records)
+and show one phase of it (a flushing source's outputQueueSize near its peak, 2,767 B, where
+real Flink's readings average 1,421 B). Given a random generator (the TaskManagers seed one
+from the run's seed), the sampler reads each period's gauges at a random instant of that
+period instead: deterministic per seed, and their mean over a run is the time average.
+
 Flink smooths: its meters (MeterView) are the count of the last 60 s over 60, updated every
 5 s, and its time gauges (TimerGauge) are updated every 5 s; we report each sample period on
 its own, so a plot shows changes at the sampling resolution (README, differences from
@@ -20,9 +29,11 @@ Flink). The steady state of a run is the mean over its second half (see ``summar
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Collection
-from dataclasses import dataclass
-from typing import NoReturn, Protocol
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from shuffle import kernel
 from taskmgr.metrics.table import MetricTable
@@ -52,6 +63,8 @@ class _Registration:
     source: MetricSource
     last_t: float
     last_values: dict[str, float]
+    #: Gauges read at this period's random instant (empty: read them with the counters).
+    gauges: dict[str, float] = field(default_factory=dict)
 
 
 def derive_rates(
@@ -78,14 +91,21 @@ class MetricSampler:
     """Samples registered sources into ``table`` every ``period`` seconds of the run's clock.
 
     Create it inside the run: times in the table are seconds since its creation (``t0``).
+    With ``rng``, each period's gauges are read at an instant drawn from it (module doc).
     """
 
-    def __init__(self, period: float, table: MetricTable | None = None) -> None:
+    def __init__(self, period: float, table: MetricTable | None = None,
+                 rng: random.Random | None = None) -> None:
         if not period > 0:
             raise ValueError(f"sample period must be positive, got {period!r}")
         self.period = period
         self.table = table if table is not None else MetricTable()
         self.t0 = kernel.current_time()
+        #: When the last sample was taken (kernel time; -inf before the first).
+        self.last_sample_at = -math.inf
+        self._rng = rng
+        #: When `run` reads values next (kernel time; None while it is not running).
+        self._next_reading: float | None = None
         self._sources: list[_Registration] = []
 
     def register(self, vertex: str, subtask: int, task_manager: str, source: MetricSource) -> None:
@@ -99,8 +119,16 @@ class MetricSampler:
         """Stop sampling every source (their tasks were cancelled for a restart)."""
         self._sources.clear()
 
+    def read_gauges(self) -> None:
+        """Read every source's gauges now, for the next sample."""
+        for reg in self._sources:
+            counters = reg.source.counters
+            reg.gauges = {key: value for key, value in reg.source.snapshot().items() if key not in counters}
+
     def sample(self) -> None:
-        """Take one sample of every source now (the runtime also calls this at the end)."""
+        """Take one sample of every source now (the runtime also calls this at the end):
+        its counters and rates now, its gauges as `read_gauges` read them in this period
+        (now, if it did not)."""
         now = kernel.current_time()
         t = round(now - self.t0, 9)  # k * period exactly, not k * period plus float noise of t0
         append = self.table.append
@@ -108,14 +136,37 @@ class MetricSampler:
             values = reg.source.snapshot()
             dt = now - reg.last_t
             rates = derive_rates(reg.source.counters, reg.last_values, values, dt) if dt > 0 else {}
-            for metric, value in (values | rates).items():
+            for metric, value in (values | reg.gauges | rates).items():
                 append(t, reg.vertex, reg.subtask, reg.task_manager, metric, float(value))
-            reg.last_t, reg.last_values = now, values
+            reg.last_t, reg.last_values, reg.gauges = now, values, {}
+        self.last_sample_at = now
 
-    async def run(self) -> NoReturn:
-        """Sample at t0 + k * period forever (no drift); cancel to stop."""
+    def next_reading_at(self, now: float) -> float:
+        """The next instant at or after `now` at which the sampler reads any value (a gauge
+        reading or a sample): what a task writes before it, the reading sees."""
+        if self._next_reading is not None and self._next_reading >= now:
+            return self._next_reading
+        return self.t0 + (math.floor((now - self.t0) / self.period) + 1) * self.period
+
+    async def run(self, until: float = math.inf) -> None:
+        """Sample at t0 + k * period (no drift) up to `until` (kernel time), reading gauges
+        at each period's random instant; the gauges of the period `until` cuts short are
+        read too if their instant comes before it (the caller samples at the end)."""
         deadline = self.t0
-        while True:
-            deadline += self.period
-            await kernel.sleep_until(deadline)
-            self.sample()
+        try:
+            while deadline < until:
+                start, deadline = deadline, deadline + self.period
+                if self._rng is not None:
+                    instant = start + self._rng.random() * self.period
+                    if instant >= until:
+                        return
+                    self._next_reading = instant
+                    await kernel.sleep_until(instant)
+                    self.read_gauges()
+                if deadline > until:
+                    return
+                self._next_reading = deadline
+                await kernel.sleep_until(deadline)
+                self.sample()
+        finally:
+            self._next_reading = None

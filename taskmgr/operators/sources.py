@@ -239,16 +239,14 @@ class GeneratorSourceOperator(SourceOperator):
 
     def _steps_unseen(self, count: int) -> int:
         """Pacing steps after record `count` whose records nothing sees before the last of
-        them: no full buffer, no flush, no metrics sample (at least one step)."""
+        them: no full buffer, no flush, no metrics reading (at least one step)."""
         room = min(writer.partition.room_bytes() for writer in self.writers) // self.wire_size
         steps = min(room, self.max_burst) // self.quantum
         flush_at = min(writer.next_flush_at for writer in self.writers)
         if flush_at < math.inf:
             steps = min(steps, self._steps_before(flush_at, count))
-        sampler = self.ctx.services.sampler
-        now = kernel.current_time()
-        sample_at = sampler.t0 + (math.floor((now - sampler.t0) / sampler.period) + 1) * sampler.period
-        steps = min(steps, self._steps_before(sample_at, count))
+        reading_at = self.ctx.services.sampler.next_reading_at(kernel.current_time())
+        steps = min(steps, self._steps_before(reading_at, count))
         remaining = self.state.remaining
         if remaining is not None:  # a bounded source ends at the step after its last record
             steps = min(steps, -(-remaining // self.quantum))

@@ -1,3 +1,5 @@
+import random
+
 import pytest
 
 from shuffle import kernel
@@ -79,3 +81,49 @@ def test_derive_rates_clamps_times_and_busy():
 def test_period_must_be_positive():
     with pytest.raises(ValueError, match="period"):
         MetricSampler(period=0)
+
+
+class ClockSource:
+    """A counter and a gauge that both read the kernel's clock (seconds since the start)."""
+
+    counters = frozenset({"numRecordsOut"})
+
+    def __init__(self, t0: float) -> None:
+        self.t0 = t0
+
+    def snapshot(self):
+        now = kernel.current_time() - self.t0
+        return {"numRecordsOut": now, "readAt": now}
+
+
+def _clock_samples(rng):
+    async def main():
+        sampler = MetricSampler(period=1.0, rng=rng)
+        sampler.register("Map", 0, "tm-0", ClockSource(sampler.t0))
+        async with kernel.open_nursery() as nursery:
+            nursery.start_soon(sampler.run, sampler.t0 + 5.5)
+            await kernel.sleep(6)
+        sampler.sample()  # the caller's sample at the end, as the TaskManager takes it
+        rows = sampler.table.to_arrow().to_pylist()
+        return ([(r["t"], r["value"]) for r in rows if r["metric"] == "readAt"],
+                [(r["t"], r["value"]) for r in rows if r["metric"] == "numRecordsOut"])
+    return kernel.run(main, mode="sim")
+
+
+def test_gauges_are_read_at_a_random_instant_of_their_period_counters_at_its_end():
+    gauges, counters = _clock_samples(random.Random(3))
+    assert [t for t, _ in counters] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert [value for _, value in counters] == pytest.approx([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    # row k's gauges were read inside period k, not at its end, at instants that differ
+    for t, read_at in gauges[:5]:
+        assert t - 1.0 <= read_at < t
+    assert len({round(read_at % 1.0, 6) for _, read_at in gauges[:5]}) == 5
+    # the period cut short at 5.5 s: its instant came before the end (read then) or not (read at 6)
+    assert 5.0 <= gauges[5][1] <= 6.0
+    again, _ = _clock_samples(random.Random(3))
+    assert again == gauges  # the same generator, the same instants
+
+
+def test_without_a_generator_gauges_are_read_with_the_counters():
+    gauges, _ = _clock_samples(None)
+    assert gauges == [(t, pytest.approx(t)) for t in (1.0, 2.0, 3.0, 4.0, 5.0)] + [(6.0, pytest.approx(6.0))]
