@@ -1,4 +1,4 @@
-"""The `shufflesim` command: run, plan, sweep, report, compare, trace, bench, fuzz.
+"""The `shufflesim` command: run, plan, sweep, report, compare, trace, bench, fuzz, flink-reference.
 
 User mistakes (a missing file, a bad key or value, an unknown program) print one line
 `shufflesim: error: ...` and exit with code 2; a job that fails prints its root cause and
@@ -29,7 +29,7 @@ from scenarios.build import build_program, call_program, load_program
 from scenarios.channels import TraceFileError
 from scenarios.outputs import RunFolderError
 from scenarios.interrupt import stop_on_signals
-from scenarios.progress import ProgressPrinter
+from scenarios.progress import ProgressPrinter, StatusLine
 from scenarios.scenario_file import ScenarioError, load_scenario
 
 EXIT_FAILED = 1
@@ -143,6 +143,26 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("figures", nargs="*", metavar="FIGURE",
                        help="figures to compute (default: all; an unknown name lists them)")
     bench.add_argument("--quiet", action="store_true", help="print no progress (on stderr)")
+
+    reference = commands.add_parser(
+        "flink-reference", help="run a scenario's job on real Flink 2.3 and read its metrics",
+        description="Run the scenario's job (a generator source, one map or key_by_reduce with its cost, a sink) "
+                    "on real Flink 2.3 in a local MiniCluster and read its metrics over REST, one reading a "
+                    "second after a warm-up; write DIR/flink.json (readings, per-subtask means, checkpoint "
+                    "statistics) and DIR/flink.log, print the means (beside a shufflesim run's steady state "
+                    "with --compare). Needs a JDK 17+; installs Flink from PyPI (apache-flink-libraries, "
+                    "~330 MB) into ~/.cache/shufflesim on first use ($SHUFFLESIM_FLINK_HOME elsewhere).")
+    reference.add_argument("scenario", type=_path, metavar="SCENARIO", help="scenario file (.toml)")
+    reference.add_argument("--out", type=_path, required=True, metavar="DIR", help="output folder")
+    reference.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                           help="override a scenario key (repeatable)")
+    reference.add_argument("--warmup", type=float, default=60.0, metavar="S",
+                           help="seconds before the first reading (default 60: Flink's rates are 60 s meters)")
+    reference.add_argument("--seconds", type=float, default=30.0, metavar="S",
+                           help="seconds of readings, one a second (default 30)")
+    reference.add_argument("--compare", type=_path, metavar="RUN_DIR",
+                           help="a shufflesim run of the scenario (its --out folder) to print beside Flink's means")
+    reference.add_argument("--quiet", action="store_true", help="print no progress")
 
     fuzz = commands.add_parser("fuzz", help="fuzz the Netty and RPC decoders with mutated frames",
                                description="Feed mutated valid frames and random bytes to the decoders of peer "
@@ -364,7 +384,6 @@ def _start_spark(master: str, verbose: bool = False) -> Any:
 
 def _bench(args: argparse.Namespace) -> int:
     from scenarios.bench import run_figures
-    from scenarios.progress import StatusLine
 
     status = StatusLine(sys.stderr)
 
@@ -406,10 +425,51 @@ def _fuzz(args: argparse.Namespace) -> int:
     return EXIT_FAILED if any(r.findings for r in reports.values()) else 0
 
 
+def _flink_reference(args: argparse.Namespace) -> int:
+    import trio
+
+    from scenarios.flink_reference.compare import format_table
+    from scenarios.flink_reference.job_args import reference_args
+    from scenarios.flink_reference.runner import FlinkReferenceError, run_reference
+    from scenarios.outputs import missing_run_file
+
+    if args.warmup < 0 or args.seconds <= 0:
+        raise UserError("--warmup must be >= 0 and --seconds positive")
+    scenario = load_scenario(args.scenario, args.overrides)
+    job_args = reference_args(scenario)
+    summary = None
+    if args.compare is not None:
+        summary_path = Path(args.compare) / "summary.json"
+        if not summary_path.is_file():
+            raise missing_run_file(summary_path)
+        summary = json.loads(summary_path.read_text())
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: not a folder")
+    out.mkdir(parents=True, exist_ok=True)
+    status = StatusLine(sys.stderr)
+
+    def say(text: str) -> None:
+        if not args.quiet:
+            status.show(f"{scenario.name}: {text}")
+
+    stage = scenario.job.stages[1].name or "Map"
+    try:
+        result = trio.run(run_reference, job_args, stage, args.warmup, args.seconds, out / "flink.log", say)
+    except FlinkReferenceError as e:
+        raise UserError(str(e)) from None
+    finally:
+        status.close()
+    (out / "flink.json").write_text(json.dumps({"scenario": str(scenario.source_path), **result}, indent=1))
+    print(format_table(result["subtasks"], summary))
+    print(f"outputs in {out}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     command = {"run": _run, "plan": _plan, "sweep": _sweep, "report": _report, "compare": _compare,
-               "trace": _trace, "bench": _bench, "fuzz": _fuzz}[args.command]
+               "trace": _trace, "bench": _bench, "fuzz": _fuzz, "flink-reference": _flink_reference}[args.command]
     try:
         return command(args)
     except (UserError, ScenarioError, RunFolderError, TraceFileError, UnsupportedOperationException,

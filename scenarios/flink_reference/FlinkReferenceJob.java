@@ -1,0 +1,159 @@
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.locks.LockSupport;
+
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.AbstractRichFunction;
+import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.functions.ReduceFunction;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
+import org.apache.flink.api.java.tuple.Tuple;
+import org.apache.flink.api.java.tuple.Tuple2;
+import org.apache.flink.api.java.tuple.Tuple3;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.connector.datagen.source.DataGeneratorSource;
+import org.apache.flink.connector.datagen.source.GeneratorFunction;
+import org.apache.flink.metrics.Histogram;
+import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
+
+/**
+ * shufflesim's reference job on real Flink: a generator source, one stage with a modelled cost
+ * per record (a map, or a keyed rolling reduce), a discarding sink (chained, or behind a
+ * rebalance); run in a MiniCluster.
+ *
+ * <p>Arguments are key=value pairs (scenarios/flink_reference/job_args.py writes them); keys with
+ * a dot are Flink configuration options. Records are what shufflesim's fixed-width rows are on
+ * the wire: a Long (8 B), Tuple2 of key and creation time (16 B), or Tuple3 with padding (20 B
+ * and more). The stage records each record's latency (creation to the end of its cost, in
+ * microseconds) in the histogram "latencyUs", as shufflesim's sinks measure it.
+ */
+public class FlinkReferenceJob {
+
+    /** Waits `nanos`: parks for most of it, spins the last 0.2 ms (parking alone overshoots). */
+    static void spend(long nanos) {
+        if (nanos <= 0) {
+            return;
+        }
+        long end = System.nanoTime() + nanos;
+        if (nanos > 200_000) {
+            LockSupport.parkNanos(nanos - 200_000);
+        }
+        while (System.nanoTime() < end) {
+            Thread.onSpinWait();
+        }
+    }
+
+    /** The stage: spends the cost on each record, then records its latency; a map or a rolling reduce. */
+    static final class CostedStage<T> extends AbstractRichFunction implements MapFunction<T, T>, ReduceFunction<T> {
+        private final long costNanos;
+        private transient Histogram latency;
+
+        CostedStage(long costNanos) {
+            this.costNanos = costNanos;
+        }
+
+        @Override
+        public void open(OpenContext context) {
+            latency = getRuntimeContext().getMetricGroup().histogram(
+                    "latencyUs", new DescriptiveStatisticsHistogram(20_000));
+        }
+
+        @Override
+        public T map(T value) {
+            spend(costNanos);
+            if (value instanceof Tuple) {
+                Long created = ((Tuple) value).getField(1);
+                latency.update((System.nanoTime() - created) / 1000);
+            }
+            return value;
+        }
+
+        @Override
+        public T reduce(T previous, T value) {
+            return map(value);
+        }
+    }
+
+    /** The key of record i: uniform over `keys`, or key 0 with probability `hot`, else uniform over the others. */
+    static long key(long i, int keys, double hot) {
+        long h = i * 0x9E3779B97F4A7C15L;
+        h ^= h >>> 31;
+        h *= 0xBF58476D1CE4E5B9L;
+        h ^= h >>> 29;
+        if (hot < 0 || keys < 2) {
+            return Math.floorMod(h, (long) keys);
+        }
+        boolean isHot = (h & 0xFFFFF) < (long) (hot * 0x100000);
+        return isHot ? 0 : 1 + Math.floorMod(h >>> 20, (long) (keys - 1));
+    }
+
+    public static void main(String[] args) throws Exception {
+        Map<String, String> a = new HashMap<>();
+        Configuration conf = new Configuration();
+        for (String arg : args) {
+            String[] kv = arg.split("=", 2);
+            if (kv[0].contains(".")) {
+                conf.setString(kv[0], kv[1]);
+            } else {
+                a.put(kv[0], kv[1]);
+            }
+        }
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(1, conf);
+        int size = Integer.parseInt(a.get("recordSize"));
+        int keys = Integer.parseInt(a.get("keys"));
+        double hot = Double.parseDouble(a.get("hotFraction"));
+        if (size == 8) {
+            build(env, a, i -> i, Types.LONG);
+        } else if (size == 16) {
+            build(env, a, i -> Tuple2.of(key(i, keys, hot), System.nanoTime()), Types.TUPLE(Types.LONG, Types.LONG));
+        } else {
+            build(env, a, i -> Tuple3.of(key(i, keys, hot), System.nanoTime(), new byte[size - 20]),
+                    Types.TUPLE(Types.LONG, Types.LONG, Types.PRIMITIVE_ARRAY(Types.BYTE)));
+        }
+        env.execute(a.get("jobName"));
+    }
+
+    static <T> void build(StreamExecutionEnvironment env, Map<String, String> a, GeneratorFunction<Long, T> generator,
+                          TypeInformation<T> type) {
+        int sourceParallelism = Integer.parseInt(a.get("sourceParallelism"));
+        double rate = Double.parseDouble(a.get("rate"));
+        // DataGeneratorSource shares its rate over the source's subtasks: ours is per subtask
+        DataGeneratorSource<T> source = rate > 0
+                ? new DataGeneratorSource<>(generator, Long.MAX_VALUE,
+                        RateLimiterStrategy.perSecond(rate * sourceParallelism), type)
+                : new DataGeneratorSource<>(generator, Long.MAX_VALUE, type);
+        DataStream<T> records = env.fromSource(source, WatermarkStrategy.noWatermarks(), a.get("sourceName"))
+                .setParallelism(sourceParallelism);
+        CostedStage<T> costed = new CostedStage<>(Long.parseLong(a.get("costNanos")));
+        String partitioner = a.get("partitioner");
+        SingleOutputStreamOperator<T> stage = partitioner.equals("HASH")
+                ? records.keyBy(value -> value instanceof Tuple ? ((Tuple) value).<Long>getField(0) : (Long) value,
+                                Types.LONG).reduce(costed)
+                : partitioned(records, partitioner).map(costed);
+        int parallelism = Integer.parseInt(a.get("stageParallelism"));
+        stage.returns(type).name(a.get("stageName")).setParallelism(parallelism);
+        if (a.containsKey("slotSharingGroup")) {
+            stage.slotSharingGroup(a.get("slotSharingGroup"));
+        }
+        DataStream<T> toSink = a.get("sinkPartitioner").equals("REBALANCE") ? stage.rebalance() : stage.forward();
+        toSink.sinkTo(new DiscardingSink<>()).name(a.get("sinkName"))
+                .setParallelism(Integer.parseInt(a.get("sinkParallelism")));
+    }
+
+    static <T> DataStream<T> partitioned(DataStream<T> records, String partitioner) {
+        return switch (partitioner) {
+            case "REBALANCE" -> records.rebalance();
+            case "RESCALE" -> records.rescale();
+            case "FORWARD" -> records.forward();
+            case "SHUFFLE" -> records.shuffle();
+            default -> throw new IllegalArgumentException("partitioner " + partitioner);
+        };
+    }
+}

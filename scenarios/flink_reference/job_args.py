@@ -1,0 +1,137 @@
+"""A scenario as the arguments of FlinkReferenceJob.java: the job and Flink's configuration.
+
+Only what the reference job can run is taken: `[[job.stages]]` of a generator source, one
+`map` or `key_by_reduce` with a cost, and a sink without one; Flink's own settings for the cluster, the
+buffer timeout, buffer debloating and checkpoints. Anything else that differs from its
+default is refused by name (`ReferenceUnsupportedError`), so that a comparison never runs
+silently against a different job. The job's shape (names, parallelism, partitioner, slot
+sharing group, the source's resolved defaults) is read off the StreamGraph our compiler
+builds, so both sides run the same graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+from graph import GeneratorSource, StreamNode
+from scenarios.build import build_program
+from scenarios.scenario_file import NetworkSettings, Scenario, ScenarioError
+
+#: Partitioners the reference job can put before its stage (the StreamGraph's names).
+PARTITIONERS = ("REBALANCE", "RESCALE", "FORWARD", "SHUFFLE", "HASH")
+#: `[network]` settings with a Flink option, and its name.
+NETWORK_OPTIONS = {
+    "buffer_size": "taskmanager.memory.segment-size",
+    "debloat": "taskmanager.network.memory.buffer-debloat.enabled",
+    "debloat_target": "taskmanager.network.memory.buffer-debloat.target",
+    "debloat_period": "taskmanager.network.memory.buffer-debloat.period",
+    "debloat_samples": "taskmanager.network.memory.buffer-debloat.samples",
+    "debloat_threshold_percentages": "taskmanager.network.memory.buffer-debloat.threshold-percentages",
+    "min_segment_size": "taskmanager.memory.min-segment-size",
+    "starting_segment_size": "taskmanager.memory.starting-segment-size",
+}
+#: Our model's own parameters: Flink has no option for them (they describe the machine).
+MODEL_ONLY = {"buffer_timeout", "flusher_sleep_overshoot"}
+
+
+class ReferenceUnsupportedError(ScenarioError):
+    """The scenario uses something the reference job on real Flink cannot reproduce."""
+
+
+def _ms(seconds: float) -> str:
+    return f"{round(seconds * 1000)}ms"
+
+
+def _refuse(scenario: Scenario, what: str) -> ReferenceUnsupportedError:
+    return ReferenceUnsupportedError(f"{scenario.source_path}: {what}: the Flink reference job cannot run it")
+
+
+def _pipeline(scenario: Scenario) -> tuple[StreamNode, StreamNode, StreamNode]:
+    if scenario.job.program is not None:
+        raise _refuse(scenario, f"job.program = {scenario.job.program!r} (only [[job.stages]] scenarios)")
+    stages = scenario.job.stages
+    kinds = [stage.kind for stage in stages]
+    if len(stages) != 3 or kinds[1] not in ("map", "key_by_reduce"):
+        raise _refuse(scenario, f"stages {kinds} (a source, one map or key_by_reduce, a sink)")
+    unset = {f.name: f.default for f in fields(stages[0])}
+    for stage in stages:
+        for key in ("count", "selectivity", "fan_out", "cost_changes", "buffer_timeout", "disable_chaining"):
+            if getattr(stage, key) != unset[key]:
+                raise _refuse(scenario, f"stage {stage.name or stage.kind!r} sets {key}")
+    if stages[2].cost is not None:
+        raise _refuse(scenario, f"sink {stages[2].name or 'sink'!r} has a cost")
+    nodes = sorted(build_program(scenario).get_stream_graph().nodes.values(), key=lambda node: node.id)
+    if len(nodes) != 3:
+        raise _refuse(scenario, f"it compiles to {len(nodes)} operators, not 3")
+    return nodes[0], nodes[1], nodes[2]
+
+
+def _source_args(scenario: Scenario, node: StreamNode) -> dict[str, Any]:
+    source: GeneratorSource = node.source
+    keys = source.keys
+    if keys.kind == "zipf":
+        raise _refuse(scenario, "zipf keys")
+    size = source.record_size
+    if size not in (8, 16) and size < 20:
+        raise _refuse(scenario, f"record_size {size} (8, 16, or 20 and more: a Long, Tuple2 or Tuple3 of Longs "
+                                "and padding)")
+    return {"sourceName": node.operator_name.removeprefix("Source: "), "sourceParallelism": node.parallelism,
+            "rate": source.rate, "recordSize": size, "keys": keys.num_keys,
+            "hotFraction": keys.hot_key_fraction if keys.kind == "hot_key" else -1}
+
+
+def _flink_options(scenario: Scenario, buffer_timeout: float) -> dict[str, Any]:
+    cluster, network, checkpoints = scenario.cluster, scenario.network, scenario.checkpoints
+    if cluster.network_memory is not None:
+        raise _refuse(scenario, "cluster.network_memory")
+    if scenario.faults:
+        raise _refuse(scenario, "[[faults]]")
+    options: dict[str, Any] = {"minicluster.number-of-taskmanagers": cluster.task_managers,
+                               "taskmanager.numberOfTaskSlots": cluster.slots_per_task_manager}
+    if buffer_timeout < 0:
+        options["execution.buffer-timeout.enabled"] = "false"
+    else:
+        options["execution.buffer-timeout.interval"] = _ms(buffer_timeout)
+    for f in fields(NetworkSettings):
+        value = getattr(network, f.name)
+        if f.name in NETWORK_OPTIONS:
+            if value != f.default:
+                options[NETWORK_OPTIONS[f.name]] = (
+                    _ms(value) if f.name in ("debloat_target", "debloat_period")
+                    else f"{value}b" if f.name.endswith("size") else str(value).lower())
+        elif f.name not in MODEL_ONLY and value != f.default:
+            raise _refuse(scenario, f"network.{f.name} (Flink 2.3 has no option for it, or it is our link model's)")
+    if checkpoints.enabled:
+        options["execution.checkpointing.interval"] = _ms(checkpoints.interval)
+        options["execution.checkpointing.timeout"] = _ms(checkpoints.timeout)
+        options["execution.checkpointing.max-concurrent-checkpoints"] = checkpoints.max_concurrent
+        options["execution.checkpointing.min-pause"] = _ms(checkpoints.min_pause)
+        options["execution.checkpointing.tolerable-failed-checkpoints"] = checkpoints.tolerable_failed_checkpoints
+        if checkpoints.mode == "at_least_once":
+            options["execution.checkpointing.mode"] = "AT_LEAST_ONCE"
+        elif checkpoints.mode == "unaligned":
+            options["execution.checkpointing.unaligned.enabled"] = "true"
+            options["execution.checkpointing.aligned-checkpoint-timeout"] = _ms(checkpoints.aligned_timeout)
+    return options
+
+
+def reference_args(scenario: Scenario) -> list[str]:
+    """The scenario as `key=value` arguments of FlinkReferenceJob (dotted keys: Flink options)."""
+    source, stage, sink = _pipeline(scenario)
+    partitioner = stage.in_edges[0].partitioner.name
+    if partitioner not in PARTITIONERS:
+        raise _refuse(scenario, f"partitioner {partitioner}")
+    sink_partitioner = sink.in_edges[0].partitioner.name
+    if sink_partitioner not in ("FORWARD", "REBALANCE"):
+        raise _refuse(scenario, f"partitioner {sink_partitioner} before the sink")
+    cost = stage.cost.per_record if stage.cost is not None else 0.0
+    args: dict[str, Any] = {
+        "jobName": scenario.name, **_source_args(scenario, source), "partitioner": partitioner,
+        "stageName": stage.operator_name, "stageParallelism": stage.parallelism,
+        "costNanos": round(cost * 1e9), "sinkName": sink.operator_name.removesuffix(": Writer"),
+        "sinkParallelism": sink.parallelism, "sinkPartitioner": sink_partitioner,
+        **({"slotSharingGroup": stage.slot_sharing_group} if stage.slot_sharing_group != "default" else {}),
+        **_flink_options(scenario, stage.buffer_timeout),
+    }
+    return [f"{key}={value}" for key, value in args.items()]

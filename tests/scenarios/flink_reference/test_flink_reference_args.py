@@ -1,0 +1,68 @@
+"""A scenario as the reference job's arguments: the graph our compiler builds, Flink's options,
+and a refusal by name of anything the job on Flink would not reproduce."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from scenarios.flink_reference.job_args import ReferenceUnsupportedError, reference_args
+from scenarios.scenario_file import load_scenario
+
+LIBRARY = Path(__file__).resolve().parents[3] / "scenarios" / "library"
+
+
+def args_of(name: str, *overrides: str) -> dict[str, str]:
+    pairs = (arg.split("=", 1) for arg in reference_args(load_scenario(LIBRARY / f"{name}.toml", list(overrides))))
+    return dict(pairs)
+
+
+def test_slow_map_runs_as_compiled_two_task_managers_rebalance_five_ms_chained_sink():
+    args = args_of("slow-map")
+    assert args | {"jobName": "slow-map"} == {
+        "jobName": "slow-map", "sourceName": "Seq", "sourceParallelism": "1", "rate": "0.0", "recordSize": "16",
+        "keys": "1024", "hotFraction": "-1", "partitioner": "REBALANCE", "stageName": "SlowMap",
+        "stageParallelism": "2", "costNanos": "5000000", "sinkName": "Sink", "sinkParallelism": "2",
+        "sinkPartitioner": "FORWARD", "minicluster.number-of-taskmanagers": "2", "taskmanager.numberOfTaskSlots": "1",
+        "execution.buffer-timeout.interval": "100ms"}
+
+
+def test_keyed_stage_hot_keys_and_an_unchained_sink_come_from_the_compiled_graph():
+    args = args_of("floating-vs-exclusive")
+    assert (args["partitioner"], args["stageParallelism"], args["costNanos"]) == ("HASH", "4", "200000")
+    assert (args["recordSize"], args["keys"], args["hotFraction"]) == ("256", "1000", "0.6")
+    # the sink has no parallelism of its own: the environment's (1), behind a rebalance, as Flink's
+    assert (args["sinkParallelism"], args["sinkPartitioner"]) == ("1", "REBALANCE")
+
+
+def test_checkpoint_and_debloat_settings_become_flink_options():
+    args = args_of("checkpoints-slow-map", "checkpoints.aligned_timeout=20ms")
+    assert args["execution.checkpointing.interval"] == "3000ms"
+    assert args["execution.checkpointing.unaligned.enabled"] == "true"
+    assert args["execution.checkpointing.aligned-checkpoint-timeout"] == "20ms"
+    assert args["slotSharingGroup"] == "slow"
+    assert args_of("checkpoints-slow-map", "checkpoints.mode=at_least_once")["execution.checkpointing.mode"] == (
+        "AT_LEAST_ONCE")
+    debloat = args_of("debloat-slow-map", "network.debloat_target=500ms", "network.min_segment_size=512b")
+    assert debloat["taskmanager.network.memory.buffer-debloat.enabled"] == "true"
+    assert debloat["taskmanager.network.memory.buffer-debloat.target"] == "500ms"
+    assert debloat["taskmanager.memory.min-segment-size"] == "512b"
+    assert "taskmanager.network.memory.buffer-debloat.period" not in debloat  # left at Flink's default
+    assert args_of("slow-map", "network.buffer_timeout=off")["execution.buffer-timeout.enabled"] == "false"
+
+
+@pytest.mark.parametrize(("name", "overrides", "named"), [
+    ("head-of-line", [], "network.flow_control"),
+    ("slow-map", ["network.link_latency=1ms"], "network.link_latency"),
+    ("broadcast-fanout", [], "partitioner BROADCAST"),
+    ("slow-sink", [], "has a cost"),
+    ("slow-map", ["job.stages[Seq].count=100"], "sets count"),
+    ("slow-map", ["job.stages[Seq].record_size=12"], "record_size 12"),
+    ("slow-map", ["job.stages[Seq].keys.distribution=zipf"], "zipf keys"),
+    ("slow-map", ["cluster.network_memory=64mb"], "cluster.network_memory"),
+])
+def test_what_the_reference_job_cannot_reproduce_is_refused_by_name(name, overrides, named):
+    with pytest.raises(ReferenceUnsupportedError, match=named) as refused:
+        args_of(name, *overrides)
+    assert f"library/{name}.toml" in str(refused.value)

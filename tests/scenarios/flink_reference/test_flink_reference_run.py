@@ -1,0 +1,70 @@
+"""The Flink reference run: metric names and means (fast), and one real run on Flink 2.3
+(`-m slow`: it needs a JDK, and downloads Flink from PyPI on first use, ~330 MB).
+
+The real run is slow-map (a source feeding two maps of 5 ms a record, one on each of two
+TaskManagers): what Flink reports there is what the scenario file's comment, and our run,
+say: the source back-pressured with 11 buffers queued, the remote map's input buffers all in
+use with 9 queued, the local map using no input buffers.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from scenarios.cli import main
+from scenarios.flink_reference.compare import format_table
+from scenarios.flink_reference.runner import short_name, subtask_means
+
+LIBRARY = Path(__file__).resolve().parents[3] / "scenarios" / "library"
+
+
+def test_flink_metric_names_become_ours():
+    assert short_name("Shuffle.Netty.Output.Buffers.outPoolUsage", "SlowMap") == "outPoolUsage"
+    assert short_name("Shuffle.Netty.Input.Buffers.inputExclusiveBuffersUsage", "SlowMap") == (
+        "inputExclusiveBuffersUsage")
+    assert short_name("Shuffle.Netty.Input.0.debloatedBufferSize", "SlowMap") == "debloatedBufferSize"
+    assert short_name("busyTimeMsPerSecond", "SlowMap") == "busyTimeMsPerSecond"
+    assert short_name("SlowMap.latencyUs_p99", "SlowMap") == "latencyP99Ms"
+    assert short_name("Other.latencyUs_p99", "SlowMap") is None
+    assert short_name("numRecordsIn", "SlowMap") is None  # counters: we compare their rates
+
+
+def test_means_per_subtask_and_the_table_beside_ours():
+    readings = [[60.0, "Map", 0, "outPoolUsage", 1.0], [61.0, "Map", 0, "outPoolUsage", 0.5],
+                [60.0, "Map", 1, "outPoolUsage", 0.0], [60.0, "Map", 1, "latencyP50Ms", 12.5]]
+    means = subtask_means(readings)
+    assert means == {"Map": {0: {"outPoolUsage": 0.75}, 1: {"outPoolUsage": 0.0, "latencyP50Ms": 12.5}}}
+    ours = {"vertices": [{"name": "Map", "subtasks": [{"index": 0, "metrics": {"outPoolUsage": 0.7}},
+                                                      {"index": 1, "metrics": {"latencyP50Ms": 11.0}}]}]}
+    lines = format_table(json.loads(json.dumps(means)), ours).splitlines()  # as read back from flink.json
+    assert lines[0].split() == ["subtask", "metric", "flink", "shufflesim"]
+    assert lines[1].split() == ["Map", "(0)", "outPoolUsage", "0.75", "0.7"]
+    assert lines[2].split() == ["Map", "(1)", "outPoolUsage", "0", "-"]
+    assert lines[3].split() == ["Map", "(1)", "latencyP50Ms", "12.5", "11"]
+
+
+def test_a_scenario_flink_cannot_run_is_a_usage_error(tmp_path, capsys):
+    assert main(["flink-reference", str(LIBRARY / "head-of-line.toml"), "--out", str(tmp_path)]) == 2
+    assert "network.flow_control" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_slow_map_on_flink_reports_what_the_scenario_says(tmp_path):
+    for tool in ("java", "javac"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} not found: the Flink reference needs a JDK 17+ (Debian: openjdk-17-jdk-headless)")
+    out = tmp_path / "flink"
+    assert main(["flink-reference", str(LIBRARY / "slow-map.toml"), "--out", str(out), "--warmup", "20",
+                 "--seconds", "8", "--quiet"]) == 0
+    means = json.loads((out / "flink.json").read_text())["subtasks"]
+    source, local_map, remote_map = means["Source: Seq"]["0"], *means["SlowMap -> Sink: Writer"].values()
+    assert source["backPressuredTimeMsPerSecond"] > 900
+    assert source["outputQueueLength"] == pytest.approx(11, abs=0.5)
+    assert source["outPoolUsage"] > 0.95
+    assert remote_map["inputQueueLength"] == pytest.approx(9, abs=0.5) and remote_map["inPoolUsage"] > 0.95
+    assert local_map["inPoolUsage"] == 0  # a local channel uses no input buffers
+    assert local_map["busyTimeMsPerSecond"] > 950 and remote_map["busyTimeMsPerSecond"] > 950
