@@ -128,11 +128,6 @@ def _record_key(record: Any) -> Any:
     return record.key
 
 
-def _latest(_previous: Any, record: Any) -> Any:
-    """The reduce of a synthetic keyed stage: keeps the latest record of each key."""
-    return record
-
-
 def _source(env: StreamExecutionEnvironment, stage: StageSpec) -> Any:
     given = {"rate": stage.rate, "record_size": stage.record_size, "count": stage.count}
     kwargs = {k: v for k, v in given.items() if v is not None}
@@ -164,7 +159,7 @@ def _operator(ds: Any, stage: StageSpec) -> Any:
     if stage.kind == "flat_map":
         return ds.flat_map(**cost, **({} if stage.fan_out is None else {"fan_out": stage.fan_out}))
     if stage.kind == "key_by_reduce":
-        return ds.key_by(_record_key).reduce(_latest, **cost)
+        return ds.key_by(_record_key).reduce(**cost)  # each record its key's latest: rows stay rows
     return ds.sink_to(DiscardingSink(), **cost)
 
 

@@ -338,8 +338,12 @@ class KeyedStream(DataStream):
     def _partition(self, partitioner: PartitionerSpec) -> "DataStream":
         raise UnsupportedOperationException("Cannot override partitioning for KeyedStream.")
 
-    def reduce(self, func: Any, *, cost: Any = None) -> DataStream:
-        check_function(func, ReduceFunction, "reduce")
+    def reduce(self, func: Any = None, *, cost: Any = None) -> DataStream:
+        """``Keyed Reduce``: a rolling reduce per key; without a function each record is its
+        key's new aggregate, as with ``lambda previous, record: record`` (a pure cost stage
+        whose records keep their format: a synthetic row stays its size on the wire)."""
+        if func is not None:
+            check_function(func, ReduceFunction, "reduce")
         return self._one_input("Keyed Reduce", Operator("keyed_reduce", func, _cost("reduce", cost)))
 
     def sum(self, position_to_sum: int | str = 0, *, cost: Any = None) -> DataStream:
