@@ -8,8 +8,10 @@ the value bytes. A record therefore costs its value size + 13 bytes (a Long reco
 Two value formats:
 
 - `GenericFormat`: the value is msgpack. A tuple is packed as msgpack ext type 0 holding
-  the packed list of its items, so tuples come back as tuples and lists as lists (named
-  tuples come back as plain tuples; other types must be msgpack-native).
+  the packed list of its items, so tuples come back as tuples and lists as lists (other
+  named tuples come back as plain tuples; other types must be msgpack-native). A
+  `SyntheticRecord` (a fixed-width row as user functions see it) is ext type 1 with the
+  same items and comes back as one, so a function downstream of another reads `r.key`.
 - `FixedWidthFormat(record_size)`: synthetic rows of `record_size` bytes: key int64 BE,
   seq int64 BE, zero padding. A row of 8 to 15 bytes holds only the seq (a Long, what
   Flink's `fromSequence` emits: 21 B on the wire) and is its own key. Batches are `FixedWidthRecords`, one numpy structured array
@@ -23,7 +25,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgpack
 import numpy as np
@@ -38,10 +40,22 @@ LENGTH_FIELD = struct.Struct(">i")
 ELEMENT_HEADER = struct.Struct(">Bq")
 
 _TUPLE_EXT = 0
+_SYNTHETIC_EXT = 1
+
+
+class SyntheticRecord(NamedTuple):
+    """One fixed-width row as user functions see it (its timestamp in milliseconds)."""
+
+    key: int
+    seq: int
+    timestamp: int
 
 
 def _pack_default(obj: Any) -> Any:
-    """msgpack fallback under `strict_types`: tuples to ext 0, int/str/... subclasses to base."""
+    """msgpack fallback under `strict_types`: synthetic records to ext 1, other tuples to
+    ext 0, int/str/... subclasses to their base."""
+    if isinstance(obj, SyntheticRecord):
+        return msgpack.ExtType(_SYNTHETIC_EXT, _packb(list(obj)))
     if isinstance(obj, tuple):
         return msgpack.ExtType(_TUPLE_EXT, _packb(list(obj)))
     for base in (bool, int, float, str, bytes, list, dict):
@@ -57,6 +71,8 @@ def _packb(value: Any) -> bytes:
 def _ext_hook(code: int, data: bytes) -> Any:
     if code == _TUPLE_EXT:
         return tuple(_unpackb(data))
+    if code == _SYNTHETIC_EXT:
+        return SyntheticRecord(*_unpackb(data))
     return msgpack.ExtType(code, data)
 
 

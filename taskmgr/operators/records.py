@@ -15,21 +15,13 @@ from __future__ import annotations
 
 import inspect
 import operator
-from typing import Any, NamedTuple, Union
+from typing import Any, Union
 
-from shuffle.serialization.records import FixedWidthRecords
+from shuffle.serialization.records import FixedWidthRecords, SyntheticRecord
 
 GenericRecords = list[tuple[Any, int]]
 NS_PER_MS = 1_000_000
 Records = Union[FixedWidthRecords, GenericRecords]
-
-
-class SyntheticRecord(NamedTuple):
-    """One fixed-width row as user functions see it."""
-
-    key: int
-    seq: int
-    timestamp: int
 
 
 def as_generic(records: Records) -> GenericRecords:

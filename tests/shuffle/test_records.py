@@ -13,6 +13,7 @@ from shuffle.serialization.records import (
     FixedWidthFormat,
     FixedWidthRecords,
     GenericFormat,
+    SyntheticRecord,
 )
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
 
@@ -68,6 +69,15 @@ def test_generic_tuples_stay_tuples_and_lists_stay_lists():
     assert type(decoded["l"]) is list and decoded[3] == ()
     with pytest.raises(TypeError):
         fmt.encode_value(object())
+
+
+def test_synthetic_records_stay_synthetic_records_at_the_cost_of_a_tuple():
+    fmt = GenericFormat()
+    record = SyntheticRecord(7, 42, 1500)
+    decoded = fmt.decode_value(fmt.encode_value((record, 3)))
+    assert decoded == (record, 3) and type(decoded[0]) is SyntheticRecord and decoded[0].key == 7
+    # the same bytes on the wire as the plain tuple it used to be
+    assert len(fmt.encode_value(record)) == len(fmt.encode_value((7, 42, 1500)))
 
 
 def test_batch_operations():

@@ -41,6 +41,17 @@ def test_map_filter_key_by_reduce() -> None:
     assert len(result.collected["sums"]) == 50
 
 
+def test_a_function_after_a_network_hop_sees_synthetic_records() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    sink = CollectSink("seen")
+    (env.from_generator(rate=100, record_size=64).map(lambda r: r).name("Identity")
+        .rebalance().map(lambda r: (type(r).__name__, r.key, r.seq)).set_parallelism(2).name("Look").sink_to(sink))
+    seen = [value for values in run(env, duration=2, task_managers=2).collected.values() for value in values]
+    assert len(seen) > 100
+    assert {name for name, _, _ in seen} == {"SyntheticRecord"}  # not plain tuples
+    assert len({seq for _, _, seq in seen}) == len(seen)
+
+
 def test_union_of_two_sources() -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     first = env.from_collection([1, 2, 3])
