@@ -462,6 +462,8 @@ def _flink_reference(args: argparse.Namespace) -> int:
         status.close()
     (out / "flink.json").write_text(json.dumps({"scenario": str(scenario.source_path), **result}, indent=1))
     print(format_table(result["subtasks"], summary))
+    for vertex, task_managers in result["placement"].items():
+        print(f"Flink placed {vertex} on {', '.join(task_managers)}")
     print(f"outputs in {out}")
     return 0
 

@@ -112,13 +112,19 @@ class RestClient:
         self.port = port
 
     async def get(self, path: str) -> Any:
-        with trio.fail_after(REST_TIMEOUT):
+        """The JSON Flink answers; OSError if nothing listens, FlinkReferenceError on a bad answer."""
+        with trio.move_on_after(REST_TIMEOUT):
             async with await trio.open_tcp_stream("127.0.0.1", self.port) as stream:
                 await stream.send_all(f"GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n".encode())
                 answer = bytearray()
                 while chunk := await stream.receive_some(1 << 16):
                     answer += chunk
-        head, _, body = bytes(answer).partition(b"\r\n\r\n")
+            return self._json(path, bytes(answer))
+        raise FlinkReferenceError(f"Flink's REST API did not answer GET {path} within {REST_TIMEOUT:g} s")
+
+    @staticmethod
+    def _json(path: str, answer: bytes) -> Any:
+        head, _, body = answer.partition(b"\r\n\r\n")
         status = head.split(b" ", 2)[1:2]
         if status != [b"200"]:
             raise FlinkReferenceError(f"Flink's REST API answered {head[:80]!r} to GET {path}")
@@ -165,6 +171,19 @@ async def _read_metrics(rest: RestClient, job_id: str, stage: str, readings: lis
                                      value / 1000 if name in LATENCY.values() else value])
 
 
+async def _placement(rest: RestClient, job_id: str) -> dict[str, list[str]]:
+    """Each vertex's subtasks' TaskManagers, named tm-0, tm-1, ... in the order they first
+    appear (Flink's ids are random): the placement Flink picked, to compare with ours."""
+    names: dict[str, str] = {}
+    placement: dict[str, list[str]] = {}
+    for vertex in (await rest.get(f"/jobs/{job_id}"))["vertices"]:
+        details = await rest.get(f"/jobs/{job_id}/vertices/{vertex['id']}")
+        for subtask in sorted(details["subtasks"], key=lambda subtask: subtask["subtask"]):
+            where = subtask.get("taskmanager-id") or subtask.get("endpoint") or subtask.get("host")
+            placement.setdefault(vertex["name"], []).append(names.setdefault(where, f"tm-{len(names)}"))
+    return placement
+
+
 def subtask_means(readings: list[list[Any]]) -> dict[str, dict[int, dict[str, float]]]:
     """The mean of each metric of each subtask over the readings."""
     values: dict[tuple[str, int, str], list[float]] = {}
@@ -203,14 +222,18 @@ async def run_reference(args: list[str], stage: str, warmup: float, seconds: flo
                     raise FlinkReferenceError(f"the Flink job exited with code {process.returncode} "
                                               f"(its output: {log_path})")
                 if t >= warmup:
-                    await _read_metrics(rest, job_id, stage, readings, t)
+                    try:
+                        await _read_metrics(rest, job_id, stage, readings, t)
+                    except OSError as e:
+                        raise FlinkReferenceError(f"lost Flink's REST API ({e}); its output: {log_path}") from None
                     say(f"{t:.0f}/{warmup + seconds:g} s, {len(readings)} readings")
                 await trio.sleep_until(start + math.floor(t + 1))
             checkpoints = await rest.get(f"/jobs/{job_id}/checkpoints")
+            placement = await _placement(rest, job_id)
         finally:
             process.kill()
             with trio.move_on_after(10):
                 await process.wait()
     return {"flink": FLINK_VERSION, "args": args, "warmup_s": warmup, "seconds": seconds,
-            "subtasks": subtask_means(readings), "readings": readings,
+            "placement": placement, "subtasks": subtask_means(readings), "readings": readings,
             "checkpoints": {key: checkpoints.get(key) for key in ("counts", "summary", "history")}}

@@ -3,21 +3,23 @@
 
 The real run is slow-map (a source feeding two maps of 5 ms a record, one on each of two
 TaskManagers): what Flink reports there is what the scenario file's comment, and our run,
-say: the source back-pressured with 11 buffers queued, the remote map's input buffers all in
+say: the source back-pressured with 10-11 buffers queued, the remote map's input buffers all in
 use with 9 queued, the local map using no input buffers.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 from pathlib import Path
 
 import pytest
+import trio
 
 from scenarios.cli import main
 from scenarios.flink_reference.compare import format_table
-from scenarios.flink_reference.runner import short_name, subtask_means
+from scenarios.flink_reference.runner import FlinkReferenceError, RestClient, short_name, subtask_means
 
 LIBRARY = Path(__file__).resolve().parents[3] / "scenarios" / "library"
 
@@ -60,11 +62,34 @@ def test_slow_map_on_flink_reports_what_the_scenario_says(tmp_path):
     out = tmp_path / "flink"
     assert main(["flink-reference", str(LIBRARY / "slow-map.toml"), "--out", str(out), "--warmup", "20",
                  "--seconds", "8", "--quiet"]) == 0
-    means = json.loads((out / "flink.json").read_text())["subtasks"]
+    result = json.loads((out / "flink.json").read_text())
+    # the source shares its slot with map 0; map 1 is on the other TaskManager
+    assert result["placement"] == {"Source: Seq": ["tm-0"], "SlowMap -> Sink: Writer": ["tm-0", "tm-1"]}
+    means = result["subtasks"]
     source, local_map, remote_map = means["Source: Seq"]["0"], *means["SlowMap -> Sink: Writer"].values()
     assert source["backPressuredTimeMsPerSecond"] > 900
-    assert source["outputQueueLength"] == pytest.approx(11, abs=0.5)
-    assert source["outPoolUsage"] > 0.95
+    # 10 or 11 queued (runs differ in where the last record of a buffer falls), out of 10 + 1
+    assert 9.9 <= source["outputQueueLength"] <= 11.1
+    assert source["outPoolUsage"] > 0.9
     assert remote_map["inputQueueLength"] == pytest.approx(9, abs=0.5) and remote_map["inPoolUsage"] > 0.95
     assert local_map["inPoolUsage"] == 0  # a local channel uses no input buffers
     assert local_map["busyTimeMsPerSecond"] > 950 and remote_map["busyTimeMsPerSecond"] > 950
+
+
+@pytest.mark.tcp
+async def test_the_rest_client_reads_json_and_names_a_bad_answer():
+    async def answer(stream: trio.SocketStream) -> None:
+        request = await stream.receive_some(1024)
+        if b"GET /jobs " in request:
+            await stream.send_all(b'HTTP/1.0 200 OK\r\ncontent-type: application/json\r\n\r\n{"jobs": []}')
+        else:
+            await stream.send_all(b"HTTP/1.0 404 Not Found\r\n\r\n{}")
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        (listener,) = await nursery.start(functools.partial(trio.serve_tcp, answer, 0, host="127.0.0.1"))
+        rest = RestClient(listener.socket.getsockname()[1])
+        assert await rest.get("/jobs") == {"jobs": []}
+        with pytest.raises(FlinkReferenceError, match="404 Not Found.*GET /nowhere"):
+            await rest.get("/nowhere")
+        nursery.cancel_scope.cancel()
