@@ -42,6 +42,8 @@ METRICS = ("busyTimeMsPerSecond", "backPressuredTimeMsPerSecond", "idleTimeMsPer
 #: The stage's latency histogram (microseconds) and shufflesim's names for its statistics (ms).
 LATENCY = {"latencyUs_mean": "latencyMeanMs", "latencyUs_median": "latencyP50Ms", "latencyUs_p90": "latencyP90Ms",
            "latencyUs_p99": "latencyP99Ms", "latencyUs_max": "latencyMaxMs"}
+#: How many latencies that histogram holds (read along, not reported).
+LATENCY_COUNT = "latencyCount"
 
 
 class FlinkReferenceError(RuntimeError):
@@ -137,10 +139,11 @@ def short_name(flink_name: str, stage: str) -> str | None:
         flink_name = flink_name.removeprefix(prefix)
     if flink_name in METRICS:
         return flink_name
-    return LATENCY.get(flink_name.removeprefix(f"{stage}."))
+    histogram = flink_name.removeprefix(f"{stage}.")
+    return LATENCY_COUNT if histogram == "latencyUs_count" else LATENCY.get(histogram)
 
 
-async def _running_job(rest: RestClient, process: trio.Process) -> str:
+async def _running_job(rest: RestClient, process: trio.Process, log_path: Path) -> str:
     with trio.move_on_after(START_TIMEOUT):
         while process.returncode is None:
             try:
@@ -150,7 +153,8 @@ async def _running_job(rest: RestClient, process: trio.Process) -> str:
             if running:
                 return running[0]
             await trio.sleep(0.5)
-        raise FlinkReferenceError(f"the Flink job exited with code {process.returncode} before it ran")
+        raise FlinkReferenceError(f"the Flink job exited with code {process.returncode} before it ran "
+                                  f"(its output: {log_path})")
     raise FlinkReferenceError(f"the Flink job was not running within {START_TIMEOUT:g} s")
 
 
@@ -163,12 +167,14 @@ async def _read_metrics(rest: RestClient, job_id: str, stage: str, readings: lis
                       if (name := short_name(m["id"], stage)) is not None}
             if not wanted:
                 continue
-            for metric in await rest.get(f"{path}?get={','.join(wanted)}"):
-                value = float(metric["value"])
-                if math.isfinite(value) and value > -1e18:  # Flink's "no value" is Long.MIN_VALUE
-                    name = wanted[metric["id"]]
-                    readings.append([round(t, 3), vertex["name"], index, name,
-                                     value / 1000 if name in LATENCY.values() else value])
+            values = {wanted[m["id"]]: float(m["value"]) for m in await rest.get(f"{path}?get={','.join(wanted)}")}
+            timed = values.pop(LATENCY_COUNT, 0) > 0  # records of 8 bytes carry no creation time
+            for name, value in values.items():
+                if name in LATENCY.values():
+                    if timed:
+                        readings.append([round(t, 3), vertex["name"], index, name, value / 1000])
+                elif math.isfinite(value) and value > -1e18:  # Flink's "no value" is Long.MIN_VALUE
+                    readings.append([round(t, 3), vertex["name"], index, name, value])
 
 
 async def _placement(rest: RestClient, job_id: str) -> dict[str, list[str]]:
@@ -214,14 +220,15 @@ async def run_reference(args: list[str], stage: str, warmup: float, seconds: flo
     with open(log_path, "wb") as log:
         process = await trio.lowlevel.open_process(command, stdout=log, stderr=log)
         try:
-            job_id = await _running_job(rest, process)
-            say(f"Flink job {job_id} running; warming up for {warmup:g} s, then reading metrics for {seconds:g} s")
+            job_id = await _running_job(rest, process, log_path)
             start = trio.current_time()
             while (t := trio.current_time() - start) < warmup + seconds:
                 if process.returncode is not None:
                     raise FlinkReferenceError(f"the Flink job exited with code {process.returncode} "
                                               f"(its output: {log_path})")
-                if t >= warmup:
+                if t < warmup:
+                    say(f"Flink job running, warming up: {t:.0f}/{warmup:g} s")
+                else:
                     try:
                         await _read_metrics(rest, job_id, stage, readings, t)
                     except OSError as e:

@@ -33,6 +33,7 @@ def test_flink_metric_names_become_ours():
     assert short_name("SlowMap.latencyUs_p99", "SlowMap") == "latencyP99Ms"
     assert short_name("Other.latencyUs_p99", "SlowMap") is None
     assert short_name("numRecordsIn", "SlowMap") is None  # counters: we compare their rates
+    assert short_name("SlowMap.latencyUs_count", "SlowMap") == "latencyCount"  # read, not reported
 
 
 def test_means_per_subtask_and_the_table_beside_ours():
