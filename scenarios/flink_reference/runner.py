@@ -42,8 +42,6 @@ METRICS = ("busyTimeMsPerSecond", "backPressuredTimeMsPerSecond", "idleTimeMsPer
 #: The stage's latency histogram (microseconds) and shufflesim's names for its statistics (ms).
 LATENCY = {"latencyUs_mean": "latencyMeanMs", "latencyUs_median": "latencyP50Ms", "latencyUs_p90": "latencyP90Ms",
            "latencyUs_p99": "latencyP99Ms", "latencyUs_max": "latencyMaxMs"}
-#: How many latencies that histogram holds (read along, not reported).
-LATENCY_COUNT = "latencyCount"
 
 
 class FlinkReferenceError(RuntimeError):
@@ -139,8 +137,7 @@ def short_name(flink_name: str, stage: str) -> str | None:
         flink_name = flink_name.removeprefix(prefix)
     if flink_name in METRICS:
         return flink_name
-    histogram = flink_name.removeprefix(f"{stage}.")
-    return LATENCY_COUNT if histogram == "latencyUs_count" else LATENCY.get(histogram)
+    return LATENCY.get(flink_name.removeprefix(f"{stage}."))
 
 
 async def _running_job(rest: RestClient, process: trio.Process, log_path: Path) -> str:
@@ -168,7 +165,8 @@ async def _read_metrics(rest: RestClient, job_id: str, stage: str, readings: lis
             if not wanted:
                 continue
             values = {wanted[m["id"]]: float(m["value"]) for m in await rest.get(f"{path}?get={','.join(wanted)}")}
-            timed = values.pop(LATENCY_COUNT, 0) > 0  # records of 8 bytes carry no creation time
+            # an empty histogram (records of 8 bytes carry no creation time) has no mean
+            timed = math.isfinite(values.get("latencyMeanMs", math.nan))
             for name, value in values.items():
                 if name in LATENCY.values():
                     if timed:
