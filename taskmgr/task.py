@@ -74,6 +74,7 @@ class TaskMetrics:
     """A subtask's metric source: Flink's task I/O metrics plus the buffer gauges (spec 7.3)."""
 
     counters = COUNTERS.union(INPUT_CHANNEL_COUNTERS)
+    per_period = False
 
     def __init__(self, io: TaskIOMetricGroup, partitions: list[ResultPartition],
                  gates: list[SingleInputGate], barrier_handler: CheckpointBarrierHandler | None = None) -> None:

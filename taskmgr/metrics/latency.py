@@ -177,6 +177,7 @@ class LatencyMetrics:
     """A sink subtask's latency: per sample period (a metric source) and over the steady state."""
 
     counters: tuple[str, ...] = ()
+    per_period = True
 
     def __init__(self, steady: LatencyHistogram) -> None:
         self.period = LatencyHistogram()

@@ -51,6 +51,9 @@ class MetricSource(Protocol):
     """Anything with Flink-named values, e.g. ``TaskIOMetricGroup`` or a buffer-gauge group."""
 
     counters: Collection[str]
+    #: Its values sum up the period a sample ends (a sink's latency percentiles), and reading
+    #: them starts the next: read only at the period's end, never at a gauge instant.
+    per_period: bool
 
     def snapshot(self) -> dict[str, float]: ...
 
@@ -120,8 +123,10 @@ class MetricSampler:
         self._sources.clear()
 
     def read_gauges(self) -> None:
-        """Read every source's gauges now, for the next sample."""
+        """Read every source's gauges now, for the next sample (not per-period sources')."""
         for reg in self._sources:
+            if reg.source.per_period:
+                continue
             counters = reg.source.counters
             reg.gauges = {key: value for key, value in reg.source.snapshot().items() if key not in counters}
 

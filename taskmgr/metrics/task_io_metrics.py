@@ -53,6 +53,7 @@ class TaskIOMetricGroup:
     """Counters and timers of one subtask."""
 
     counters = COUNTERS
+    per_period = False
 
     def __init__(self, clock: Callable[[], float] = kernel.current_time) -> None:
         self._clock = clock

@@ -12,6 +12,7 @@ class FakeSource:
     counters = frozenset(
         {"numRecordsOut", "accumulateIdleTimeMs", "accumulateBackPressuredTimeMs", "accumulateBusyTimeMs"}
     )
+    per_period = False
 
     def __init__(self):
         self.values = {
@@ -87,6 +88,7 @@ class ClockSource:
     """A counter and a gauge that both read the kernel's clock (seconds since the start)."""
 
     counters = frozenset({"numRecordsOut"})
+    per_period = False
 
     def __init__(self, t0: float) -> None:
         self.t0 = t0
@@ -110,6 +112,21 @@ def _clock_samples(rng):
     return kernel.run(main, mode="sim")
 
 
+def _last_instant(seed: int) -> float:
+    """When the period cut short at 5.5 s reads its gauges: at its instant (the generator's
+    6th draw) if that comes before the end, else with the last sample, at 6 s."""
+    draws = random.Random(seed)
+    instant = 5.0 + [draws.random() for _ in range(6)][-1]
+    return instant if instant < 5.5 else 6.0
+
+
+def test_a_period_cut_short_reads_its_gauges_at_its_instant_or_at_the_last_sample():
+    assert _last_instant(3) < 5.5 and _last_instant(2) == 6.0  # both cases
+    for seed in (3, 2):
+        gauges, _ = _clock_samples(random.Random(seed))
+        assert gauges[5][1] == pytest.approx(_last_instant(seed))
+
+
 def test_gauges_are_read_at_a_random_instant_of_their_period_counters_at_its_end():
     gauges, counters = _clock_samples(random.Random(3))
     assert [t for t, _ in counters] == [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
@@ -118,8 +135,7 @@ def test_gauges_are_read_at_a_random_instant_of_their_period_counters_at_its_end
     for t, read_at in gauges[:5]:
         assert t - 1.0 <= read_at < t
     assert len({round(read_at % 1.0, 6) for _, read_at in gauges[:5]}) == 5
-    # the period cut short at 5.5 s: its instant came before the end (read then) or not (read at 6)
-    assert 5.0 <= gauges[5][1] <= 6.0
+    assert gauges[5][1] == pytest.approx(_last_instant(3))
     again, _ = _clock_samples(random.Random(3))
     assert again == gauges  # the same generator, the same instants
 
@@ -127,3 +143,26 @@ def test_gauges_are_read_at_a_random_instant_of_their_period_counters_at_its_end
 def test_without_a_generator_gauges_are_read_with_the_counters():
     gauges, _ = _clock_samples(None)
     assert gauges == [(t, pytest.approx(t)) for t in (1.0, 2.0, 3.0, 4.0, 5.0)] + [(6.0, pytest.approx(6.0))]
+
+
+def test_a_sinks_latency_of_a_period_is_read_whole_at_its_end():
+    """Latency percentiles sum up a period and reading them starts the next: a gauge reading
+    in mid-period would split it (and report only the records before the instant)."""
+    from taskmgr.metrics.latency import LatencyHistogram, LatencyMetrics
+
+    async def main():
+        sampler = MetricSampler(period=1.0, rng=random.Random(1))
+        latency = LatencyMetrics(LatencyHistogram())
+        sampler.register("Sink", 0, "tm-0", latency)
+        async with kernel.open_nursery() as nursery:
+            nursery.start_soon(sampler.run)
+            for half in range(8):  # 1 ms in each first half second, 500 ms in each second half
+                latency.record([1_000_000 if half % 2 == 0 else 500_000_000], in_steady_state=False)
+                await kernel.sleep(0.5)
+            nursery.cancel_scope.cancel()
+        rows = sampler.table.to_arrow().to_pylist()
+        return [(r["t"], r["value"]) for r in rows if r["metric"] == "latencyMaxMs"]
+
+    maxima = kernel.run(main, mode="sim")
+    assert [t for t, _ in maxima] == [1.0, 2.0, 3.0, 4.0]
+    assert all(value == pytest.approx(500, rel=0.01) for _, value in maxima)
