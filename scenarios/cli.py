@@ -453,7 +453,7 @@ def _flink_reference(args: argparse.Namespace) -> int:
         if not args.quiet:
             status.show(f"{scenario.name}: {text}")
 
-    stage = scenario.job.stages[1].name or "Map"
+    stage = next(arg.partition("=")[2] for arg in job_args if arg.startswith("stageName="))
     try:
         result = trio.run(run_reference, job_args, stage, args.warmup, args.seconds, out / "flink.log", say)
     except FlinkReferenceError as e:

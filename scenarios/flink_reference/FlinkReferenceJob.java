@@ -19,6 +19,7 @@ import org.apache.flink.connector.datagen.source.GeneratorFunction;
 import org.apache.flink.metrics.Histogram;
 import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.KeyedStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
@@ -29,7 +30,7 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
  * rebalance); run in a MiniCluster.
  *
  * <p>Arguments are key=value pairs (scenarios/flink_reference/job_args.py writes them); keys with
- * a dot are Flink configuration options. Records are what shufflesim's fixed-width rows are on
+ * a dot are Flink configuration options. The JVM ends when its standard input closes. Records are what shufflesim's fixed-width rows are on
  * the wire: a Long (8 B), Tuple2 of key and creation time (16 B), or Tuple3 with padding (20 B
  * and more). The stage records each record's latency (creation to the end of its cost, in
  * microseconds) in the histogram "latencyUs", as shufflesim's sinks measure it.
@@ -95,6 +96,7 @@ public class FlinkReferenceJob {
     }
 
     public static void main(String[] args) throws Exception {
+        exitWithParent();
         Map<String, String> a = new HashMap<>();
         Configuration conf = new Configuration();
         for (String arg : args) {
@@ -130,21 +132,24 @@ public class FlinkReferenceJob {
                         RateLimiterStrategy.perSecond(rate * sourceParallelism), type)
                 : new DataGeneratorSource<>(generator, Long.MAX_VALUE, type);
         DataStream<T> records = env.fromSource(source, WatermarkStrategy.noWatermarks(), a.get("sourceName"))
-                .setParallelism(sourceParallelism);
+                .setParallelism(sourceParallelism)
+                .slotSharingGroup(a.get("sourceSlotSharingGroup"));
         CostedStage<T> costed = new CostedStage<>(Long.parseLong(a.get("costNanos")));
         String partitioner = a.get("partitioner");
-        SingleOutputStreamOperator<T> stage = partitioner.equals("HASH")
-                ? records.keyBy(value -> value instanceof Tuple ? ((Tuple) value).<Long>getField(0) : (Long) value,
-                                Types.LONG).reduce(costed)
-                : partitioned(records, partitioner).map(costed);
-        int parallelism = Integer.parseInt(a.get("stageParallelism"));
-        stage.returns(type).name(a.get("stageName")).setParallelism(parallelism);
-        if (a.containsKey("slotSharingGroup")) {
-            stage.slotSharingGroup(a.get("slotSharingGroup"));
+        SingleOutputStreamOperator<T> stage;
+        if (partitioner.equals("HASH")) {
+            KeyedStream<T, Long> keyed = records.keyBy(
+                    value -> value instanceof Tuple ? ((Tuple) value).<Long>getField(0) : (Long) value, Types.LONG);
+            stage = a.get("stageKind").equals("keyed_reduce") ? keyed.reduce(costed) : keyed.map(costed);
+        } else {
+            stage = partitioned(records, partitioner).map(costed);
         }
+        stage.returns(type).name(a.get("stageName")).setParallelism(Integer.parseInt(a.get("stageParallelism")))
+                .slotSharingGroup(a.get("stageSlotSharingGroup"));
         DataStream<T> toSink = a.get("sinkPartitioner").equals("REBALANCE") ? stage.rebalance() : stage.forward();
         toSink.sinkTo(new DiscardingSink<>()).name(a.get("sinkName"))
-                .setParallelism(Integer.parseInt(a.get("sinkParallelism")));
+                .setParallelism(Integer.parseInt(a.get("sinkParallelism")))
+                .slotSharingGroup(a.get("sinkSlotSharingGroup"));
     }
 
     static <T> DataStream<T> partitioned(DataStream<T> records, String partitioner) {
@@ -155,5 +160,21 @@ public class FlinkReferenceJob {
             case "SHUFFLE" -> records.shuffle();
             default -> throw new IllegalArgumentException("partitioner " + partitioner);
         };
+    }
+
+    /** Ends the JVM when its standard input closes: the process that started it is gone. */
+    static void exitWithParent() {
+        Thread watchdog = new Thread(() -> {
+            try {
+                while (System.in.read() != -1) {
+                    // nothing is sent: only the end of the stream matters
+                }
+            } catch (java.io.IOException e) {
+                // a broken pipe ends the parent's side as well
+            }
+            Runtime.getRuntime().halt(1);
+        }, "exit-with-parent");
+        watchdog.setDaemon(true);
+        watchdog.start();
     }
 }

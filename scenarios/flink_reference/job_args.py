@@ -1,10 +1,13 @@
 """A scenario as the arguments of FlinkReferenceJob.java: the job and Flink's configuration.
 
 Only what the reference job can run is taken: `[[job.stages]]` of a generator source, one
-`map` or `key_by_reduce` with a cost, and a sink without one; Flink's own settings for the cluster, the
-buffer timeout, buffer debloating and checkpoints. Anything else that differs from its
-default is refused by name (`ReferenceUnsupportedError`), so that a comparison never runs
-silently against a different job. The job's shape (names, parallelism, partitioner, slot
+`map` or `key_by_reduce` with a cost, and a sink without one; Flink's own settings for the
+cluster, the buffer timeout, buffer debloating and checkpoints. Settings of our model of the
+machine (link, flusher overshoot, checkpoint costs), of the run (seed, mode, sampling,
+restarts: the job has no faults) and the placement (Flink picks its own) do not apply to a
+Flink run and are left out. Anything else that differs from its default is refused by name
+(`ReferenceUnsupportedError`), so that a comparison never runs silently against a
+different job. The job's shape (names, parallelism, partitioner, slot
 sharing group, the source's resolved defaults) is read off the StreamGraph our compiler
 builds, so both sides run the same graph.
 """
@@ -16,7 +19,7 @@ from typing import Any
 
 from graph import GeneratorSource, StreamNode
 from scenarios.build import build_program
-from scenarios.scenario_file import NetworkSettings, Scenario, ScenarioError
+from scenarios.scenario_file import CheckpointSettings, ClusterConfig, NetworkSettings, Scenario, ScenarioError
 
 #: Partitioners the reference job can put before its stage (the StreamGraph's names).
 PARTITIONERS = ("REBALANCE", "RESCALE", "FORWARD", "SHUFFLE", "HASH")
@@ -31,16 +34,41 @@ NETWORK_OPTIONS = {
     "min_segment_size": "taskmanager.memory.min-segment-size",
     "starting_segment_size": "taskmanager.memory.starting-segment-size",
 }
-#: Our model's own parameters: Flink has no option for them (they describe the machine).
-MODEL_ONLY = {"buffer_timeout", "flusher_sleep_overshoot"}
+#: Settings that do not apply to a Flink run (see the module doc), per section. The buffer
+#: timeout is applied, but per operator, as the StreamGraph resolves it.
+NOT_APPLICABLE = {
+    "network": {"buffer_timeout", "flusher_sleep_overshoot"},
+    "cluster": {"secret", "heartbeat_interval", "heartbeat_timeout", "placement"},
+    "checkpoints": {"trigger_delay", "ack_latency", "sync_snapshot", "async_overhead", "upload_bandwidth",
+                    "state_size"},
+}
+#: Settings turned into Flink options elsewhere in this module, per section.
+MAPPED = {
+    "network": set(NETWORK_OPTIONS),
+    "cluster": {"task_managers", "slots_per_task_manager"},
+    "checkpoints": {"interval", "mode", "aligned_timeout", "timeout", "max_concurrent", "min_pause",
+                    "tolerable_failed_checkpoints", "checkpoints_after_tasks_finish"},
+}
 
 
 class ReferenceUnsupportedError(ScenarioError):
     """The scenario uses something the reference job on real Flink cannot reproduce."""
 
 
-def _ms(seconds: float) -> str:
-    return f"{round(seconds * 1000)}ms"
+def _ms(scenario: Scenario, key: str, seconds: float) -> str:
+    """A duration as Flink's option value; Flink's are whole milliseconds."""
+    millis = seconds * 1000
+    if abs(millis - round(millis)) > 1e-6:
+        raise _refuse(scenario, f"{key} = {millis:g} ms (Flink takes whole milliseconds)")
+    return f"{round(millis)}ms"
+
+
+def _check_all_mapped(scenario: Scenario, section: str, settings: Any, kind: type) -> None:
+    """Refuse a setting of `section` that differs from its default and has no Flink option."""
+    handled = MAPPED[section] | NOT_APPLICABLE[section]
+    for f in fields(kind):
+        if f.name not in handled and getattr(settings, f.name) != f.default:
+            raise _refuse(scenario, f"{section}.{f.name} (Flink 2.3 has no option for it)")
 
 
 def _refuse(scenario: Scenario, what: str) -> ReferenceUnsupportedError:
@@ -83,36 +111,39 @@ def _source_args(scenario: Scenario, node: StreamNode) -> dict[str, Any]:
 
 def _flink_options(scenario: Scenario, buffer_timeout: float) -> dict[str, Any]:
     cluster, network, checkpoints = scenario.cluster, scenario.network, scenario.checkpoints
-    if cluster.network_memory is not None:
-        raise _refuse(scenario, "cluster.network_memory")
     if scenario.faults:
         raise _refuse(scenario, "[[faults]]")
+    _check_all_mapped(scenario, "cluster", cluster, ClusterConfig)
+    _check_all_mapped(scenario, "network", network, NetworkSettings)
+    _check_all_mapped(scenario, "checkpoints", checkpoints, CheckpointSettings)
     options: dict[str, Any] = {"minicluster.number-of-taskmanagers": cluster.task_managers,
                                "taskmanager.numberOfTaskSlots": cluster.slots_per_task_manager}
     if buffer_timeout < 0:
         options["execution.buffer-timeout.enabled"] = "false"
     else:
-        options["execution.buffer-timeout.interval"] = _ms(buffer_timeout)
+        options["execution.buffer-timeout.interval"] = _ms(scenario, "network.buffer_timeout", buffer_timeout)
     for f in fields(NetworkSettings):
         value = getattr(network, f.name)
-        if f.name in NETWORK_OPTIONS:
-            if value != f.default:
-                options[NETWORK_OPTIONS[f.name]] = (
-                    _ms(value) if f.name in ("debloat_target", "debloat_period")
-                    else f"{value}b" if f.name.endswith("size") else str(value).lower())
-        elif f.name not in MODEL_ONLY and value != f.default:
-            raise _refuse(scenario, f"network.{f.name} (Flink 2.3 has no option for it, or it is our link model's)")
+        if f.name in NETWORK_OPTIONS and value != f.default:
+            options[NETWORK_OPTIONS[f.name]] = (
+                _ms(scenario, f"network.{f.name}", value) if f.name in ("debloat_target", "debloat_period")
+                else f"{value}b" if f.name.endswith("size") else str(value).lower())
     if checkpoints.enabled:
-        options["execution.checkpointing.interval"] = _ms(checkpoints.interval)
-        options["execution.checkpointing.timeout"] = _ms(checkpoints.timeout)
+        def ms(key: str) -> str:
+            return _ms(scenario, f"checkpoints.{key}", getattr(checkpoints, key))
+
+        options["execution.checkpointing.interval"] = ms("interval")
+        options["execution.checkpointing.timeout"] = ms("timeout")
         options["execution.checkpointing.max-concurrent-checkpoints"] = checkpoints.max_concurrent
-        options["execution.checkpointing.min-pause"] = _ms(checkpoints.min_pause)
+        options["execution.checkpointing.min-pause"] = ms("min_pause")
         options["execution.checkpointing.tolerable-failed-checkpoints"] = checkpoints.tolerable_failed_checkpoints
+        options["execution.checkpointing.checkpoints-after-tasks-finish"] = str(
+            checkpoints.checkpoints_after_tasks_finish).lower()
         if checkpoints.mode == "at_least_once":
             options["execution.checkpointing.mode"] = "AT_LEAST_ONCE"
         elif checkpoints.mode == "unaligned":
             options["execution.checkpointing.unaligned.enabled"] = "true"
-            options["execution.checkpointing.aligned-checkpoint-timeout"] = _ms(checkpoints.aligned_timeout)
+            options["execution.checkpointing.aligned-checkpoint-timeout"] = ms("aligned_timeout")
     return options
 
 
@@ -128,10 +159,11 @@ def reference_args(scenario: Scenario) -> list[str]:
     cost = stage.cost.per_record if stage.cost is not None else 0.0
     args: dict[str, Any] = {
         "jobName": scenario.name, **_source_args(scenario, source), "partitioner": partitioner,
-        "stageName": stage.operator_name, "stageParallelism": stage.parallelism,
+        "stageKind": stage.kind, "stageName": stage.operator_name, "stageParallelism": stage.parallelism,
         "costNanos": round(cost * 1e9), "sinkName": sink.operator_name.removesuffix(": Writer"),
         "sinkParallelism": sink.parallelism, "sinkPartitioner": sink_partitioner,
-        **({"slotSharingGroup": stage.slot_sharing_group} if stage.slot_sharing_group != "default" else {}),
+        "sourceSlotSharingGroup": source.slot_sharing_group, "stageSlotSharingGroup": stage.slot_sharing_group,
+        "sinkSlotSharingGroup": sink.slot_sharing_group,
         **_flink_options(scenario, stage.buffer_timeout),
     }
     return [f"{key}={value}" for key, value in args.items()]

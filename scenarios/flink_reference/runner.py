@@ -75,6 +75,7 @@ def install_flink(folder: Path, say: Callable[[str], None]) -> Path:
             for name in wheel.namelist():
                 if name.startswith("pyflink/lib/") and name.endswith(".jar"):
                     (partial / Path(name).name).write_bytes(wheel.read(name))
+        shutil.rmtree(lib, ignore_errors=True)  # a lib/ without flink-dist is not ours to keep
         partial.rename(lib)  # whole or not at all: an interrupted download leaves no lib/
     return lib
 
@@ -99,6 +100,7 @@ def compile_job(folder: Path, lib: Path) -> Path:
 
 
 def free_port() -> int:
+    """A loopback port free now, for Flink's REST server (which binds it a moment later)."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
@@ -128,7 +130,10 @@ class RestClient:
         status = head.split(b" ", 2)[1:2]
         if status != [b"200"]:
             raise FlinkReferenceError(f"Flink's REST API answered {head[:80]!r} to GET {path}")
-        return json.loads(body)
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise FlinkReferenceError(f"Flink's REST API answered GET {path} with no JSON: {body[:80]!r}") from None
 
 
 def short_name(flink_name: str, stage: str) -> str | None:
@@ -145,7 +150,7 @@ async def _running_job(rest: RestClient, process: trio.Process, log_path: Path) 
         while process.returncode is None:
             try:
                 running = [job["id"] for job in (await rest.get("/jobs"))["jobs"] if job["status"] == "RUNNING"]
-            except OSError:  # the REST server is not listening yet
+            except (OSError, FlinkReferenceError):  # the REST server is not listening, or not ready, yet
                 running = []
             if running:
                 return running[0]
@@ -216,7 +221,8 @@ async def run_reference(args: list[str], stage: str, warmup: float, seconds: flo
     rest = RestClient(port)
     readings: list[list[Any]] = []
     with open(log_path, "wb") as log:
-        process = await trio.lowlevel.open_process(command, stdout=log, stderr=log)
+        # the JVM ends when its stdin closes: with this process, however that ends
+        process = await trio.lowlevel.open_process(command, stdin=subprocess.PIPE, stdout=log, stderr=log)
         try:
             job_id = await _running_job(rest, process, log_path)
             start = trio.current_time()
@@ -227,18 +233,18 @@ async def run_reference(args: list[str], stage: str, warmup: float, seconds: flo
                 if t < warmup:
                     say(f"Flink job running, warming up: {t:.0f}/{warmup:g} s")
                 else:
-                    try:
-                        await _read_metrics(rest, job_id, stage, readings, t)
-                    except OSError as e:
-                        raise FlinkReferenceError(f"lost Flink's REST API ({e}); its output: {log_path}") from None
+                    await _read_metrics(rest, job_id, stage, readings, t)
                     say(f"{t:.0f}/{warmup + seconds:g} s, {len(readings)} readings")
                 await trio.sleep_until(start + math.floor(t + 1))
             checkpoints = await rest.get(f"/jobs/{job_id}/checkpoints")
             placement = await _placement(rest, job_id)
+        except OSError as e:
+            raise FlinkReferenceError(f"lost Flink's REST API ({e}); the JVM's output: {log_path}") from None
         finally:
             process.kill()
             with trio.move_on_after(10):
                 await process.wait()
+                await process.stdin.aclose()
     return {"flink": FLINK_VERSION, "args": args, "warmup_s": warmup, "seconds": seconds,
             "placement": placement, "subtasks": subtask_means(readings), "readings": readings,
             "checkpoints": {key: checkpoints.get(key) for key in ("counts", "summary", "history")}}

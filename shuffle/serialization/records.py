@@ -72,7 +72,10 @@ def _ext_hook(code: int, data: bytes) -> Any:
     if code == _TUPLE_EXT:
         return tuple(_unpackb(data))
     if code == _SYNTHETIC_EXT:
-        return SyntheticRecord(*_unpackb(data))
+        items = _unpackb(data)
+        if not isinstance(items, list) or len(items) != len(SyntheticRecord._fields):
+            raise ValueError(f"corrupt synthetic record: {items!r}")
+        return SyntheticRecord(*items)
     return msgpack.ExtType(code, data)
 
 

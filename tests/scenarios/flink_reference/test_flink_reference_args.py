@@ -22,10 +22,11 @@ def test_slow_map_runs_as_compiled_two_task_managers_rebalance_five_ms_chained_s
     args = args_of("slow-map")
     assert args | {"jobName": "slow-map"} == {
         "jobName": "slow-map", "sourceName": "Seq", "sourceParallelism": "1", "rate": "0.0", "recordSize": "16",
-        "keys": "1024", "hotFraction": "-1", "partitioner": "REBALANCE", "stageName": "SlowMap",
+        "keys": "1024", "hotFraction": "-1", "partitioner": "REBALANCE", "stageKind": "map", "stageName": "SlowMap",
         "stageParallelism": "2", "costNanos": "5000000", "sinkName": "Sink", "sinkParallelism": "2",
-        "sinkPartitioner": "FORWARD", "minicluster.number-of-taskmanagers": "2", "taskmanager.numberOfTaskSlots": "1",
-        "execution.buffer-timeout.interval": "100ms"}
+        "sinkPartitioner": "FORWARD", "sourceSlotSharingGroup": "default", "stageSlotSharingGroup": "default",
+        "sinkSlotSharingGroup": "default", "minicluster.number-of-taskmanagers": "2",
+        "taskmanager.numberOfTaskSlots": "1", "execution.buffer-timeout.interval": "100ms"}
 
 
 def test_keyed_stage_hot_keys_and_an_unchained_sink_come_from_the_compiled_graph():
@@ -41,7 +42,10 @@ def test_checkpoint_and_debloat_settings_become_flink_options():
     assert args["execution.checkpointing.interval"] == "3000ms"
     assert args["execution.checkpointing.unaligned.enabled"] == "true"
     assert args["execution.checkpointing.aligned-checkpoint-timeout"] == "20ms"
-    assert args["slotSharingGroup"] == "slow"
+    # the sink inherits the stage's group, as in Flink; the source keeps the default one
+    assert (args["sourceSlotSharingGroup"], args["stageSlotSharingGroup"], args["sinkSlotSharingGroup"]) == (
+        "default", "slow", "slow")
+    assert args["execution.checkpointing.checkpoints-after-tasks-finish"] == "true"
     assert args_of("checkpoints-slow-map", "checkpoints.mode=at_least_once")["execution.checkpointing.mode"] == (
         "AT_LEAST_ONCE")
     debloat = args_of("debloat-slow-map", "network.debloat_target=500ms", "network.min_segment_size=512b")
@@ -50,6 +54,15 @@ def test_checkpoint_and_debloat_settings_become_flink_options():
     assert debloat["taskmanager.memory.min-segment-size"] == "512b"
     assert "taskmanager.network.memory.buffer-debloat.period" not in debloat  # left at Flink's default
     assert args_of("slow-map", "network.buffer_timeout=off")["execution.buffer-timeout.enabled"] == "false"
+
+
+def test_a_keyed_map_stays_a_map_and_machine_settings_are_left_out():
+    assert args_of("slow-map", "job.stages[SlowMap].partitioner=hash")["stageKind"] == "map"
+    assert args_of("skewed-keys")["stageKind"] == "keyed_reduce"
+    # our model of the machine and the run: nothing to tell Flink
+    assert args_of("checkpoints-slow-map", "checkpoints.state_size=1mb", "checkpoints.upload_bandwidth=10mb/s",
+                   "cluster.placement=random", "network.flusher_sleep_overshoot=1ms", "seed=3") == args_of(
+        "checkpoints-slow-map")
 
 
 @pytest.mark.parametrize(("name", "overrides", "named"), [
@@ -61,6 +74,9 @@ def test_checkpoint_and_debloat_settings_become_flink_options():
     ("slow-map", ["job.stages[Seq].record_size=12"], "record_size 12"),
     ("slow-map", ["job.stages[Seq].keys.distribution=zipf"], "zipf keys"),
     ("slow-map", ["cluster.network_memory=64mb"], "cluster.network_memory"),
+    ("slow-map", ["network.exclusive_buffers_per_channel=4"], "network.exclusive_buffers_per_channel"),
+    ("slow-map", ["network.buffer_timeout=0.4ms"], "network.buffer_timeout = 0.4 ms"),
+    ("checkpoints-slow-map", ["checkpoints.interval=12500us"], "checkpoints.interval = 12.5 ms"),
 ])
 def test_what_the_reference_job_cannot_reproduce_is_refused_by_name(name, overrides, named):
     with pytest.raises(ReferenceUnsupportedError, match=named) as refused:
