@@ -158,6 +158,7 @@ public class FlinkReferenceJob {
             case "RESCALE" -> records.rescale();
             case "FORWARD" -> records.forward();
             case "SHUFFLE" -> records.shuffle();
+            case "BROADCAST" -> records.broadcast();
             default -> throw new IllegalArgumentException("partitioner " + partitioner);
         };
     }

@@ -22,7 +22,7 @@ from scenarios.build import build_program
 from scenarios.scenario_file import CheckpointSettings, ClusterConfig, NetworkSettings, Scenario, ScenarioError
 
 #: Partitioners the reference job can put before its stage (the StreamGraph's names).
-PARTITIONERS = ("REBALANCE", "RESCALE", "FORWARD", "SHUFFLE", "HASH")
+PARTITIONERS = ("REBALANCE", "RESCALE", "FORWARD", "SHUFFLE", "BROADCAST", "HASH")
 #: `[network]` settings with a Flink option, and its name.
 NETWORK_OPTIONS = {
     "buffer_size": "taskmanager.memory.segment-size",

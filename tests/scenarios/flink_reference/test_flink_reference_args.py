@@ -56,6 +56,12 @@ def test_checkpoint_and_debloat_settings_become_flink_options():
     assert args_of("slow-map", "network.buffer_timeout=off")["execution.buffer-timeout.enabled"] == "false"
 
 
+def test_a_broadcast_stage_and_its_rebalanced_sink():
+    args = args_of("broadcast-fanout")
+    assert (args["partitioner"], args["stageParallelism"], args["sinkParallelism"], args["sinkPartitioner"]) == (
+        "BROADCAST", "4", "1", "REBALANCE")
+
+
 def test_a_keyed_map_stays_a_map_and_machine_settings_are_left_out():
     assert args_of("slow-map", "job.stages[SlowMap].partitioner=hash")["stageKind"] == "map"
     assert args_of("skewed-keys")["stageKind"] == "keyed_reduce"
@@ -68,7 +74,7 @@ def test_a_keyed_map_stays_a_map_and_machine_settings_are_left_out():
 @pytest.mark.parametrize(("name", "overrides", "named"), [
     ("head-of-line", [], "network.flow_control"),
     ("slow-map", ["network.link_latency=1ms"], "network.link_latency"),
-    ("broadcast-fanout", [], "partitioner BROADCAST"),
+    ("broadcast-fanout", ["job.stages[Apply].partitioner=global"], "partitioner GLOBAL"),
     ("slow-sink", [], "has a cost"),
     ("slow-map", ["job.stages[Seq].count=100"], "sets count"),
     ("slow-map", ["job.stages[Seq].record_size=12"], "record_size 12"),
