@@ -146,7 +146,8 @@ def _parser() -> argparse.ArgumentParser:
 
     reference = commands.add_parser(
         "flink-reference", help="run a scenario's job on real Flink 2.3 and read its metrics",
-        description="Run the scenario's job (a generator source, one map or key_by_reduce with its cost, a sink) "
+        description="Run the scenario's job (a generator source, one map or key_by_reduce, a sink; each with its "
+                    "cost) "
                     "on real Flink 2.3 in a local MiniCluster and read its metrics over REST, one reading a "
                     "second after a warm-up; write DIR/flink.json (readings, per-subtask means, checkpoint "
                     "statistics) and DIR/flink.log, print the means (beside a shufflesim run's steady state "
@@ -429,7 +430,7 @@ def _flink_reference(args: argparse.Namespace) -> int:
     import trio
 
     from scenarios.flink_reference.compare import format_table
-    from scenarios.flink_reference.job_args import reference_args
+    from scenarios.flink_reference.job_args import latency_operator, reference_args
     from scenarios.flink_reference.runner import FlinkReferenceError, run_reference
     from scenarios.outputs import missing_run_file
 
@@ -453,9 +454,9 @@ def _flink_reference(args: argparse.Namespace) -> int:
         if not args.quiet:
             status.show(f"{scenario.name}: {text}")
 
-    stage = next(arg.partition("=")[2] for arg in job_args if arg.startswith("stageName="))
     try:
-        result = trio.run(run_reference, job_args, stage, args.warmup, args.seconds, out / "flink.log", say)
+        result = trio.run(run_reference, job_args, latency_operator(job_args), args.warmup, args.seconds,
+                          out / "flink.log", say)
     except FlinkReferenceError as e:
         raise UserError(str(e)) from None
     finally:

@@ -3,12 +3,13 @@ import java.util.Map;
 import java.util.concurrent.locks.LockSupport;
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
-import org.apache.flink.api.common.functions.AbstractRichFunction;
 import org.apache.flink.api.common.functions.MapFunction;
-import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.ReduceFunction;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.sink2.Sink;
+import org.apache.flink.api.connector.sink2.SinkWriter;
+import org.apache.flink.api.connector.sink2.WriterInitContext;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.api.java.tuple.Tuple;
 import org.apache.flink.api.java.tuple.Tuple2;
@@ -22,17 +23,16 @@ import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.KeyedStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 
 /**
  * shufflesim's reference job on real Flink: a generator source, one stage with a modelled cost
- * per record (a map, or a keyed rolling reduce), a discarding sink (chained, or behind a
+ * per record (a map, or a keyed rolling reduce), a sink with its own cost (chained, or behind a
  * rebalance); run in a MiniCluster.
  *
  * <p>Arguments are key=value pairs (scenarios/flink_reference/job_args.py writes them); keys with
  * a dot are Flink configuration options. The JVM ends when its standard input closes. Records are what shufflesim's fixed-width rows are on
  * the wire: a Long (8 B), Tuple2 of key and creation time (16 B), or Tuple3 with padding (20 B
- * and more). The stage records each record's latency (creation to the end of its cost, in
+ * and more). The sink records each record's latency (creation to the end of its cost, in
  * microseconds) in the histogram "latencyUs", as shufflesim's sinks measure it.
  */
 public class FlinkReferenceJob {
@@ -51,34 +51,56 @@ public class FlinkReferenceJob {
         }
     }
 
-    /** The stage: spends the cost on each record, then records its latency; a map or a rolling reduce. */
-    static final class CostedStage<T> extends AbstractRichFunction implements MapFunction<T, T>, ReduceFunction<T> {
+    /** The stage: spends the cost on each record; a map or a rolling reduce. */
+    static final class CostedStage<T> implements MapFunction<T, T>, ReduceFunction<T> {
         private final long costNanos;
-        private transient Histogram latency;
 
         CostedStage(long costNanos) {
             this.costNanos = costNanos;
         }
 
         @Override
-        public void open(OpenContext context) {
-            latency = getRuntimeContext().getMetricGroup().histogram(
-                    "latencyUs", new DescriptiveStatisticsHistogram(20_000));
-        }
-
-        @Override
         public T map(T value) {
             spend(costNanos);
-            if (value instanceof Tuple) {
-                Long created = ((Tuple) value).getField(1);
-                latency.update((System.nanoTime() - created) / 1000);
-            }
             return value;
         }
 
         @Override
         public T reduce(T previous, T value) {
             return map(value);
+        }
+    }
+
+    /** The sink: spends its cost on each record, then records the record's latency. */
+    static final class CostedSink<T> implements Sink<T> {
+        private final long costNanos;
+
+        CostedSink(long costNanos) {
+            this.costNanos = costNanos;
+        }
+
+        @Override
+        public SinkWriter<T> createWriter(WriterInitContext context) {
+            Histogram latency = context.metricGroup().histogram(
+                    "latencyUs", new DescriptiveStatisticsHistogram(20_000));
+            return new SinkWriter<T>() {
+                @Override
+                public void write(T value, Context writeContext) {
+                    spend(costNanos);
+                    if (value instanceof Tuple) {
+                        Long created = ((Tuple) value).getField(1);
+                        latency.update((System.nanoTime() - created) / 1000);
+                    }
+                }
+
+                @Override
+                public void flush(boolean endOfInput) {
+                }
+
+                @Override
+                public void close() {
+                }
+            };
         }
     }
 
@@ -147,7 +169,7 @@ public class FlinkReferenceJob {
         stage.returns(type).name(a.get("stageName")).setParallelism(Integer.parseInt(a.get("stageParallelism")))
                 .slotSharingGroup(a.get("stageSlotSharingGroup"));
         DataStream<T> toSink = a.get("sinkPartitioner").equals("REBALANCE") ? stage.rebalance() : stage.forward();
-        toSink.sinkTo(new DiscardingSink<>()).name(a.get("sinkName"))
+        toSink.sinkTo(new CostedSink<>(Long.parseLong(a.get("sinkCostNanos")))).name(a.get("sinkName"))
                 .setParallelism(Integer.parseInt(a.get("sinkParallelism")))
                 .slotSharingGroup(a.get("sinkSlotSharingGroup"));
     }

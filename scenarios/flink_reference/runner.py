@@ -14,6 +14,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import statistics
@@ -39,7 +40,7 @@ METRICS = ("busyTimeMsPerSecond", "backPressuredTimeMsPerSecond", "idleTimeMsPer
            "numBuffersInLocalPerSecond", "numBuffersInRemotePerSecond", "outPoolUsage", "inPoolUsage",
            "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage", "inputQueueLength", "outputQueueLength",
            "inputQueueSize", "outputQueueSize", "debloatedBufferSize", "estimatedTimeToConsumeBuffersMs")
-#: The stage's latency histogram (microseconds) and shufflesim's names for its statistics (ms).
+#: The sink's latency histogram (microseconds) and shufflesim's names for its statistics (ms).
 LATENCY = {"latencyUs_mean": "latencyMeanMs", "latencyUs_median": "latencyP50Ms", "latencyUs_p90": "latencyP90Ms",
            "latencyUs_p99": "latencyP99Ms", "latencyUs_max": "latencyMaxMs"}
 
@@ -136,13 +137,16 @@ class RestClient:
             raise FlinkReferenceError(f"Flink's REST API answered GET {path} with no JSON: {body[:80]!r}") from None
 
 
-def short_name(flink_name: str, stage: str) -> str | None:
-    """shufflesim's name of a Flink metric of ours (None: not one we compare)."""
+def short_name(flink_name: str, latency_operator: str) -> str | None:
+    """shufflesim's name of a Flink metric of ours (None: not one we compare). Flink's REST
+    names an operator's metrics after the operator with ' ', '.', ':' and ',' as '_'
+    (MetricQueryService): "Sink: Writer" is "Sink__Writer"."""
     for prefix in PREFIXES:
         flink_name = flink_name.removeprefix(prefix)
     if flink_name in METRICS:
         return flink_name
-    return LATENCY.get(flink_name.removeprefix(f"{stage}."))
+    scope = re.sub(r"[ .:,]", "_", latency_operator)
+    return LATENCY.get(flink_name.removeprefix(f"{scope}."))
 
 
 async def _running_job(rest: RestClient, process: trio.Process, log_path: Path) -> str:
@@ -160,13 +164,14 @@ async def _running_job(rest: RestClient, process: trio.Process, log_path: Path) 
     raise FlinkReferenceError(f"the Flink job was not running within {START_TIMEOUT:g} s")
 
 
-async def _read_metrics(rest: RestClient, job_id: str, stage: str, readings: list[list[Any]], t: float) -> None:
+async def _read_metrics(rest: RestClient, job_id: str, latency_operator: str, readings: list[list[Any]],
+                        t: float) -> None:
     """One reading of every subtask's metrics of ours, appended as [t, vertex, subtask, metric, value]."""
     for vertex in (await rest.get(f"/jobs/{job_id}"))["vertices"]:
         for index in range(vertex["parallelism"]):
             path = f"/jobs/{job_id}/vertices/{vertex['id']}/subtasks/{index}/metrics"
             wanted = {m["id"]: name for m in await rest.get(path)
-                      if (name := short_name(m["id"], stage)) is not None}
+                      if (name := short_name(m["id"], latency_operator)) is not None}
             if not wanted:
                 continue
             values = {wanted[m["id"]]: float(m["value"]) for m in await rest.get(f"{path}?get={','.join(wanted)}")}
@@ -204,7 +209,7 @@ def subtask_means(readings: list[list[Any]]) -> dict[str, dict[int, dict[str, fl
     return means
 
 
-async def run_reference(args: list[str], stage: str, warmup: float, seconds: float, log_path: Path,
+async def run_reference(args: list[str], latency_operator: str, warmup: float, seconds: float, log_path: Path,
                         say: Callable[[str], None]) -> dict[str, Any]:
     """Run the job on Flink for `warmup` + `seconds`, reading its metrics every second after the
     warm-up; the readings, their means per subtask and the checkpoint statistics."""
@@ -233,7 +238,7 @@ async def run_reference(args: list[str], stage: str, warmup: float, seconds: flo
                 if t < warmup:
                     say(f"Flink job running, warming up: {t:.0f}/{warmup:g} s")
                 else:
-                    await _read_metrics(rest, job_id, stage, readings, t)
+                    await _read_metrics(rest, job_id, latency_operator, readings, t)
                     say(f"{t:.0f}/{warmup + seconds:g} s, {len(readings)} readings")
                 await trio.sleep_until(start + math.floor(t + 1))
             checkpoints = await rest.get(f"/jobs/{job_id}/checkpoints")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from scenarios.flink_reference.job_args import ReferenceUnsupportedError, reference_args
+from scenarios.flink_reference.job_args import ReferenceUnsupportedError, latency_operator, reference_args
 from scenarios.scenario_file import load_scenario
 
 LIBRARY = Path(__file__).resolve().parents[3] / "scenarios" / "library"
@@ -23,7 +23,7 @@ def test_slow_map_runs_as_compiled_two_task_managers_rebalance_five_ms_chained_s
     assert args | {"jobName": "slow-map"} == {
         "jobName": "slow-map", "sourceName": "Seq", "sourceParallelism": "1", "rate": "0.0", "recordSize": "16",
         "keys": "1024", "hotFraction": "-1", "partitioner": "REBALANCE", "stageKind": "map", "stageName": "SlowMap",
-        "stageParallelism": "2", "costNanos": "5000000", "sinkName": "Sink", "sinkParallelism": "2",
+        "stageParallelism": "2", "costNanos": "5000000", "sinkName": "Sink", "sinkCostNanos": "0", "sinkParallelism": "2",
         "sinkPartitioner": "FORWARD", "sourceSlotSharingGroup": "default", "stageSlotSharingGroup": "default",
         "sinkSlotSharingGroup": "default", "minicluster.number-of-taskmanagers": "2",
         "taskmanager.numberOfTaskSlots": "1", "execution.buffer-timeout.interval": "100ms"}
@@ -56,6 +56,15 @@ def test_checkpoint_and_debloat_settings_become_flink_options():
     assert args_of("slow-map", "network.buffer_timeout=off")["execution.buffer-timeout.enabled"] == "false"
 
 
+def test_a_costed_sink_of_its_own_reports_the_latency():
+    args = args_of("slow-sink")
+    assert (args["stageName"], args["costNanos"], args["sinkName"], args["sinkCostNanos"]) == (
+        "Sessionize", "100000", "Store", "2000000")
+    assert (args["stageSlotSharingGroup"], args["sinkSlotSharingGroup"], args["sinkPartitioner"]) == (
+        "maps", "sinks", "REBALANCE")
+    assert latency_operator(reference_args(load_scenario(LIBRARY / "slow-sink.toml"))) == "Store: Writer"
+
+
 def test_a_broadcast_stage_and_its_rebalanced_sink():
     args = args_of("broadcast-fanout")
     assert (args["partitioner"], args["stageParallelism"], args["sinkParallelism"], args["sinkPartitioner"]) == (
@@ -75,7 +84,7 @@ def test_a_keyed_map_stays_a_map_and_machine_settings_are_left_out():
     ("head-of-line", [], "network.flow_control"),
     ("slow-map", ["network.link_latency=1ms"], "network.link_latency"),
     ("broadcast-fanout", ["job.stages[Apply].partitioner=global"], "partitioner GLOBAL"),
-    ("slow-sink", [], "has a cost"),
+    ("slow-sink-window", [], "sets cost_changes"),
     ("slow-map", ["job.stages[Seq].count=100"], "sets count"),
     ("slow-map", ["job.stages[Seq].record_size=12"], "record_size 12"),
     ("slow-map", ["job.stages[Seq].keys.distribution=zipf"], "zipf keys"),

@@ -25,14 +25,15 @@ LIBRARY = Path(__file__).resolve().parents[3] / "scenarios" / "library"
 
 
 def test_flink_metric_names_become_ours():
-    assert short_name("Shuffle.Netty.Output.Buffers.outPoolUsage", "SlowMap") == "outPoolUsage"
-    assert short_name("Shuffle.Netty.Input.Buffers.inputExclusiveBuffersUsage", "SlowMap") == (
+    sink = "Sink: Writer"
+    assert short_name("Shuffle.Netty.Output.Buffers.outPoolUsage", sink) == "outPoolUsage"
+    assert short_name("Shuffle.Netty.Input.Buffers.inputExclusiveBuffersUsage", sink) == (
         "inputExclusiveBuffersUsage")
-    assert short_name("Shuffle.Netty.Input.0.debloatedBufferSize", "SlowMap") == "debloatedBufferSize"
-    assert short_name("busyTimeMsPerSecond", "SlowMap") == "busyTimeMsPerSecond"
-    assert short_name("SlowMap.latencyUs_p99", "SlowMap") == "latencyP99Ms"
-    assert short_name("Other.latencyUs_p99", "SlowMap") is None
-    assert short_name("numRecordsIn", "SlowMap") is None  # counters: we compare their rates
+    assert short_name("Shuffle.Netty.Input.0.debloatedBufferSize", sink) == "debloatedBufferSize"
+    assert short_name("busyTimeMsPerSecond", sink) == "busyTimeMsPerSecond"
+    assert short_name("Sink__Writer.latencyUs_p99", sink) == "latencyP99Ms"  # as Flink's REST names it
+    assert short_name("SlowMap.latencyUs_p99", sink) is None
+    assert short_name("numRecordsIn", sink) is None  # counters: we compare their rates
 
 
 def test_means_per_subtask_and_the_table_beside_ours():
