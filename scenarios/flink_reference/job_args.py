@@ -7,9 +7,9 @@ machine (link, flusher overshoot, checkpoint costs), of the run (seed, mode, sam
 restarts: the job has no faults) and the placement (Flink picks its own) do not apply to a
 Flink run and are left out. Anything else that differs from its default is refused by name
 (`ReferenceUnsupportedError`), so that a comparison never runs silently against a
-different job. The job's shape (names, parallelism, partitioner, slot
-sharing group, the source's resolved defaults) is read off the StreamGraph our compiler
-builds, so both sides run the same graph.
+different job. The job's shape (names, parallelism, partitioners, slot sharing groups, the
+source's resolved defaults) is read off the StreamGraph our compiler builds, so both sides
+run the same graph.
 """
 
 from __future__ import annotations
@@ -145,6 +145,10 @@ def _flink_options(scenario: Scenario, buffer_timeout: float) -> dict[str, Any]:
     return options
 
 
+def _cost_nanos(node: StreamNode) -> int:
+    return round(node.cost.per_record * 1e9) if node.cost is not None else 0
+
+
 def latency_operator(args: list[str]) -> str:
     """The operator whose latency histogram the job reports: its sink's writer, named as Flink does."""
     return next(arg.partition("=")[2] for arg in args if arg.startswith("sinkName=")) + ": Writer"
@@ -159,14 +163,11 @@ def reference_args(scenario: Scenario) -> list[str]:
     sink_partitioner = sink.in_edges[0].partitioner.name
     if sink_partitioner not in ("FORWARD", "REBALANCE"):
         raise _refuse(scenario, f"partitioner {sink_partitioner} before the sink")
-    def cost_nanos(node: StreamNode) -> int:
-        return round(node.cost.per_record * 1e9) if node.cost is not None else 0
-
     args: dict[str, Any] = {
         "jobName": scenario.name, **_source_args(scenario, source), "partitioner": partitioner,
         "stageKind": stage.kind, "stageName": stage.operator_name, "stageParallelism": stage.parallelism,
-        "costNanos": cost_nanos(stage), "sinkName": sink.operator_name.removesuffix(": Writer"),
-        "sinkCostNanos": cost_nanos(sink),
+        "costNanos": _cost_nanos(stage), "sinkName": sink.operator_name.removesuffix(": Writer"),
+        "sinkCostNanos": _cost_nanos(sink),
         "sinkParallelism": sink.parallelism, "sinkPartitioner": sink_partitioner,
         "sourceSlotSharingGroup": source.slot_sharing_group, "stageSlotSharingGroup": stage.slot_sharing_group,
         "sinkSlotSharingGroup": sink.slot_sharing_group,
