@@ -427,12 +427,16 @@ def _fuzz(args: argparse.Namespace) -> int:
 
 
 def _flink_reference(args: argparse.Namespace) -> int:
+    import math
+    import time
+
     import trio
 
     from scenarios.flink_reference.compare import format_table
     from scenarios.flink_reference.job_args import latency_operator, reference_args
     from scenarios.flink_reference.runner import FlinkReferenceError, run_reference
     from scenarios.outputs import missing_run_file
+    from scenarios.progress import PLAIN_INTERVAL
 
     if args.warmup < 0 or args.seconds <= 0:
         raise UserError("--warmup must be >= 0 and --seconds positive")
@@ -449,10 +453,15 @@ def _flink_reference(args: argparse.Namespace) -> int:
         raise UserError(f"--out {out}: not a folder")
     out.mkdir(parents=True, exist_ok=True)
     status = StatusLine(sys.stderr)
+    shown_at = -math.inf
 
     def say(text: str) -> None:
-        if not args.quiet:
+        """Progress: redrawn on a terminal, else a line at most every PLAIN_INTERVAL seconds."""
+        nonlocal shown_at
+        now = time.monotonic()
+        if not args.quiet and (status.on_terminal or now - shown_at >= PLAIN_INTERVAL):
             status.show(f"{scenario.name}: {text}")
+            shown_at = now
 
     try:
         result = trio.run(run_reference, job_args, latency_operator(job_args), args.warmup, args.seconds,
