@@ -55,6 +55,18 @@ def test_a_scenario_flink_cannot_run_is_a_usage_error(tmp_path, capsys):
     assert "network.flow_control" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--warmup", "-1"], "--warmup must be >= 0"),
+    (["--seconds", "0"], "--seconds positive"),
+    (["--compare", "no-such-run"], "summary.json"),
+])
+def test_bad_options_are_usage_errors_before_flink_starts(tmp_path, capsys, extra, message):
+    args = ["flink-reference", str(LIBRARY / "slow-map.toml"), "--out", str(tmp_path / "out"), *extra]
+    assert main(args) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()  # nothing written, nothing started
+
+
 @pytest.mark.slow
 def test_slow_map_on_flink_reports_what_the_scenario_says(tmp_path):
     for tool in ("java", "javac"):
