@@ -20,13 +20,7 @@ from shuffle.partition.pipelined_subpartition import BufferAndBacklog, Pipelined
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.trace import NULL_TRACER
 
-
-class _Connection:
-    def defer(self, fn) -> bool:
-        return False
-
-    def seal(self, msg, buffer=None):
-        return msg
+from blocked_connection import BlockedConnection
 
 
 class _NoOpView:
@@ -97,7 +91,7 @@ def subpartition_reader(credit: int, *data_types: DataType):
     sub = PipelinedSubpartition(0, "p")
     for data_type in data_types:
         sub.add(data_event(data_type))
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     reader = make_reader(queue, PipelinedSubpartitionView(sub, _Listener()), credit)
     queue.notify_reader_created(reader)
     return sub, queue, reader
@@ -117,7 +111,7 @@ def data_event(data_type: DataType) -> BufferConsumer:
 
 def test_notify_reader_non_empty_on_empty_readers():
     """testNotifyReaderNonEmptyOnEmptyReaders: an empty reader ahead does not stop the next."""
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     reader1 = make_reader(queue, _AlwaysAvailableView(), 10, "r1")
     assert reader1.get_availability_and_backlog()[0] and not reader1.is_registered_as_available
     reader1.notify_data_available()
@@ -132,7 +126,7 @@ def test_notify_reader_non_empty_on_empty_readers():
 
 def test_default_buffer_writing():
     """testDefaultBufferWriting"""
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     reader = make_reader(queue, _DefaultBufferView(1), INT_MAX)
     reader.notify_data_available()
     assert [type(msg) for msg in drain(queue)] == [BufferResponse]
@@ -140,7 +134,7 @@ def test_default_buffer_writing():
 
 def test_enqueue_reader_by_notifying_event_buffer():
     """testEnqueueReaderByNotifyingEventBuffer: enqueued without credit as the next is an event."""
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     reader = make_reader(queue, _AlwaysAvailableView(), 0)
     reader.notify_data_available()
     assert list(queue.available_readers) == [reader] and reader.num_credits_available == 0
@@ -150,7 +144,7 @@ def test_enqueue_reader_by_notifying_event_buffer():
 
 def test_enqueue_reader_by_notifying_buffer_and_credit():
     """testEnqueueReaderByNotifyingBufferAndCredit: enqueued only with both credit and buffers."""
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     view = _DefaultBufferView(10)
     reader = CreditBasedSequenceNumberingViewReader("rx", 2, queue)
     reader.add_credit(-2)
@@ -198,7 +192,7 @@ def test_announce_backlog():
 def test_cancel_partition_request():
     """testCancelPartitionRequestForUnavailableView / ...ForAvailableView"""
     for available in (False, True):
-        queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+        queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
         view = _DefaultBufferView(1)
         reader = make_reader(queue, view, 0)
         queue.notify_reader_created(reader)
@@ -225,7 +219,7 @@ def test_notify_new_buffer_size():
 
 def test_resume_consumption_keeps_or_resets_credit():
     """testResumeConsumption: credit is kept unless there are no exclusive buffers."""
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     reader1 = make_reader(queue, _NoOpView(), 2, "r1")
     reader1.resume_consumption()
     assert reader1.num_credits_available == 2
@@ -241,7 +235,7 @@ def test_resume_consumption_keeps_or_resets_credit():
 
 def test_need_announce_backlog():
     """testNeedAnnounceBacklog"""
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     reader1 = make_reader(queue, _NoOpView(), 2, "r1")
     assert not reader1.need_announce_backlog()
     reader1.add_credit(-2)
@@ -272,7 +266,7 @@ def test_without_credit_an_event_at_the_head_counts_as_available_even_while_bloc
     aligned barrier, a finishing subpartition's EndOfPartition makes a reader without credit
     available; it is enqueued, and polling it writes nothing until consumption resumes."""
     sub = PipelinedSubpartition(0, "p")
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     reader = CreditBasedSequenceNumberingViewReader("rx", 0, queue)
     reader.view = PipelinedSubpartitionView(sub, reader)
     queue.notify_reader_created(reader)

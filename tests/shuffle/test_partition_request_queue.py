@@ -4,13 +4,7 @@ from shuffle.netty.messages import ErrorResponse
 from shuffle.netty.partition_request_queue import PartitionRequestQueue
 from shuffle.trace import NULL_TRACER
 
-
-class _Connection:
-    def defer(self, fn) -> bool:
-        return False
-
-    def seal(self, msg, buffer=None):
-        return msg
+from blocked_connection import BlockedConnection
 
 
 class _BrokenReader:
@@ -32,7 +26,7 @@ class _BrokenReader:
 
 
 def test_a_reader_that_fails_gets_its_error_written_next_even_as_the_last_available_one():
-    queue = PartitionRequestQueue(_Connection(), NULL_TRACER)
+    queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     reader = _BrokenReader()
     queue.notify_reader_created(reader)
     assert queue._next_sealed() == ErrorResponse("OSError", "the spilled file is gone", "rx")
