@@ -7,8 +7,9 @@ than Flink's 64 MiB default holds (real Flink refuses the job the same way); mem
 only resident for buffers that hold data. Each size runs one virtual second in
 a fresh child process, so its peak resident memory is its own; the figures are wall
 seconds per virtual second and peak RSS, one pair per N, so the growth curve shows.
-`idle_channel_bytes` deploys the same job with nearly silent sources at two sizes and
-divides the growth of its Python memory by the growth in channels.
+`idle_channel_bytes` deploys the same job with nearly silent sources at three sizes on the
+same TaskManagers and fits its Python memory as a + b*N + c*N^2: c is what one channel
+costs, apart from what grows with the subtasks (b) and what does not grow (a).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import time
 import tracemalloc
 from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from graph import DiscardingSink, StreamExecutionEnvironment
 from shuffle import kernel
@@ -37,9 +40,10 @@ VIRTUAL_SECONDS = 1.0
 NETWORK = NetworkConfig(network_memory=128 * 1024 * 1024)
 
 
-#: Sizes whose deployed jobs give the memory per idle channel (the growth from one to the
-#: other over the growth in channels: what does not grow with N^2 drops out).
-IDLE_SIZES = (32, 64)
+#: Sizes whose deployed jobs give the memory per idle channel, all on IDLE_TASK_MANAGERS:
+#: channels grow with N^2, subtasks with N, TaskManagers and their connections not at all.
+IDLE_SIZES = (32, 48, 64)
+IDLE_TASK_MANAGERS = 8
 #: Records per second per source in the idle runs: the channels are set up, hardly used.
 IDLE_RATE = 1
 #: Job time (s) at which an idle run's memory is taken: long after deployment.
@@ -65,9 +69,12 @@ def measure(n: int) -> dict[str, Any]:
             "records": result.records_received, "peak_gib": round(peak_kib / 2**20, 3)}
 
 
-def deployed_bytes(n: int) -> dict[str, Any]:
-    """Python memory (tracemalloc) of the N x N job deployed and idle, in this process: taken
-    at job time IDLE_AT, after a full garbage collection, with sources at IDLE_RATE."""
+def deployed_bytes(n: int, task_managers: int) -> dict[str, Any]:
+    """Python memory (tracemalloc) of the N x N job deployed and idle on `task_managers`
+    TaskManagers, in this process: taken at job time IDLE_AT, after a full garbage
+    collection, with sources at IDLE_RATE."""
+    if n % task_managers:
+        raise ValueError(f"{n} subtasks do not fill {task_managers} TaskManagers evenly")
     taken: list[int] = []
 
     def progress(job_time: float, _records: int | None) -> None:
@@ -77,14 +84,14 @@ def deployed_bytes(n: int) -> dict[str, Any]:
 
     tracemalloc.start()
     try:
-        cluster = ClusterConfig("sim", n // SLOTS, SLOTS, NETWORK)
-        job = JobConfig(VIRTUAL_SECONDS, task_managers=n // SLOTS)
+        cluster = ClusterConfig("sim", task_managers, n // task_managers, NETWORK)
+        job = JobConfig(VIRTUAL_SECONDS, task_managers=task_managers)
         kernel.run(run_job, all_to_all(n, IDLE_RATE), cluster, job, NULL_TRACER, progress, mode="sim")
     finally:
         tracemalloc.stop()
     if not taken:
         raise RuntimeError(f"the {n} x {n} idle run ended before job time {IDLE_AT} s")
-    return {"n": n, "channels": n * n, "traced_bytes": taken[0]}
+    return {"n": n, "channels": n * n, "task_managers": task_managers, "traced_bytes": taken[0]}
 
 
 def _child(*args: str) -> dict[str, Any]:
@@ -96,13 +103,27 @@ def _child(*args: str) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
-def idle_channel_bytes(sizes: tuple[int, int] = IDLE_SIZES) -> list[dict[str, Any]]:
+def fit_growth(runs: list[dict[str, Any]]) -> tuple[float, float, float]:
+    """Least-squares fit of the runs' `traced_bytes` as `fixed + per_subtask_pair * N +
+    per_channel * N^2` over their sizes N; returns the three coefficients."""
+    if len({run["n"] for run in runs}) < 3:
+        raise ValueError("the fit needs runs at three sizes at least")
+    n = np.array([run["n"] for run in runs], dtype=float)
+    traced = np.array([run["traced_bytes"] for run in runs], dtype=float)
+    coefficients, *_ = np.linalg.lstsq(np.vstack([np.ones_like(n), n, n * n]).T, traced, rcond=None)
+    fixed, per_pair, per_channel = (float(c) for c in coefficients)
+    return fixed, per_pair, per_channel
+
+
+def idle_channel_bytes(sizes: tuple[int, ...] = IDLE_SIZES,
+                       task_managers: int = IDLE_TASK_MANAGERS) -> list[dict[str, Any]]:
     """`idle_channel_bytes`: what one more set-up, idle channel costs in Python memory (both
-    its ends: input channel, buffer manager, subpartition, view, reader, ...), as the growth
-    of a deployed all-to-all job's memory from N = sizes[0] to sizes[1] per added channel."""
-    small, large = (_child("idle", str(n)) for n in sizes)
-    per_channel = (large["traced_bytes"] - small["traced_bytes"]) / (large["channels"] - small["channels"])
-    return [{"figure": "idle_channel_bytes", "value": round(per_channel), "runs": [small, large]}]
+    its ends: input channel, buffer manager, subpartition, view, reader, ...): the N^2 term
+    of the deployed job's memory over sizes N on the same TaskManagers (`fit_growth`)."""
+    runs = [_child("idle", str(n), str(task_managers)) for n in sizes]
+    fixed, per_pair, per_channel = fit_growth(runs)
+    return [{"figure": "idle_channel_bytes", "value": round(per_channel),
+             "per_subtask_pair_bytes": round(per_pair), "fixed_bytes": round(fixed), "runs": runs}]
 
 
 def scale_figures(sizes: tuple[int, ...] = SIZES) -> Iterator[dict[str, Any]]:
@@ -118,6 +139,6 @@ def scale_figures(sizes: tuple[int, ...] = SIZES) -> Iterator[dict[str, Any]]:
 
 if __name__ == "__main__":
     if sys.argv[1] == "idle":
-        print(json.dumps(deployed_bytes(int(sys.argv[2]))))
+        print(json.dumps(deployed_bytes(int(sys.argv[2]), int(sys.argv[3]))))
     else:
         print(json.dumps(measure(int(sys.argv[1]))))
