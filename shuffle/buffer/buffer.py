@@ -28,10 +28,9 @@ class MemorySegment:
     buffer over the segment is recycled.
     """
 
-    __slots__ = ("index", "size", "_memory")
+    __slots__ = ("size", "_memory")
 
-    def __init__(self, index: int, size: int, memory: memoryview | None = None) -> None:
-        self.index = index
+    def __init__(self, size: int, memory: memoryview | None = None) -> None:
         self.size = size
         self._memory = memory
 
@@ -70,7 +69,7 @@ class MemorySegment:
     @staticmethod
     def wrap(data: bytes | bytearray) -> "MemorySegment":
         """An unpooled segment over existing bytes (event buffers, as Flink's heap segments)."""
-        return MemorySegment(-1, len(data), memoryview(data))
+        return MemorySegment(len(data), memoryview(data))
 
 
 _EMPTY = memoryview(b"")

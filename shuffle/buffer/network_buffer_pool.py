@@ -8,7 +8,6 @@ redistribution (Flink 1.x proportional algorithm).
 
 from __future__ import annotations
 
-from collections import deque
 from typing import TYPE_CHECKING, Callable
 
 from shuffle import kernel
@@ -34,9 +33,9 @@ class NetworkBufferPool:
         self.total_segments = num_segments
         self.segment_size = segment_size
         self.exclusive_request_timeout = exclusive_request_timeout
-        # Segments never handed out yet are made on first use: a large pool starts cheaply.
-        self._available: deque[MemorySegment] = deque()
-        self._num_fresh = num_segments
+        # A free segment holds no bytes and no identity, so the free ones are a count: a
+        # segment object is made when one is handed out and dropped when it comes back.
+        self._num_available = num_segments
         self.num_total_required_buffers = 0
         self._pools: list[LocalBufferPool] = []
         self._pools_capacity = 0  # the sum of the pools' max - min: what they could take in all
@@ -47,19 +46,13 @@ class NetworkBufferPool:
     # -- pooled segments (local pools) ------------------------------------------------
 
     def request_pooled_segment(self) -> MemorySegment | None:
-        if self._available:
-            return self._available.popleft()
-        return self._fresh_segment()
-
-    def _fresh_segment(self) -> MemorySegment | None:
-        if not self._num_fresh:
+        if not self._num_available:
             return None
-        index = self.total_segments - self._num_fresh
-        self._num_fresh -= 1
-        return MemorySegment(index, self.segment_size)
+        self._num_available -= 1
+        return MemorySegment(self.segment_size)
 
     def recycle_pooled_segment(self, segment: MemorySegment) -> None:
-        self._available.append(segment)
+        self._num_available += 1
         self._notify_segment_available()
 
     def when_segment_available(self, callback: Callable[[], None]) -> None:
@@ -75,29 +68,31 @@ class NetworkBufferPool:
 
     # -- unpooled segments (exclusive buffers of remote channels) -----------------------
 
-    async def request_unpooled_segments(self, n: int) -> list[MemorySegment]:
-        """Take `n` segments as required, waiting (bounded) while local pools give back excess."""
+    async def request_unpooled_segments(self, n: int) -> None:
+        """Take `n` segments as required, waiting (bounded) while local pools give back
+        excess. The caller holds them as a count (free segments hold nothing) and makes a
+        `MemorySegment(segment_size)` when it uses one."""
         if n <= 0:
-            return []
+            return
         self._reserve(n)
         self.redistribute_buffers()
-        if self.num_available_segments >= n:
+        if self._num_available >= n:
             # Nothing to wait for, so no timeout to arm: a deadline per channel would only
             # sit in the kernel's heap, abandoned.
-            return [self.request_pooled_segment() for _ in range(n)]
-        got: list[MemorySegment] = []
+            self._num_available -= n
+            return
+        got = 0
         try:
             with kernel.fail_after(self.exclusive_request_timeout):
-                while len(got) < n:
-                    segment = self.request_pooled_segment()
-                    if segment is not None:
-                        got.append(segment)
+                while got < n:
+                    if self._num_available:
+                        self._num_available -= 1
+                        got += 1
                         continue
                     self._unpooled_event = self._unpooled_event or kernel.Event()
                     await self._unpooled_event.wait()
         except kernel.TooSlowError:
-            for seg in got:
-                self._available.append(seg)
+            self._num_available += got
             self.num_total_required_buffers -= n
             self.redistribute_buffers()
             self._notify_segment_available()
@@ -105,12 +100,11 @@ class NetworkBufferPool:
                 f"Timeout triggered when requesting exclusive buffers: {self._config_description()}, "
                 f"or you may increase the timeout which is {round(self.exclusive_request_timeout * 1000)}ms "
                 "by setting the key 'taskmanager.network.memory.exclusive-buffers-request-timeout-ms'.") from None
-        return got
 
-    def recycle_unpooled_segments(self, segments: list[MemorySegment]) -> None:
-        for seg in segments:
-            self._available.append(seg)
-        self.num_total_required_buffers -= len(segments)
+    def recycle_unpooled_segments(self, n: int) -> None:
+        """`n` segments taken with `request_unpooled_segments` come back."""
+        self._num_available += n
+        self.num_total_required_buffers -= n
         self.redistribute_buffers()
         self._notify_segment_available()
 
@@ -185,4 +179,4 @@ class NetworkBufferPool:
 
     @property
     def num_available_segments(self) -> int:
-        return len(self._available) + self._num_fresh
+        return self._num_available

@@ -20,18 +20,19 @@ if TYPE_CHECKING:
 
 
 class BufferManager:
-    __slots__ = ("network_pool", "channel", "floating_pool", "exclusive", "floating", "num_required_buffers",
+    __slots__ = ("network_pool", "channel", "floating_pool", "num_free_exclusive", "floating", "num_required_buffers",
                  "is_waiting_for_floating_buffers", "num_exclusive_buffers", "_released", "_buffer_event")
 
     def __init__(self, network_pool: NetworkBufferPool, channel: RemoteInputChannel) -> None:
         self.network_pool = network_pool
         self.channel = channel
         self.floating_pool: LocalBufferPool | None = None
-        # lists, not deques: a few buffers each, and one pair per channel (an empty deque
-        # costs ~700 bytes, a list 56). Free exclusive buffers are kept as their segments and
-        # become Buffers when taken: an idle channel holds 2 segments, not 2 buffers with a
-        # reference count and a bound recycler each (~250 bytes apiece).
-        self.exclusive: list[MemorySegment] = []
+        # Free exclusive buffers are a count: a free segment holds nothing, so one becomes
+        # a segment and a Buffer only when taken (an idle channel holds two numbers, not two
+        # segments, buffers, reference counts and bound recyclers). Floating buffers are the
+        # gate pool's, lent as Buffers: a list, not a deque (a few at most, and an empty
+        # deque costs ~700 bytes, a list 56).
+        self.num_free_exclusive = 0
         self.floating: list[Buffer] = []
         self.num_required_buffers = 0
         self.is_waiting_for_floating_buffers = False
@@ -41,10 +42,11 @@ class BufferManager:
 
     @property
     def available(self) -> int:
-        return len(self.exclusive) + len(self.floating)
+        return self.num_free_exclusive + len(self.floating)
 
     async def request_exclusive_buffers(self, n: int) -> None:
-        self.exclusive.extend(await self.network_pool.request_unpooled_segments(n))
+        await self.network_pool.request_unpooled_segments(n)
+        self.num_free_exclusive += n
         self.num_exclusive_buffers += n
 
     def request_buffer(self) -> Buffer | None:
@@ -52,12 +54,13 @@ class BufferManager:
         self.num_required_buffers -= 1
         if self.floating:
             return self.floating.pop(0)
-        if self.exclusive:
+        if self.num_free_exclusive:
             return self._take_exclusive()
         return None
 
     def _take_exclusive(self) -> Buffer:
-        return Buffer.of_segment(self.exclusive.pop(0), self._recycle_exclusive)
+        self.num_free_exclusive -= 1
+        return Buffer.of_segment(MemorySegment(self.network_pool.segment_size), self._recycle_exclusive)
 
     def request_floating_buffers(self, k: int) -> int:
         """Aim to hold `k` free buffers; returns how many floating buffers were obtained."""
@@ -78,11 +81,11 @@ class BufferManager:
                 self.is_waiting_for_floating_buffers = True
         return obtained
 
-    def _recycle_exclusive(self, segment: MemorySegment) -> None:
+    def _recycle_exclusive(self, _segment: MemorySegment) -> None:
         if self._released:
-            self.network_pool.recycle_unpooled_segments([segment])
+            self.network_pool.recycle_unpooled_segments(1)
             return
-        self.exclusive.append(segment)
+        self.num_free_exclusive += 1
         self._signal()
         if self.available > self.num_required_buffers and self.floating:
             self.floating.pop(0).recycle()
@@ -113,12 +116,11 @@ class BufferManager:
         self._released = True
         if self.floating_pool is not None and self.is_waiting_for_floating_buffers:
             self.floating_pool.remove_buffer_listener(self)
-        segments = self.exclusive
-        self.exclusive = []
+        free_exclusive, self.num_free_exclusive = self.num_free_exclusive, 0
         while self.floating:
             self.floating.pop(0).recycle()
-        if segments:
-            self.network_pool.recycle_unpooled_segments(segments)
+        if free_exclusive:
+            self.network_pool.recycle_unpooled_segments(free_exclusive)
         self._signal()  # a connection reader waiting for a buffer of this channel gives up
 
     # -- pre-credit mode (flow_control = "tcp") ------------------------------------------
@@ -130,7 +132,7 @@ class BufferManager:
                 raise RuntimeError(f"channel {self.channel.name} released while waiting for a buffer")
             if self.floating:
                 return self.floating.pop(0)
-            if self.exclusive:
+            if self.num_free_exclusive:
                 return self._take_exclusive()
             buffer = self.floating_pool.request_buffer()
             if buffer is not None:

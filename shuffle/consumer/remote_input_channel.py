@@ -268,4 +268,4 @@ class RemoteInputChannel(InputChannel):
 
     def exclusive_buffers_used(self) -> int:
         """`initialCredit - available exclusive` (ExclusiveBuffersUsageGauge)."""
-        return max(0, self.initial_credit - len(self.buffer_manager.exclusive))
+        return max(0, self.initial_credit - self.buffer_manager.num_free_exclusive)

@@ -320,7 +320,7 @@ class CreditFlowHarness:
         if not isinstance(channel, RemoteInputChannel):
             return ReceiverState(0, 0, 0, 0, 0, 0)
         bm = channel.buffer_manager
-        return ReceiverState(len(channel.received), len(bm.exclusive), len(bm.floating),
+        return ReceiverState(len(channel.received), bm.num_free_exclusive, len(bm.floating),
                              bm.num_required_buffers, channel.unannounced_credit, channel.initial_credit)
 
     def credits_announced(self, index: int) -> list[int]:

@@ -39,7 +39,7 @@ async def test_mixed_gate_floats_eight_buffers_and_its_remote_channel_holds_two_
         assert isinstance(local_channel, LocalInputChannel) and isinstance(remote_channel, RemoteInputChannel)
         # N = 2 (the local channel counts in the spec): floating min 2*2+1-2*2 = 1, max 2*2+8-2*2 = 8
         assert (gate.buffer_pool.min_buffers, gate.buffer_pool.max_buffers) == (1, 8)
-        assert remote_channel.initial_credit == 2 and len(remote_channel.buffer_manager.exclusive) == 2
+        assert remote_channel.initial_credit == 2 and remote_channel.buffer_manager.num_free_exclusive == 2
         # required: the local partition's 2, the floating pool's 1, the remote channel's 2
         assert env.network_pool.num_total_required_buffers == 5
         for _ in range(14):

@@ -15,10 +15,10 @@ from shuffle.netty.outbound_writer import OutboundWriter
 pytestmark = pytest.mark.tcp
 
 
-def pooled_buffer(payload: bytes, recycled: list[int]) -> Buffer:
-    segment = MemorySegment(7, 64 * 1024)
+def pooled_buffer(payload: bytes, recycled: list[MemorySegment]) -> Buffer:
+    segment = MemorySegment(64 * 1024)
     segment.grow(len(payload))[:len(payload)] = payload
-    return Buffer.of_segment(segment, lambda seg: recycled.append(seg.index), len(payload))
+    return Buffer.of_segment(segment, recycled.append, len(payload))
 
 
 def response(buffer: Buffer) -> BufferResponse:
@@ -33,13 +33,13 @@ def socket_streams() -> tuple[FramedMessageStream, FramedMessageStream]:
 async def test_over_tcp_the_buffer_is_recycled_once_its_frame_is_written():
     sender, receiver = socket_streams()
     payload = bytes(range(256)) * 100
-    recycled: list[int] = []
+    recycled: list[MemorySegment] = []
     buffer = pooled_buffer(payload, recycled)
     sealed = sender.seal(response(buffer), buffer)
     assert recycled == []  # Netty holds the buffer until the write is done
     with trio.fail_after(10):
         await sender.send_sealed(sealed)
-        assert recycled == [7]
+        assert recycled == [buffer.segment]
         (received,) = await receiver.receive()
     assert (received.receiver_id, received.sequence_number, received.backlog) == ("receiver", 3, 1)
     assert bytes(received.buffer) == payload
@@ -47,7 +47,7 @@ async def test_over_tcp_the_buffer_is_recycled_once_its_frame_is_written():
 
 async def test_over_tcp_a_write_cancelled_midway_still_recycles_the_buffer():
     sender, _receiver = socket_streams()
-    recycled: list[int] = []
+    recycled: list[MemorySegment] = []
     big = [pooled_buffer(bytes(60_000), recycled) for _ in range(200)]  # more than the socket holds
     with trio.move_on_after(0.2) as scope:
         for buffer in big:
@@ -60,10 +60,10 @@ async def test_over_tcp_a_write_cancelled_midway_still_recycles_the_buffer():
 async def test_where_bytes_are_not_written_from_the_buffer_it_is_recycled_at_seal():
     stream, _ = trio.testing.memory_stream_pair()
     sender = FramedMessageStream(stream)  # a byte stream without a socket: the frame is copied
-    recycled: list[int] = []
+    recycled: list[MemorySegment] = []
     buffer = pooled_buffer(b"abc", recycled)
     sealed = sender.seal(response(buffer), buffer)
-    assert recycled == [7] and isinstance(sealed, bytes) and sealed.endswith(b"abc")
+    assert recycled == [buffer.segment] and isinstance(sealed, bytes) and sealed.endswith(b"abc")
 
 
 class Work:
@@ -93,13 +93,13 @@ async def writer_idle(work: Work) -> None:
 async def test_over_tcp_an_idle_writer_writes_from_the_task_that_made_the_work():
     sender, receiver = socket_streams()
     work = Work(sender)
-    recycled: list[int] = []
+    recycled: list[MemorySegment] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(work.writer.run)
         await writer_idle(work)
         buffer = pooled_buffer(b"payload", recycled)
         work.add(buffer)  # no checkpoint from here on: the writer task cannot have run
-        assert recycled == [7]  # written whole, and recycled, within `add`
+        assert recycled == [buffer.segment]  # written whole, and recycled, within `add`
         with trio.fail_after(10):
             (received,) = await receiver.receive()
         assert bytes(received.buffer) == b"payload"
@@ -109,7 +109,7 @@ async def test_over_tcp_an_idle_writer_writes_from_the_task_that_made_the_work()
 async def test_over_tcp_what_the_socket_does_not_take_the_writer_task_writes_in_order():
     sender, receiver = socket_streams()
     work = Work(sender)
-    recycled: list[int] = []
+    recycled: list[MemorySegment] = []
     payloads = [bytes([i]) * 60_000 for i in range(40)]  # more than the socket buffers hold
     received: list[bytes] = []
 
@@ -136,7 +136,7 @@ async def test_over_tcp_what_the_socket_does_not_take_the_writer_task_writes_in_
 async def test_over_tcp_an_error_of_a_write_from_another_task_is_raised_by_the_writer_task():
     sender, receiver = socket_streams()
     work = Work(sender)
-    recycled: list[int] = []
+    recycled: list[MemorySegment] = []
     added: list[Buffer] = []
     raised = []
     try:
@@ -159,7 +159,7 @@ async def test_over_tcp_an_error_of_a_write_from_another_task_is_raised_by_the_w
 async def test_a_frame_left_unfinished_when_the_writer_ends_stays_until_the_connection_is_closed():
     sender, _receiver = socket_streams()
     work = Work(sender)
-    recycled: list[int] = []
+    recycled: list[MemorySegment] = []
     buffers = [pooled_buffer(bytes(60_000), recycled) for _ in range(40)]
     async with trio.open_nursery() as nursery:
         nursery.start_soon(work.writer.run)
@@ -183,7 +183,7 @@ async def test_a_write_after_the_writer_was_cancelled_midway_comes_after_the_who
     land inside a frame the writer was cancelled in the middle of."""
     sender, receiver = socket_streams()
     work = Work(sender)
-    recycled: list[int] = []
+    recycled: list[MemorySegment] = []
     received: list = []
 
     async def read_all():

@@ -190,7 +190,7 @@ def _barrier(checkpoint_id: int, options: CheckpointOptions) -> Buffer:
 
 
 def _data(size: int) -> Buffer:
-    return Buffer.of_segment(MemorySegment(0, 64), lambda segment: None, size)
+    return Buffer.of_segment(MemorySegment(64), lambda segment: None, size)
 
 
 async def test_a_blocked_channel_without_exclusive_buffers_gives_its_floating_ones_back(sim_kernel):
