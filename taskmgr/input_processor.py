@@ -68,9 +68,10 @@ class StreamInputProcessor:
         self.io = io
         self.ctx = ctx
         #: One per channel, by gate index, then channel index (a list per gate: a dict entry and
-        #: a tuple key per channel cost ~100 bytes more).
-        self._deserializers = {
-            gate.gate_index: [SpanningRecordDeserializer(formats[gate.gate_index]) for _ in gate.channels]
+        #: a tuple key per channel cost ~100 bytes more), made when the channel's first buffer
+        #: comes (`_deserializer`): a channel that never delivers data costs a list slot.
+        self._deserializers: dict[int, list[SpanningRecordDeserializer | None]] = {
+            gate.gate_index: [None] * len(gate.channels)
             for checkpointed in self.inputs for gate in checkpointed.gates
         }
         #: Per input (its place in `inputs`), as Flink's `StreamTaskNetworkInput` each hold a
@@ -177,7 +178,7 @@ class StreamInputProcessor:
             return
         if checkpointed.handler is not None:
             checkpointed.handler.add_processed_bytes(result.size)
-        deserializer = self._deserializers[channel.gate_index][channel.channel_index]
+        deserializer = self._deserializers[channel.gate_index][channel.channel_index] or self._deserializer(channel)
         try:
             deserializer.add_buffer(buffer.memory())
             records = deserializer.read()
@@ -248,7 +249,8 @@ class StreamInputProcessor:
                 unread.setdefault(entry.channel, []).append(self._wire_bytes(entry.records, entry.channel))
         for _, channel in self._channels():
             info = channel.channel_info
-            partial = self._deserializers[info.gate_index][info.channel_index].unconsumed_bytes()
+            deserializer = self._deserializers[info.gate_index][info.channel_index]
+            partial = deserializer.unconsumed_bytes() if deserializer is not None else b""
             writer.add_input_data(checkpoint_id, channel.persister.channel, unread.get(info, []) + [partial])
 
     def restore_input_state(self, state: Mapping[ChannelKey, Sequence[bytes]]) -> None:
@@ -260,12 +262,21 @@ class StreamInputProcessor:
             if not chunks:
                 continue
             info = channel.channel_info
-            deserializer = self._deserializers[info.gate_index][info.channel_index]
+            deserializer = self._deserializer(info)
             deserializer.add_buffer(memoryview(b"".join(chunks)))
             records = deserializer.read()
             if len(records):
                 self._pending_by_input[self._position[id(checkpointed)]].append(
                     _Pending(records, checkpointed.input_index, info, None))
+
+    def _deserializer(self, channel: InputChannelInfo) -> SpanningRecordDeserializer:
+        """The channel's deserializer, made on first use."""
+        per_gate = self._deserializers[channel.gate_index]
+        deserializer = per_gate[channel.channel_index]
+        if deserializer is None:
+            deserializer = SpanningRecordDeserializer(self.formats[channel.gate_index])
+            per_gate[channel.channel_index] = deserializer
+        return deserializer
 
     def _channels(self) -> Iterator[tuple[CheckpointedInputGate, InputChannel]]:
         """Every input channel of the task, with the input it belongs to."""
