@@ -4,6 +4,7 @@ descriptors wire them. The runtime deploys from this."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from graph.errors import JobException
@@ -34,6 +35,29 @@ class IntermediateResultPartition:
         return f"IntermediateResultPartition({self.partition_id}, subpartitions={self.num_subpartitions})"
 
 
+class ConsumedPartitionGroup(Sequence[tuple[IntermediateResultPartition, int]]):
+    """The channels of one subtask's input gate on an all-to-all edge (Flink's
+    ``ConsumedPartitionGroup`` with the subtask's subpartition): ``(partition,
+    subpartition_index)`` for every producer's partition, in producer order. The consumers of
+    the edge share one list of partitions, so an N x N edge keeps N entries, not N^2 pairs."""
+
+    __slots__ = ("partitions", "subpartition_index")
+
+    def __init__(self, partitions: list[IntermediateResultPartition], subpartition_index: int) -> None:
+        self.partitions = partitions
+        self.subpartition_index = subpartition_index
+
+    def __len__(self) -> int:
+        return len(self.partitions)
+
+    def __getitem__(self, index: int) -> tuple[IntermediateResultPartition, int]:  # type: ignore[override]
+        return self.partitions[index], self.subpartition_index
+
+    def __iter__(self) -> Iterator[tuple[IntermediateResultPartition, int]]:
+        subpartition_index = self.subpartition_index
+        return ((partition, subpartition_index) for partition in self.partitions)
+
+
 @dataclass(eq=False)
 class ExecutionVertex:
     """Subtask ``subtask_index`` of ``job_vertex``. ``input_gates[g]`` lists, in channel
@@ -42,7 +66,7 @@ class ExecutionVertex:
     job_vertex: JobVertex
     subtask_index: int
     produced_partitions: list[IntermediateResultPartition] = field(default_factory=list)
-    input_gates: list[list[tuple[IntermediateResultPartition, int]]] = field(default_factory=list)
+    input_gates: list[Sequence[tuple[IntermediateResultPartition, int]]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -124,11 +148,21 @@ def build_execution_graph(job_graph: JobGraph) -> ExecutionGraph:
 def _connect(edge: JobEdge, task_vertices: dict[str, list[ExecutionVertex]]) -> None:
     """Wire one JobEdge: ALL_TO_ALL reads subpartition i of every producer; POINTWISE
     reads the producers that feed it, subpartition ``i % numConsumers`` as
-    Flink's ``computeConsumedSubpartitionRange`` does."""
+    Flink's ``computeConsumedSubpartitionRange`` does. An all-to-all edge's partitions share
+    their consumer lists and its consumers their list of partitions, as Flink's
+    ``ConsumerVertexGroup`` and ``ConsumedPartitionGroup`` do."""
     producers = task_vertices[edge.source_vertex.id]
     consumers = task_vertices[edge.target.id]
     data_set_index = edge.source_vertex.produced_data_sets.index(edge.source)
     partitions = [producer.produced_partitions[data_set_index] for producer in producers]
+    if edge.distribution_pattern == "ALL_TO_ALL" and not any(partition.consumers for partition in partitions):
+        shared = [[consumer] for consumer in consumers]
+        for partition in partitions:
+            partition.num_subpartitions = len(consumers)
+            partition.consumers = shared
+        for consumer in consumers:
+            consumer.input_gates.append(ConsumedPartitionGroup(partitions, consumer.subtask_index))
+        return
     if edge.distribution_pattern == "ALL_TO_ALL":
         feeds = [range(len(consumers))] * len(producers)
     else:
@@ -137,6 +171,8 @@ def _connect(edge: JobEdge, task_vertices: dict[str, list[ExecutionVertex]]) -> 
         if not partition.consumers:
             partition.num_subpartitions = len(readers)
             partition.consumers = [[] for _ in readers]
+        else:  # read by another edge already: its lists may be shared with other partitions
+            partition.consumers = [list(readers_of) for readers_of in partition.consumers]
         for reader in readers:
             partition.consumers[reader % len(readers)].append(consumers[reader])
     for consumer in consumers:

@@ -30,6 +30,15 @@ def test_all_to_all_reads_subpartition_i_of_every_producer():
     assert [[c.subtask_index for c in readers] for readers in partition.consumers] == [[0], [1], [2]]
 
 
+def test_an_all_to_all_edge_shares_its_lists_across_subtasks():
+    producers, consumers = wiring(3, 4, lambda s: s.rebalance())
+    partitions = [p.produced_partitions[0] for p in producers]
+    assert all(p.consumers is partitions[0].consumers for p in partitions)  # Flink's ConsumerVertexGroup
+    gates = [c.input_gates[0] for c in consumers]
+    assert all(gate.partitions is gates[0].partitions for gate in gates)  # and ConsumedPartitionGroup
+    assert [gate[2] for gate in gates] == [(partitions[2], i) for i in range(4)] and len(gates[0]) == 3
+
+
 def test_broadcast_is_all_to_all_with_one_subpartition_per_consumer():
     producers, consumers = wiring(2, 3, lambda s: s.broadcast())
     assert producers[0].produced_partitions[0].data_set.is_broadcast

@@ -173,8 +173,12 @@ def test_batch_reuses_a_blocking_data_set_for_equal_consumers(env):
     (data_set,) = job.vertices[0].produced_data_sets
     assert [e.target.name for e in data_set.consumers] == ["Map -> Sink: Print to Std. Out",
                                                           "Filter -> Sink: Print to Std. Out"]
-    partition = env.get_execution_graph().execution_vertices(job.vertices[0])[0].produced_partitions[0]
-    assert [[c.job_vertex.index for c in readers] for readers in partition.consumers] == [[1, 2], [1, 2]]
+    producers = env.get_execution_graph().execution_vertices(job.vertices[0])
+    assert len(producers) == 2
+    for producer in producers:  # the first edge's shared consumer lists are not appended to twice
+        (partition,) = producer.produced_partitions
+        assert [[(c.job_vertex.index, c.subtask_index) for c in readers] for readers in partition.consumers] == [
+            [(1, 0), (2, 0)], [(1, 1), (2, 1)]]
     streaming = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
     rebalanced = streaming.from_sequence(1, 10).rebalance()
     rebalanced.map(lambda x: x).print()
