@@ -10,6 +10,7 @@ or cancelled task releases them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -157,7 +158,10 @@ class Task:
     def __init__(self, descriptor: TaskDeploymentDescriptor, job_graph: JobGraph,
                  env: NettyShuffleEnvironment, services: TaskServices, run_control: RunControl,
                  on_state_change: Callable[[Task], None]) -> None:
-        self.descriptor = descriptor
+        #: Kept without its channel descriptors: the gates made from them hold what they say
+        #: (a 256 x 256 job would keep 65,536 of them).
+        self.descriptor = replace(descriptor, input_gates=())
+        self._gate_descriptors = descriptor.input_gates
         self.job_graph = job_graph
         self.vertex: JobVertex = job_graph.vertex(descriptor.vertex_id)
         self.name = subtask_name(self.vertex, descriptor.subtask_index)
@@ -327,6 +331,13 @@ class Task:
         if self._source is not None:
             self._source.stop()
 
+    async def _create_input_gates(self) -> None:
+        gate_descriptors, self._gate_descriptors = self._gate_descriptors, ()
+        for gate_descriptor in gate_descriptors:
+            gate = self.env.create_input_gate(gate_descriptor.gate_index, self.name, gate_descriptor.channels)
+            self._gates.append(gate)
+            await gate.setup()
+
     async def _run(self) -> None:
         self._transition(ExecutionState.INITIALIZING)
         descriptor, vertex, env = self.descriptor, self.vertex, self.env
@@ -336,10 +347,7 @@ class Task:
                                                     produced.partition_type, self.name)
             partition.hard_back_pressure_timer = io.hard_backpressure
             self._partitions.append(partition)
-        for gate_descriptor in descriptor.input_gates:
-            gate = env.create_input_gate(gate_descriptor.gate_index, self.name, gate_descriptor.channels)
-            self._gates.append(gate)
-            await gate.setup()
+        await self._create_input_gates()
         ctx = OperatorContext(
             task_name=self.name, vertex_name=vertex.name, subtask_index=descriptor.subtask_index,
             parallelism=vertex.parallelism, origin=vertex.index * MAX_ORIGIN_SUBTASKS + descriptor.subtask_index,

@@ -67,7 +67,9 @@ class LocalBufferPool:
         self.availability = AvailabilityHelper()
         self._segment_event: kernel.Event | None = None
         self._waiting_on_global = False
-        self._recyclers = [_SubpartitionRecycler(self, i) for i in range(num_subpartitions)]
+        #: Per subpartition, made when it first takes a buffer (most of a wide partition's
+        #: subpartitions stay idle for long).
+        self._recyclers: list[_SubpartitionRecycler | None] = [None] * num_subpartitions
         self._untargeted_recycler = _SubpartitionRecycler(self, UNKNOWN_CHANNEL)
         self._update_availability()
 
@@ -98,7 +100,11 @@ class LocalBufferPool:
         segment = self._request_segment(target)
         if segment is None:
             return None
-        recycler = self._recyclers[target] if target >= 0 else self._untargeted_recycler
+        if target < 0:
+            return BufferBuilder(segment, self._untargeted_recycler)
+        recycler = self._recyclers[target]
+        if recycler is None:
+            recycler = self._recyclers[target] = _SubpartitionRecycler(self, target)
         return BufferBuilder(segment, recycler)
 
     async def request_buffer_builder_blocking(self, target: int = UNKNOWN_CHANNEL) -> BufferBuilder:
