@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from shuffle.api.events import CheckpointBarrier
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
-from shuffle.channel_state import ChannelStatePersister
+from shuffle.channel_state import ChannelStatePersister, ChannelStateWriter
 from shuffle.partition.result_partition_id import channel_name
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class InputChannel:
 
     __slots__ = ("gate", "channel_info", "partition_id", "subpartition_index", "_name", "initial_backoff",
                  "max_backoff", "current_backoff", "num_bytes_in", "num_buffers_in", "error", "is_released",
-                 "persister")
+                 "_persister")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int, initial_backoff: float, max_backoff: float) -> None:
@@ -56,9 +56,28 @@ class InputChannel:
         self.num_buffers_in = 0
         self.error: BaseException | None = None
         self.is_released = False
-        #: Persists in-flight data of unaligned checkpoints (its writer is the task's), under
-        #: the name the producer's subpartition persists its share under.
-        self.persister = ChannelStatePersister((partition_id, subpartition_index))
+        self._persister: ChannelStatePersister | None = None
+
+    @property
+    def persister(self) -> ChannelStatePersister:
+        """Persists in-flight data of unaligned checkpoints (its writer is the gate's, the
+        task's), under the name the producer's subpartition persists its share under. Made
+        when first needed (a checkpoint starts, or an event comes): until then the channel
+        persists nothing, and an idle channel of a job without checkpoints never has one."""
+        if self._persister is None:
+            self._persister = ChannelStatePersister((self.partition_id, self.subpartition_index),
+                                                    self.gate.channel_state_writer)
+        return self._persister
+
+    def use_channel_state_writer(self, writer: ChannelStateWriter) -> None:
+        """The gate's writer changed: a persister made already writes there too."""
+        if self._persister is not None:
+            self._persister.writer = writer
+
+    def maybe_persist(self, buffer: Buffer) -> None:
+        """Persist `buffer` if it is in-flight data of a started checkpoint."""
+        if self._persister is not None:
+            self._persister.maybe_persist(buffer)
 
     @property
     def name(self) -> str:

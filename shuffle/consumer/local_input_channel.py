@@ -63,7 +63,7 @@ class LocalInputChannel(InputChannel):
             return None
         buffer = nxt.buffer
         if buffer.is_buffer:
-            self.persister.maybe_persist(buffer)
+            self.maybe_persist(buffer)
         else:
             self.persister.check_for_barrier(deserialize_event(bytes(buffer.memory())))
         self.num_bytes_in += buffer.size

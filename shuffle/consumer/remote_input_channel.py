@@ -121,7 +121,7 @@ class RemoteInputChannel(InputChannel):
             first_priority = self.received.num_priority_elements == 1
         else:
             self.received.add((buffer, sequence_number))
-            self.persister.maybe_persist(buffer)
+            self.maybe_persist(buffer)
         if not data_type.is_buffer:
             event = deserialize_event(bytes(buffer.memory()))
             if data_type.requires_announcement:

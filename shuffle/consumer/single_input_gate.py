@@ -110,6 +110,8 @@ class SingleInputGate:
         self.throughput_calculator = ThroughputCalculator()
         self.buffer_debloater = _buffer_debloater(config) if config.debloat else None
         self.tracer = tracer
+        #: Where the channels persist in-flight data of unaligned checkpoints (the task's).
+        self.channel_state_writer: ChannelStateWriter | None = None
 
     def add_channel(self, channel: InputChannel) -> None:
         if channel.channel_index != len(self.channels):
@@ -286,8 +288,9 @@ class SingleInputGate:
     # -- unaligned checkpoints (Flink's CheckpointableInput) --------------------------------
 
     def set_channel_state_writer(self, writer: ChannelStateWriter) -> None:
+        self.channel_state_writer = writer
         for channel in self.channels:
-            channel.persister.writer = writer
+            channel.use_channel_state_writer(writer)
 
     def checkpoint_started(self, barrier: CheckpointBarrier) -> None:
         for channel in self.channels:
