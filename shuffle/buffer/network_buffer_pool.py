@@ -91,11 +91,16 @@ class NetworkBufferPool:
                         continue
                     self._unpooled_event = self._unpooled_event or kernel.Event()
                     await self._unpooled_event.wait()
-        except kernel.TooSlowError:
+        except BaseException as failure:
+            # As Flink's internalRequestMemorySegments: whatever ends the wait (the timeout, or
+            # the requesting task cancelled), the segments taken so far and the required count
+            # go back.
             self._num_available += got
             self.num_total_required_buffers -= n
             self.redistribute_buffers()
             self._notify_segment_available()
+            if not isinstance(failure, kernel.TooSlowError):
+                raise
             raise InsufficientBuffersError(
                 f"Timeout triggered when requesting exclusive buffers: {self._config_description()}, "
                 f"or you may increase the timeout which is {round(self.exclusive_request_timeout * 1000)}ms "

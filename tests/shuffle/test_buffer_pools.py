@@ -121,6 +121,34 @@ async def test_unpooled_request_waits_for_excess_to_be_returned(sim_kernel):
     assert pool.num_buffers == 4 and nbp.num_available_segments == 2
 
 
+async def test_an_unpooled_request_that_ends_unfinished_gives_back_what_it_took(sim_kernel):
+    from shuffle import kernel
+
+    nbp = NetworkBufferPool(4, 64, exclusive_request_timeout=1.0)
+    pool = nbp.create_buffer_pool(1, 4)
+    held = [pool.request_buffer_builder() for _ in range(4)]
+
+    async def give_one_back():
+        await kernel.sleep(0.5)
+        held.pop().close()  # the pool is over its share now: the segment goes to the request
+
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(give_one_back)
+        with pytest.raises(InsufficientBuffersError):
+            await nbp.request_unpooled_segments(3)
+    # every segment is the network's or the pool's again; only the pool's minimum is required
+    assert nbp.num_available_segments + pool.num_requested == 4 and nbp.num_total_required_buffers == 1
+    with kernel.move_on_after(0.75):  # the requesting task cancelled before the timeout, one segment taken
+        async with kernel.open_nursery() as nursery:
+            nursery.start_soon(give_one_back)
+            await nbp.request_unpooled_segments(3)
+    assert nbp.num_available_segments + pool.num_requested == 4 and nbp.num_total_required_buffers == 1
+    for builder in held:
+        builder.close()
+    pool.destroy()
+    assert nbp.num_available_segments == 4 and nbp.num_total_required_buffers == 0
+
+
 async def test_unpooled_request_times_out_with_flink_hint(sim_kernel):
     nbp = NetworkBufferPool(2, 64, exclusive_request_timeout=1.0)
     pool = nbp.create_buffer_pool(1, 2)
