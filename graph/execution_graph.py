@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any, overload
 
 from graph.errors import JobException
 from graph.job_graph import IntermediateDataSet, JobEdge, JobGraph, JobVertex
@@ -50,12 +51,31 @@ class ConsumedPartitionGroup(Sequence[tuple[IntermediateResultPartition, int]]):
     def __len__(self) -> int:
         return len(self.partitions)
 
-    def __getitem__(self, index: int) -> tuple[IntermediateResultPartition, int]:  # type: ignore[override]
+    @overload
+    def __getitem__(self, index: int) -> tuple[IntermediateResultPartition, int]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[tuple[IntermediateResultPartition, int]]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [(partition, self.subpartition_index) for partition in self.partitions[index]]
         return self.partitions[index], self.subpartition_index
 
     def __iter__(self) -> Iterator[tuple[IntermediateResultPartition, int]]:
         subpartition_index = self.subpartition_index
         return ((partition, subpartition_index) for partition in self.partitions)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to any sequence of the same pairs (as the list it stands for)."""
+        if not isinstance(other, Sequence) or isinstance(other, (str, bytes)):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"ConsumedPartitionGroup({[p.partition_id for p in self.partitions]}, subpartition={self.subpartition_index})"
 
 
 @dataclass(eq=False)

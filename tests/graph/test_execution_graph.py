@@ -37,6 +37,9 @@ def test_an_all_to_all_edge_shares_its_lists_across_subtasks():
     gates = [c.input_gates[0] for c in consumers]
     assert all(gate.partitions is gates[0].partitions for gate in gates)  # and ConsumedPartitionGroup
     assert [gate[2] for gate in gates] == [(partitions[2], i) for i in range(4)] and len(gates[0]) == 3
+    pairs = [(partition, 1) for partition in partitions]
+    assert gates[1] == pairs and gates[1][1:] == pairs[1:] and gates[1] != pairs[:2] and gates[0] != pairs
+    assert repr(gates[1]) == "ConsumedPartitionGroup(['ds0#0', 'ds0#1', 'ds0#2'], subpartition=1)"
 
 
 def test_broadcast_is_all_to_all_with_one_subpartition_per_consumer():
