@@ -251,7 +251,7 @@ class StreamInputProcessor:
             info = channel.channel_info
             deserializer = self._deserializers[info.gate_index][info.channel_index]
             partial = deserializer.unconsumed_bytes() if deserializer is not None else b""
-            writer.add_input_data(checkpoint_id, channel.persister.channel, unread.get(info, []) + [partial])
+            writer.add_input_data(checkpoint_id, channel.channel_state_key, unread.get(info, []) + [partial])
 
     def restore_input_state(self, state: Mapping[ChannelKey, Sequence[bytes]]) -> None:
         """Queue the restored checkpoint's in-flight input data of each channel ahead of

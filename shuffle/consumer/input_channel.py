@@ -65,9 +65,14 @@ class InputChannel:
         when first needed (a checkpoint starts, or an event comes): until then the channel
         persists nothing, and an idle channel of a job without checkpoints never has one."""
         if self._persister is None:
-            self._persister = ChannelStatePersister((self.partition_id, self.subpartition_index),
-                                                    self.gate.channel_state_writer)
+            self._persister = ChannelStatePersister(self.channel_state_key, self.gate.channel_state_writer)
         return self._persister
+
+    @property
+    def channel_state_key(self) -> tuple[str, int]:
+        """The key this channel's in-flight data is persisted under: its producer's
+        partition and subpartition, as the producer persists its share."""
+        return self.partition_id, self.subpartition_index
 
     def use_channel_state_writer(self, writer: ChannelStateWriter) -> None:
         """The gate's writer changed: a persister made already writes there too."""

@@ -17,6 +17,7 @@ from shuffle.api.events import AlignmentType, CheckpointBarrier, CheckpointOptio
 from shuffle.buffer.buffer import Buffer, MemorySegment
 from shuffle.buffer.data_type import DataType
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+from shuffle.channel_state import ChannelStateWriter
 from shuffle.config import NetworkConfig
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
 from shuffle.consumer.single_input_gate import SingleInputGate
@@ -392,3 +393,20 @@ async def test_converting_an_announced_barrier_tells_the_gate_of_priority(sim_ke
     channel.convert_to_priority_event(0)
     assert gate.priority_availability.is_available
     _release(channel)
+
+
+async def test_a_channel_persists_to_the_gates_writer_whenever_its_persister_is_made(credit_flow):
+    h = await credit_flow(channels=2)
+    early = h.channel(0).persister  # made before the task gives the gate its writer
+    writer = ChannelStateWriter()
+    for index in (0, 1):  # (the harness gives each channel a gate of its own)
+        h.channel(index).gate.set_channel_state_writer(writer)
+    writer.start(1)
+    unaligned = CheckpointOptions("CHECKPOINT", AlignmentType.UNALIGNED)
+    for index in (0, 1):  # channel 1's persister is made now, after the writer was set
+        h.channel(index).checkpoint_started(CheckpointBarrier(1, 0, unaligned))
+        await h.emit_values(index, [index])
+        h.flush(index)
+    await h.settle()
+    assert early is h.channel(0).persister
+    assert sorted(writer.take(1).inputs) == [h.channel(0).channel_state_key, h.channel(1).channel_state_key]
