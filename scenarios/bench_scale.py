@@ -7,7 +7,7 @@ than Flink's 64 MiB default holds (real Flink refuses the job the same way); mem
 only resident for buffers that hold data. Each size runs one virtual second in
 a fresh child process, so its peak resident memory is its own; the figures are wall
 seconds per virtual second and peak RSS, one pair per N, so the growth curve shows.
-`idle_channel_bytes` deploys the same job with nearly silent sources at three sizes on the
+`idle_channel_bytes` deploys the same job with nearly silent sources at ten sizes on the
 same TaskManagers and fits its Python memory as a + b*N + c*N^2: c is what one channel
 costs, apart from what grows with the subtasks (b) and what does not grow (a).
 """
@@ -42,7 +42,9 @@ NETWORK = NetworkConfig(network_memory=128 * 1024 * 1024)
 
 #: Sizes whose deployed jobs give the memory per idle channel, all on IDLE_TASK_MANAGERS:
 #: channels grow with N^2, subtasks with N, TaskManagers and their connections not at all.
-IDLE_SIZES = (32, 48, 64)
+#: Ten sizes over a fourfold span: containers grow in steps (a list or dict resizing), so a
+#: fit through three close sizes can put a step into the N^2 term (181 to 2,983 B).
+IDLE_SIZES = tuple(range(24, 97, 8))
 IDLE_TASK_MANAGERS = 8
 #: Records per second per source in the idle runs: the channels are set up, hardly used.
 IDLE_RATE = 1
@@ -103,16 +105,19 @@ def _child(*args: str) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
-def fit_growth(runs: list[dict[str, Any]]) -> tuple[float, float, float]:
+def fit_growth(runs: list[dict[str, Any]]) -> tuple[float, float, float, float]:
     """Least-squares fit of the runs' `traced_bytes` as `fixed + per_subtask_pair * N +
-    per_channel * N^2` over their sizes N; returns the three coefficients."""
+    per_channel * N^2` over their sizes N; returns the three coefficients and the root mean
+    square of the residuals (bytes)."""
     if len({run["n"] for run in runs}) < 3:
         raise ValueError("the fit needs runs at three sizes at least")
     n = np.array([run["n"] for run in runs], dtype=float)
     traced = np.array([run["traced_bytes"] for run in runs], dtype=float)
-    coefficients, *_ = np.linalg.lstsq(np.vstack([np.ones_like(n), n, n * n]).T, traced, rcond=None)
+    design = np.vstack([np.ones_like(n), n, n * n]).T
+    coefficients, *_ = np.linalg.lstsq(design, traced, rcond=None)
+    residual_rms = float(np.sqrt(np.mean((design @ coefficients - traced) ** 2)))
     fixed, per_pair, per_channel = (float(c) for c in coefficients)
-    return fixed, per_pair, per_channel
+    return fixed, per_pair, per_channel, residual_rms
 
 
 def idle_channel_bytes(sizes: tuple[int, ...] = IDLE_SIZES,
@@ -121,9 +126,10 @@ def idle_channel_bytes(sizes: tuple[int, ...] = IDLE_SIZES,
     its ends: input channel, buffer manager, subpartition, view, reader, ...): the N^2 term
     of the deployed job's memory over sizes N on the same TaskManagers (`fit_growth`)."""
     runs = [_child("idle", str(n), str(task_managers)) for n in sizes]
-    fixed, per_pair, per_channel = fit_growth(runs)
+    fixed, per_pair, per_channel, residual_rms = fit_growth(runs)
     return [{"figure": "idle_channel_bytes", "value": round(per_channel),
-             "per_subtask_pair_bytes": round(per_pair), "fixed_bytes": round(fixed), "runs": runs}]
+             "per_subtask_pair_bytes": round(per_pair), "fixed_bytes": round(fixed),
+             "residual_rms_bytes": round(residual_rms), "runs": runs}]
 
 
 def scale_figures(sizes: tuple[int, ...] = SIZES) -> Iterator[dict[str, Any]]:
