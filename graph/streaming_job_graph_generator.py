@@ -124,13 +124,14 @@ class StreamingJobGraphGenerator:
                 "force enable state checkpoints with the reduced guarantees by calling: "
                 "env.enableCheckpointing(interval,true)"
             )
-        if self.graph.is_iterative and config.unaligned:
+        if self.graph.is_iterative and config.unaligned and not config.force_unaligned:
             raise UnsupportedOperationException(
                 "Unaligned Checkpoints are currently not supported for iterative jobs, as rescaling "
                 "would require alignment (in addition to the reduced checkpointing guarantees).\nThe "
                 "user can force Unaligned Checkpoints by using 'execution.checkpointing.unaligned.forced'"
             )
-        if config.unaligned and any(edge.partitioner.name == "CUSTOM" for edge in self.graph.edges):
+        if (config.unaligned and not config.force_unaligned
+                and any(edge.partitioner.name == "CUSTOM" for edge in self.graph.edges)):
             raise UnsupportedOperationException(
                 "Unaligned checkpoints are currently not supported for custom partitioners, as "
                 "rescaling is not guaranteed to work correctly.\nThe user can force Unaligned "

@@ -50,6 +50,7 @@ def _configure(env: StreamExecutionEnvironment, scenario: Scenario) -> None:
         config.set_min_pause_between_checkpoints(checkpoints.min_pause)
         config.enable_checkpoints_after_tasks_finish(checkpoints.checkpoints_after_tasks_finish)
         config.set_tolerable_checkpoint_failure_number(checkpoints.tolerable_failed_checkpoints)
+        config.set_force_unaligned_checkpoints(checkpoints.force_unaligned)
         if checkpoints.mode == "unaligned":
             config.enable_unaligned_checkpoints()
             config.set_aligned_checkpoint_timeout(checkpoints.aligned_timeout)

@@ -369,6 +369,9 @@ class CheckpointSettings:
     checkpoints_after_tasks_finish: bool = field(default=True, metadata=_opt(BOOL))
     #: Flink's execution.checkpointing.tolerable-failed-checkpoints (default 0).
     tolerable_failed_checkpoints: int = field(default=0, metadata=_opt(_int_from(0)))
+    #: Flink's execution.checkpointing.unaligned.forced (default false): unaligned checkpoints
+    #: for a program with iterations or custom partitioners, which Flink refuses otherwise.
+    force_unaligned: bool = field(default=False, metadata=_opt(BOOL))
     trigger_delay: float = field(default=CheckpointCosts.trigger_delay, metadata=_opt(DURATION))
     ack_latency: float = field(default=CheckpointCosts.ack_latency, metadata=_opt(DURATION))
     sync_snapshot: float = field(default=CheckpointCosts.sync_snapshot, metadata=_opt(DURATION))

@@ -56,6 +56,9 @@ class CheckpointConfig:
     unaligned: bool = False
     aligned_checkpoint_timeout: float = 0.0
     force: bool = False
+    #: Flink's execution.checkpointing.unaligned.forced: unaligned checkpoints also for jobs
+    #: Flink would refuse them for (iterations, custom partitioners).
+    force_unaligned: bool = False
     #: Flink's defaults: a checkpoint expires after 10 min, one at a time, no pause.
     timeout: float = 600.0
     max_concurrent: int = 1
@@ -72,6 +75,16 @@ class CheckpointConfig:
     def enable_unaligned_checkpoints(self, enabled: bool = True) -> "CheckpointConfig":
         self.unaligned = bool(enabled)
         return self
+
+    def set_force_unaligned_checkpoints(self, force: bool = True) -> "CheckpointConfig":
+        """Allow unaligned checkpoints despite iteration feedback or custom partitioners
+        (Flink's execution.checkpointing.unaligned.forced). An edge that cannot take them
+        (forward, rescale, broadcast, custom) still gets aligned barriers, as in Flink 2.3."""
+        self.force_unaligned = bool(force)
+        return self
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return self.force_unaligned
 
     def set_aligned_checkpoint_timeout(self, timeout: str | float) -> "CheckpointConfig":
         self.aligned_checkpoint_timeout = _non_negative_duration("aligned checkpoint timeout", timeout)

@@ -47,7 +47,7 @@ MAPPED = {
     "network": set(NETWORK_OPTIONS),
     "cluster": {"task_managers", "slots_per_task_manager"},
     "checkpoints": {"interval", "mode", "aligned_timeout", "timeout", "max_concurrent", "min_pause",
-                    "tolerable_failed_checkpoints", "checkpoints_after_tasks_finish"},
+                    "tolerable_failed_checkpoints", "checkpoints_after_tasks_finish", "force_unaligned"},
 }
 
 
@@ -142,6 +142,8 @@ def _flink_options(scenario: Scenario, buffer_timeout: float) -> dict[str, Any]:
         elif checkpoints.mode == "unaligned":
             options["execution.checkpointing.unaligned.enabled"] = "true"
             options["execution.checkpointing.aligned-checkpoint-timeout"] = ms("aligned_timeout")
+        if checkpoints.force_unaligned:
+            options["execution.checkpointing.unaligned.forced"] = "true"
     return options
 
 

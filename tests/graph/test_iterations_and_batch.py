@@ -202,3 +202,22 @@ def test_checkpointing_settings(env):
     custom.from_sequence(1, 10).partition_custom(lambda k, n: 0, lambda x: x).print()
     with pytest.raises(UnsupportedOperationException, match="not supported for custom partitioners"):
         custom.get_job_graph()
+
+
+def test_forced_unaligned_checkpoints_allow_custom_partitioners_and_iterations_with_aligned_edges():
+    custom = StreamExecutionEnvironment.get_execution_environment().set_parallelism(2)
+    custom.enable_checkpointing(1).get_checkpoint_config().enable_unaligned_checkpoints()
+    custom.get_checkpoint_config().set_force_unaligned_checkpoints()
+    custom.from_sequence(1, 10).partition_custom(lambda k, n: 0, lambda x: x).map(lambda x: x).rebalance().print()
+    edges = {edge.partitioner.name: edge for edge in custom.get_stream_graph().edges}
+    # as in Flink 2.3: forcing lifts the refusal; a custom edge still takes aligned barriers
+    assert not edges["CUSTOM"].supports_unaligned_checkpoints and edges["REBALANCE"].supports_unaligned_checkpoints
+    custom.get_job_graph()
+    iterative = StreamExecutionEnvironment.get_execution_environment()
+    iterative.enable_checkpointing(1, force=True).get_checkpoint_config().enable_unaligned_checkpoints()
+    iteration = iterative.from_sequence(1, 10).iterate()
+    iteration.close_with(iteration.map(lambda x: x - 1).filter(lambda x: x > 0))
+    with pytest.raises(UnsupportedOperationException, match="not supported for iterative jobs"):
+        iterative.get_job_graph()
+    iterative.get_checkpoint_config().set_force_unaligned_checkpoints()
+    assert iterative.get_job_graph().checkpointing.config.force_unaligned

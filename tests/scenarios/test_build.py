@@ -125,6 +125,13 @@ def test_at_least_once_checkpoints(tmp_path):
     assert config.mode.name == "AT_LEAST_ONCE" and not config.unaligned
 
 
+def test_forced_unaligned_checkpoints_reach_the_program():
+    forced = load_scenario(LIBRARY / "checkpoints-slow-map.toml", ["checkpoints.force_unaligned=true"])
+    assert build_program(forced).get_checkpoint_config().is_force_unaligned_checkpoints()
+    plain = load_scenario(LIBRARY / "checkpoints-slow-map.toml")
+    assert not build_program(plain).get_checkpoint_config().is_force_unaligned_checkpoints()
+
+
 def test_program_relative_to_the_scenario_folder(tmp_path):
     (tmp_path / "my_pipeline_mod.py").write_text(
         "from graph import DiscardingSink\n"

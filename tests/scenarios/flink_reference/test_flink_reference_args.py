@@ -46,6 +46,9 @@ def test_checkpoint_and_debloat_settings_become_flink_options():
     assert (args["sourceSlotSharingGroup"], args["stageSlotSharingGroup"], args["sinkSlotSharingGroup"]) == (
         "default", "slow", "slow")
     assert args["execution.checkpointing.checkpoints-after-tasks-finish"] == "true"
+    assert "execution.checkpointing.unaligned.forced" not in args  # Flink's default: false
+    forced = args_of("checkpoints-slow-map", "checkpoints.force_unaligned=true")
+    assert forced["execution.checkpointing.unaligned.forced"] == "true"
     assert args_of("checkpoints-slow-map", "checkpoints.mode=at_least_once")["execution.checkpointing.mode"] == (
         "AT_LEAST_ONCE")
     debloat = args_of("debloat-slow-map", "network.debloat_target=500ms", "network.min_segment_size=512b")
