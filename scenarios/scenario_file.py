@@ -90,16 +90,29 @@ def _leaf(convert: Callable[[Any], Any]) -> Parser:
     return parse
 
 
+def _is_plain_number(text: str) -> bool:
+    """Whether `text` is a number without a unit ("5", " 2.5 ")."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _with_units(
     parse: Callable[[str], float], what: str, example: str, *, numbers_ok: bool = False
 ) -> Callable[[Any], float]:
-    """A string with units parsed by `parse`; plain integers too if `numbers_ok` (sizes in bytes)."""
+    """A string with units parsed by `parse`; plain integers too if `numbers_ok` (sizes in bytes).
+
+    Without `numbers_ok` a number needs its unit, in a string too: "5" could mean 5 s or 5 ms."""
 
     def convert(value: Any) -> float:
         if numbers_ok and type(value) is int:
             return value
         if not isinstance(value, str):
             raise _BadValue(f"{_show(value)} is not a {what} (e.g. {example})")
+        if not numbers_ok and _is_plain_number(value):
+            raise _BadValue(f"{_show(value)} has no unit (e.g. {example})")
         try:
             return parse(value)
         except ValueError:

@@ -52,6 +52,12 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
      "(from --set job.stages[SlowMap].cost)"),
     (["plan", str(SLOW_MAP), "--set", "network.bufer_size=1kb"],
      "(did you mean 'network.buffer_size'?) (from --set network.bufer_size)"),
+    # a duration or bandwidth without its unit: "5" could mean 5 s or 5 ms; it is not taken as seconds
+    (["plan", str(SLOW_MAP), "--set", 'job.stages[SlowMap].cost="5"'],
+     "job.stages[1].cost: '5' has no unit (e.g. \"100ms\") (from --set job.stages[SlowMap].cost)"),
+    (["plan", str(SLOW_MAP), "--set", 'duration="30"'], "duration: '30' has no unit (e.g. \"100ms\")"),
+    (["plan", str(SLOW_MAP), "--set", 'network.link_bandwidth="10"'],
+     "network.link_bandwidth: '10' has no unit (e.g. \"10gbit\")"),
     # numbers and booleans in quotes are strings in TOML
     (["plan", str(SLOW_MAP), "--set", 'network.debloat="false"'],
      "network.debloat: 'false' is not true or false (write it without quotes)"),
