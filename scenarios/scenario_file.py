@@ -196,9 +196,12 @@ def _flush_timeout(value: Any) -> float:
     if value == "off":
         return -1.0
     try:
-        return _at_least(_as_duration, 0)(value)
-    except _BadValue:
-        raise _BadValue(f'{_show(value)} is not a duration (e.g. "100ms") or "off"') from None
+        seconds = _as_duration(value)
+    except _BadValue as e:
+        raise _BadValue(f'{e} or "off"') from None
+    if seconds < 0:
+        raise _BadValue(f'{_show(value)} must be >= 0 (or "off": flush only full buffers)')
+    return seconds
 
 
 def _secret(value: Any) -> str:

@@ -58,6 +58,9 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", 'duration="30"'], "duration: '30' has no unit (e.g. \"100ms\")"),
     (["plan", str(SLOW_MAP), "--set", 'network.link_bandwidth="10"'],
      "network.link_bandwidth: '10' has no unit (e.g. \"10gbit\")"),
+    # a negative buffer timeout is a duration, but below 0 (Flink's -1 is "off" here)
+    (["plan", str(SLOW_MAP), "--set", "network.buffer_timeout=-1ms"],
+     "network.buffer_timeout: '-1ms' must be >= 0 (or \"off\": flush only full buffers)"),
     # numbers and booleans in quotes are strings in TOML
     (["plan", str(SLOW_MAP), "--set", 'network.debloat="false"'],
      "network.debloat: 'false' is not true or false (write it without quotes)"),
