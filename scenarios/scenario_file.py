@@ -536,6 +536,12 @@ def _stages(value: Any, where: Where) -> tuple[StageSpec, ...]:
         raise where.error("the first stage, and only the first, must be a 'source'")
     if len(kinds) < 2 or kinds[-1] != "sink" or "sink" in kinds[:-1]:
         raise where.error("the last stage, and only the last, must be a 'sink'")
+    first_named: dict[str, int] = {}
+    for i, stage in enumerate(stages):
+        if stage.name is not None and first_named.setdefault(stage.name, i) != i:
+            raise where.item(i).child("name").error(
+                f"{stage.name!r} is also the name of job.stages[{first_named[stage.name]}]: stage names must "
+                "differ (job.stages[NAME] picks a stage by its name)")
     return stages
 
 
