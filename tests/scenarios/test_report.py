@@ -205,7 +205,9 @@ def test_downsampling_keeps_sums_and_peaks() -> None:
 @pytest.mark.parametrize("argv, message", [
     (["report", "no/such/run"], "no such folder"),
     (["compare", "no/such/run"], "two or more"),
-    (["trace", "no/such/run"], "metrics.parquet"),
+    # a folder that is not there is named as such, by every command that reads a run
+    (["trace", "no/such/run"], "no/such/run: no such folder (give the --out folder of a 'shufflesim run')"),
+    (["trace", __file__], "test_report.py: a file, not a folder"),
 ])
 def test_user_mistakes(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
