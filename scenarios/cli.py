@@ -213,6 +213,7 @@ def _run(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, args.overrides)
     _warn_of_late_faults(scenario)
+    _warn_of_unused_settings(scenario)
     if args.engine == "local" and args.master is not None:
         raise UserError(f"--master {args.master} needs --engine spark")
     if args.engine == "local" and args.verbose:
@@ -269,6 +270,13 @@ def _warn_of_late_faults(scenario: Any) -> None:
         if fault.at >= scenario.duration:
             print(f"shufflesim: warning: {scenario.source_path}: faults[{i}] at {fault.at:g} s is not before the end "
                   f"of the run ({scenario.duration:g} s): it will not happen", file=sys.stderr)
+
+
+def _warn_of_unused_settings(scenario: Any) -> None:
+    """A setting of the simulated link in a realtime run does nothing: likely a sim scenario run with mode=realtime."""
+    for key in scenario.unused_settings():
+        print(f"shufflesim: warning: {scenario.source_path}: {key} is for sim mode: a {scenario.mode} run sends "
+              "over real TCP and does not use it", file=sys.stderr)
 
 
 def _spark_engine(args: argparse.Namespace, scenario: Any) -> Any:

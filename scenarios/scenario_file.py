@@ -311,6 +311,11 @@ class ClusterConfig:
     placement: str = field(default="ordered", metadata=_opt(_leaf(_choice(*PLACEMENTS))))
 
 
+#: `[network]` settings of the simulated link and of the virtual clock's flusher: a
+#: realtime run (TCP on loopback, real sleeps) does not use them.
+SIM_ONLY_NETWORK = ("link_bandwidth", "link_latency", "send_window", "flusher_sleep_overshoot")
+
+
 @dataclass(frozen=True)
 class NetworkSettings:
     """The scenario's `[network]`: fields named as `shuffle.config.NetworkConfig`'s, Flink defaults."""
@@ -636,6 +641,14 @@ class Scenario:
     )
     restart: RestartSettings = field(default_factory=RestartSettings, metadata=_opt(_section(RestartSettings)))
     faults: tuple[FaultSpec, ...] = field(default=(), metadata=_opt(_faults))
+
+    def unused_settings(self) -> list[str]:
+        """The keys set away from their defaults that this scenario's mode does not use
+        (the simulated link's in a realtime run)."""
+        if self.mode == "sim":
+            return []
+        return [f"network.{f.name}" for f in fields(NetworkSettings)
+                if f.name in SIM_ONLY_NETWORK and getattr(self.network, f.name) != f.default]
 
     @property
     def folder(self) -> Path:

@@ -264,3 +264,17 @@ def test_a_folder_of_runs_given_as_a_run_names_one_of_them(command: str, tmp_pat
     assert main([command, str(tmp_path)]) == 2
     assert f"no such file ({tmp_path} holds runs: give one, e.g. {tmp_path / 'points' / 'p00'})" \
         in one_error_line(capsys)
+
+
+def test_a_realtime_run_warns_of_the_simulated_link_s_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    """slow-link's 10 Mbit/s, 5 ms link is the simulated link's: over real TCP it would be ignored, silently."""
+    from scenarios.cli import _warn_of_unused_settings
+
+    realtime = load_scenario(LIBRARY / "slow-link.toml", ["mode=realtime", "network.send_window=64kb"])
+    assert realtime.unused_settings() == ["network.link_bandwidth", "network.link_latency", "network.send_window"]
+    _warn_of_unused_settings(realtime)
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"shufflesim: warning: {LIBRARY / 'slow-link.toml'}: network.link_bandwidth is for sim mode: a realtime run "
+        "sends over real TCP and does not use it")
+    assert load_scenario(LIBRARY / "slow-link.toml").unused_settings() == []  # sim mode uses them
+    assert load_scenario(SLOW_MAP, ["mode=realtime"]).unused_settings() == []  # defaults: nothing to warn of
