@@ -407,6 +407,15 @@ class CheckpointSettings:
         return self.interval is not None
 
 
+def _checkpoints(value: Any, where: Where) -> CheckpointSettings:
+    """`[checkpoints]`; a setting without `interval` is an error: checkpointing would stay off."""
+    settings = _build(CheckpointSettings, value, where)
+    if not settings.enabled and value:
+        raise where.child(next(iter(value))).error(
+            'does nothing without checkpoints.interval (no interval: no checkpoints): give one, e.g. "3s"')
+    return settings
+
+
 RESTART_STRATEGIES = ("none", "fixed_delay", "exponential_delay")
 
 
@@ -633,9 +642,7 @@ class Scenario:
     network: NetworkSettings = field(
         default_factory=NetworkSettings, metadata=_opt(_section(NetworkSettings))
     )
-    checkpoints: CheckpointSettings = field(
-        default_factory=CheckpointSettings, metadata=_opt(_section(CheckpointSettings))
-    )
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings, metadata=_opt(_checkpoints))
     metrics: MetricsSettings = field(
         default_factory=MetricsSettings, metadata=_opt(_section(MetricsSettings))
     )

@@ -42,6 +42,10 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", "checkpoints.interval=1ns"],
      "checkpoints.interval: '1ns' must be >= \"10ms\" (Flink's minimum)"),
     (["plan", str(SLOW_MAP), "--set", "checkpoints.timeout=5ms"], "checkpoints.timeout: '5ms' must be >= \"10ms\""),
+    # checkpoint settings without an interval: checkpointing stays off, they would do nothing
+    (["plan", str(SLOW_MAP), "--set", "checkpoints.mode=unaligned"],
+     "slow-map.toml: checkpoints.mode: does nothing without checkpoints.interval (no interval: no checkpoints): "
+     "give one, e.g. \"3s\" (from --set checkpoints.mode)"),
     # a billion metric samples would run (nearly) forever
     (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=1ns", "--set", "duration=1s"],
      "metrics.sample_period: a duration of 1 s sampled every 1e-09 s is 1e+09 samples, at most 100,000"),
