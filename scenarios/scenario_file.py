@@ -440,6 +440,30 @@ class RestartSettings:
     jitter_factor: float = field(default=0.1, metadata=_opt(_leaf(_fraction)))
 
 
+#: The `[restart]` keys each strategy reads (Flink's restart-strategy.<type>.* options).
+RESTART_KEYS = {
+    "none": (),
+    "fixed_delay": ("attempts", "delay"),
+    "exponential_delay": ("attempts", "initial_backoff", "max_backoff", "backoff_multiplier",
+                          "reset_backoff_threshold", "jitter_factor"),
+}
+
+
+def _check_restart_keys(restart: RestartSettings, checkpointing: bool, table: Mapping[str, Any],
+                        where: Where) -> None:
+    """A `[restart]` key the job's strategy does not read is an error: it would do nothing."""
+    strategy = restart.strategy or ("exponential_delay" if checkpointing else "none")
+    for key in table:
+        if key != "strategy" and key not in RESTART_KEYS[strategy]:
+            owners = ", ".join(name for name, keys in RESTART_KEYS.items() if key in keys)
+            if restart.strategy:
+                message = f"the {strategy!r} strategy does not use it (a setting of {owners})"
+            else:
+                message = (f"Flink's default strategy {'with' if checkpointing else 'without'} checkpoints, "
+                           f"{strategy!r}, does not use it (a setting of {owners}): set restart.strategy")
+            raise where.child(key).error(message)
+
+
 @dataclass(frozen=True)
 class MetricsSettings:
     sample_period: float = field(default=1.0, metadata=_opt(POSITIVE_DURATION))
@@ -691,6 +715,7 @@ def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
         raise where.error("this is a sweep file (it has 'scenario' and a [grid] or [[points]]): "
                           "run it with 'shufflesim sweep'")
     scenario = _build(Scenario, raw, where, source_path=path, name=path.stem)
+    _check_restart_keys(scenario.restart, scenario.checkpoints.enabled, raw.get("restart", {}), where.child("restart"))
     samples = scenario.duration / scenario.metrics.sample_period
     if samples > MAX_SAMPLES:
         raise where.child("metrics.sample_period").error(

@@ -46,6 +46,14 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", "checkpoints.mode=unaligned"],
      "slow-map.toml: checkpoints.mode: does nothing without checkpoints.interval (no interval: no checkpoints): "
      "give one, e.g. \"3s\" (from --set checkpoints.mode)"),
+    # a [restart] key the job's strategy does not read would do nothing (with checkpoints the
+    # default is exponential_delay, which has no 'delay')
+    (["plan", str(LIBRARY / "checkpoints-slow-map.toml"), "--set", "restart.delay=5s"],
+     "restart.delay: Flink's default strategy with checkpoints, 'exponential_delay', does not use it "
+     "(a setting of fixed_delay): set restart.strategy (from --set restart.delay)"),
+    (["plan", str(LIBRARY / "link-failure.toml"), "--set", "restart.strategy=fixed_delay",
+      "--set", "restart.initial_backoff=2s"],
+     "restart.initial_backoff: the 'fixed_delay' strategy does not use it (a setting of exponential_delay)"),
     # a billion metric samples would run (nearly) forever
     (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=1ns", "--set", "duration=1s"],
      "metrics.sample_period: a duration of 1 s sampled every 1e-09 s is 1e+09 samples, at most 100,000"),
