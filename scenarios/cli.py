@@ -212,7 +212,7 @@ def _run(args: argparse.Namespace) -> int:
     from scenarios.run import OutputDirError, format_checkpoints, format_restarts, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
-    _warn_of_late_faults(scenario)
+    _warn_of_late_events(scenario)
     _warn_of_unused_settings(scenario)
     if args.engine == "local" and args.master is not None:
         raise UserError(f"--master {args.master} needs --engine spark")
@@ -264,11 +264,14 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if summary["invariants"]["violations"] else 0
 
 
-def _warn_of_late_faults(scenario: Any) -> None:
-    """A fault at or after the end of the run never happens: likely a shortened `duration`."""
-    for i, fault in enumerate(scenario.faults):
-        if fault.at >= scenario.duration:
-            print(f"shufflesim: warning: {scenario.source_path}: faults[{i}] at {fault.at:g} s is not before the end "
+def _warn_of_late_events(scenario: Any) -> None:
+    """A fault or cost change at or after the end of the run never happens: likely a shortened `duration`."""
+    timed = [(f"faults[{i}] at", fault.at) for i, fault in enumerate(scenario.faults)]
+    timed += [(f"job.stages[{i}].cost_changes[{j}] from", change.start)
+              for i, stage in enumerate(scenario.job.stages) for j, change in enumerate(stage.cost_changes)]
+    for what, at in timed:
+        if at >= scenario.duration:
+            print(f"shufflesim: warning: {scenario.source_path}: {what} {at:g} s is not before the end "
                   f"of the run ({scenario.duration:g} s): it will not happen", file=sys.stderr)
 
 

@@ -233,7 +233,7 @@ def test_a_run_into_the_folder_of_an_earlier_run_leaves_none_of_its_files(tmp_pa
         "metrics.parquet", "notes.txt", "plan.json", "report.html", "summary.json"]
 
 
-def test_a_fault_after_the_end_of_the_run_is_pointed_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_a_fault_or_cost_change_after_the_end_of_the_run_is_pointed_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     import scenarios.run
 
@@ -246,6 +246,13 @@ def test_a_fault_after_the_end_of_the_run_is_pointed_out(tmp_path: Path, monkeyp
     assert capsys.readouterr().err.splitlines()[0] == (
         f"shufflesim: warning: {scenario}: faults[0] at 5 s is not before the end of the run (2 s): "
         "it will not happen")
+
+    # likewise a change of a stage's cost (slow-sink-window's sink slows down from 10 s)
+    scenario = LIBRARY / "slow-sink-window.toml"
+    assert main(["run", str(scenario), "--out", str(tmp_path / "o"), "--set", "duration=5s"]) == 130
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"shufflesim: warning: {scenario}: job.stages[2].cost_changes[0] from 10 s is not before the end of the "
+        "run (5 s): it will not happen")
 
 
 def test_a_sweep_into_the_folder_of_an_earlier_sweep_keeps_only_its_own_points(tmp_path: Path) -> None:
