@@ -335,7 +335,7 @@ def _trace(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from scenarios.run import OutputDirError, make_out_dir
     from scenarios.spark_session import SparkJobError
-    from scenarios.sweep import run_sweep
+    from scenarios.sweep import POINTS_DIR, run_sweep
     from scenarios.sweep_file import load_sweep
     from scenarios.sweep_report import SweepProgress, format_results_table
 
@@ -364,7 +364,10 @@ def _sweep(args: argparse.Namespace) -> int:
         if spark is not None:
             spark.stop()
     print(format_results_table(outcome.results, sweep.keys))
-    print(f"results in {outcome.results_path}, each point's run in {outcome.out_dir / 'points'}")
+    points = outcome.out_dir / POINTS_DIR
+    ran = points.is_dir() and any(points.iterdir())
+    print(f"results in {outcome.results_path}" + (f", each point's run in {points}" if ran else
+                                                  " (no point ran: no run folders)"))
     if outcome.failed:
         print(f"shufflesim: {len(outcome.failed)} of {len(outcome.results)} points failed:", file=sys.stderr)
         for result in outcome.failed:

@@ -297,3 +297,13 @@ def test_a_realtime_run_warns_of_the_simulated_link_s_settings(capsys: pytest.Ca
         "sends over real TCP and does not use it")
     assert load_scenario(LIBRARY / "slow-link.toml").unused_settings() == []  # sim mode uses them
     assert load_scenario(SLOW_MAP, ["mode=realtime"]).unused_settings() == []  # defaults: nothing to warn of
+
+
+def test_a_sweep_whose_points_are_all_invalid_names_no_run_folders(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = tmp_path / "bad.toml"
+    sweep.write_text(f'scenario = "{LIBRARY / "slow-map-throttled.toml"}"\n[grid]\n"job.stages[Seq].rate" = ["abc"]\n')
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--master", "serial", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert f"results in {tmp_path / 'out' / 'results.parquet'} (no point ran: no run folders)" in out
+    assert not (tmp_path / "out" / "points").exists()
