@@ -307,3 +307,24 @@ def test_a_sweep_whose_points_are_all_invalid_names_no_run_folders(tmp_path: Pat
     out = capsys.readouterr().out
     assert f"results in {tmp_path / 'out' / 'results.parquet'} (no point ran: no run folders)" in out
     assert not (tmp_path / "out" / "points").exists()
+
+
+def test_an_interrupted_sweep_leaves_no_results_of_an_earlier_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Its p00 ran and replaced the earlier sweep's p00: the earlier results.parquet would pass for it."""
+    import scenarios.sweep
+
+    out, sweep = tmp_path / "out", tmp_path / "sweep.toml"
+    sweep.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s", "2s"]\n')
+    assert main(["sweep", str(sweep), "--out", str(out), "--master", "serial", "--quiet"]) == 0
+    run_scenario = scenarios.sweep.run_scenario
+
+    def ctrl_c_in_p01(scenario, point_dir, **kwargs):
+        if point_dir.name == "p01":
+            raise KeyboardInterrupt
+        return run_scenario(scenario, point_dir, **kwargs)
+
+    monkeypatch.setattr(scenarios.sweep, "run_scenario", ctrl_c_in_p01)
+    assert main(["sweep", str(sweep), "--out", str(out), "--master", "serial", "--quiet"]) == 130
+    assert sorted(path.name for path in out.iterdir()) == ["points"]
+    assert (out / "points" / "p00" / "summary.json").exists()
