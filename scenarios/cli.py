@@ -181,6 +181,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _load_environment(target: str, overrides: Sequence[str]) -> StreamExecutionEnvironment:
     """The program of a scenario file, or of a `module:function`."""
+    module_file, _, function_name = target.partition(":")
+    if module_file.endswith(".py"):
+        module = Path(module_file).stem
+        raise UserError(f"{target}: a Python file; give the program as 'module:function', e.g. "
+                        f"{module}:{function_name or 'build'} (the module is looked up from the current folder)")
     if target.endswith(".toml") or Path(target).is_file():
         return build_program(load_scenario(target, overrides))
     if overrides:

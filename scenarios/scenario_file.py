@@ -220,6 +220,9 @@ def _secret(value: Any) -> str:
 def _program(value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", value):
         raise _BadValue(f'{_show(value)} is not "module:function"')
+    module, _, function = value.partition(":")
+    if module.endswith(".py"):
+        raise _BadValue(f'{_show(value)} names a file: give its module, "{module[:-3]}:{function}"')
     return value
 
 

@@ -79,6 +79,11 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", 'job.stages[1].parallelism="2"'],
      "job.stages[1].parallelism: '2' is not an integer (write it without quotes)"),
     (["plan", str(SLOW_MAP), "--set", 'job.stages[0].rate="1e3"'], "'1e3' is not a number (write it without quotes)"),
+    # a program's file where its module is meant
+    (["plan", "my_prog.py"], "my_prog.py: a Python file; give the program as 'module:function', e.g. my_prog:build"),
+    (["plan", "my_prog.py:make"], "e.g. my_prog:make (the module is looked up from the current folder)"),
+    (["plan", str(SLOW_MAP), "--set", 'job.program="my_prog.py:build"'],
+     "job.program: 'my_prog.py:build' names a file: give its module, \"my_prog:build\""),
     # the wrong kind of file for the command
     (["run", str(LIBRARY / "sweeps" / "source-rate.toml"), "--out", "x"],
      "source-rate.toml: this is a sweep file (it has 'scenario' and a [grid] or [[points]]): run it with "
