@@ -79,6 +79,10 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", 'job.stages[1].parallelism="2"'],
      "job.stages[1].parallelism: '2' is not an integer (write it without quotes)"),
     (["plan", str(SLOW_MAP), "--set", 'job.stages[0].rate="1e3"'], "'1e3' is not a number (write it without quotes)"),
+    # settings each valid alone that the graph API refuses together: no traceback
+    (["plan", str(LIBRARY / "skewed-keys.toml"), "--set", "job.stages[0].record_size=8"],
+     "skewed-keys.toml: job.stages[0]: from_generator: a record of 8 bytes is its own key (a Long); "
+     "keys need record_size >= 16"),
     # a program's file where its module is meant
     (["plan", "my_prog.py"], "my_prog.py: a Python file; give the program as 'module:function', e.g. my_prog:build"),
     (["plan", "my_prog.py:make"], "e.g. my_prog:make (the module is looked up from the current folder)"),
