@@ -533,6 +533,19 @@ _STAGE_KEYS = {
 }
 
 
+#: Records/s a generator subtask may be paced at: a faster pace is a typo, not a study (its
+#: pacing steps would hold billions of records: 1e12 exhausted 20 GB of memory).
+MAX_RATE = 1e9
+
+
+def _rate(value: Any) -> float:
+    rate = _at_least(_as_number, 0)(value)
+    if rate > MAX_RATE:
+        raise _BadValue(f"{_show(value)} is more than {MAX_RATE:.0e} records/s per subtask "
+                        "(0: as fast as downstream allows)")
+    return rate
+
+
 @dataclass(frozen=True)
 class StageSpec:
     """One stage of a linear pipeline; None: not set (the graph API's default applies)."""
@@ -540,7 +553,7 @@ class StageSpec:
     kind: str = field(metadata=_opt(_leaf(_choice(*STAGE_KINDS))))
     name: str | None = field(default=None, metadata=_opt(TEXT))
     parallelism: int | None = field(default=None, metadata=_opt(_int_from(1)))
-    rate: float | None = field(default=None, metadata=_opt(_leaf(_at_least(_as_number, 0))))
+    rate: float | None = field(default=None, metadata=_opt(_leaf(_rate)))
     record_size: int | None = field(default=None, metadata=_opt(_size_from(MIN_RECORD_SIZE)))
     count: int | None = field(default=None, metadata=_opt(_int_from(1)))
     keys: KeySpec | None = field(default=None, metadata=_opt(_keys))

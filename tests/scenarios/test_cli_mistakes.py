@@ -54,6 +54,10 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(LIBRARY / "link-failure.toml"), "--set", "restart.strategy=fixed_delay",
       "--set", "restart.initial_backoff=2s"],
      "restart.initial_backoff: the 'fixed_delay' strategy does not use it (a setting of exponential_delay)"),
+    # a source paced at 1e12 records/s drew pacing steps of billions of records: the OOM killer ended it
+    (["plan", str(SLOW_MAP), "--set", "job.stages[Seq].rate=1e12"],
+     "job.stages[0].rate: 1000000000000.0 is more than 1e+09 records/s per subtask (0: as fast as downstream "
+     "allows) (from --set job.stages[Seq].rate)"),
     # a billion metric samples would run (nearly) forever
     (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=1ns", "--set", "duration=1s"],
      "metrics.sample_period: a duration of 1 s sampled every 1e-09 s is 1e+09 samples, at most 100,000"),
