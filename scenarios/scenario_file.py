@@ -37,7 +37,7 @@ from graph.api.workload import MIN_RECORD_SIZE
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.scheduler import PLACEMENTS
 from graph.units import parse_bandwidth, parse_duration, parse_size
-from shuffle.config import FRAME_HEADROOM
+from shuffle.config import FRAME_HEADROOM, NetworkConfig
 
 
 class ScenarioError(ValueError):
@@ -743,6 +743,10 @@ def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
         raise where.child("cluster.network_memory").error(
             f"must hold at least one buffer ({scenario.network.buffer_size} bytes)"
         )
+    if memory is None and NetworkConfig.network_memory < scenario.network.buffer_size:
+        raise where.child("network.buffer_size").error(
+            f"{scenario.network.buffer_size} bytes is more than a TaskManager's network memory "
+            f"(cluster.network_memory, by default {NetworkConfig.network_memory} bytes)")
     frame_size = scenario.network.max_frame_size
     if frame_size is not None and frame_size < scenario.network.buffer_size + FRAME_HEADROOM:
         raise where.child("network.max_frame_size").error(

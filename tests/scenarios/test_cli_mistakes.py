@@ -58,6 +58,10 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", "job.stages[Seq].rate=1e12"],
      "job.stages[0].rate: 1000000000000.0 is more than 1e+09 records/s per subtask (0: as fast as downstream "
      "allows) (from --set job.stages[Seq].rate)"),
+    # a buffer larger than the default network memory: was a traceback from the network stack
+    (["plan", str(SLOW_MAP), "--set", 'network.buffer_size="1gb"'],
+     "network.buffer_size: 1073741824 bytes is more than a TaskManager's network memory (cluster.network_memory, "
+     "by default 67108864 bytes) (from --set network.buffer_size)"),
     # a billion metric samples would run (nearly) forever
     (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=1ns", "--set", "duration=1s"],
      "metrics.sample_period: a duration of 1 s sampled every 1e-09 s is 1e+09 samples, at most 100,000"),
