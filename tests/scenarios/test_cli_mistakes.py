@@ -345,3 +345,13 @@ def test_an_interrupted_sweep_leaves_no_results_of_an_earlier_sweep(tmp_path: Pa
     assert main(["sweep", str(sweep), "--out", str(out), "--master", "serial", "--quiet"]) == 130
     assert sorted(path.name for path in out.iterdir()) == ["points"]
     assert (out / "points" / "p00" / "summary.json").exists()
+
+
+def test_a_sweep_over_seed_in_its_grid_shows_one_seed_column(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = tmp_path / "seeds.toml"
+    sweep.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s"]\nseed = [1, 2]\n')
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--master", "serial", "--quiet"]) == 0
+    header, first = capsys.readouterr().out.splitlines()[:2]
+    assert header.split() == ["point", "seed", "duration", "status", "source", "backpressure", "sink", "records/s"]
+    assert first.split()[:3] == ["p00", "1", "1s"]
