@@ -76,7 +76,11 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a scenario and write its outputs",
                               description="Run a scenario file; write plan.json, metrics.parquet, summary.json, "
                                           "report.html (and trace.jsonl with --trace) into --out, print a "
-                                          "per-vertex table.")
+                                          "per-vertex table.",
+                              epilog="Ctrl-C (or SIGTERM) stops the run early and writes complete outputs that "
+                                     "say so; a second one aborts without outputs. Exit codes: 0 done, 1 the job "
+                                     "failed or an invariant broke, 2 a mistake in the command or the scenario, "
+                                     "130 stopped by Ctrl-C.")
     run.add_argument("scenario", type=_path, metavar="SCENARIO", help="scenario file (.toml)")
     run.add_argument("--out", type=_path, required=True, metavar="DIR", help="output folder")
     run.add_argument("--trace", action="store_true", help="also write trace.jsonl (network events)")
@@ -129,7 +133,9 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Run each point of a sweep file (a scenario and a grid of overrides) as "
                                             "one sim run in a Spark task; write DIR/results.parquet (one row per "
                                             "point and vertex), DIR/points/<point>/ (each run's files) and "
-                                            "DIR/sweep.png; print a table. Exit code 1 if a point failed.")
+                                            "DIR/sweep.png; print a table. Exit code 1 if a point failed, 2 for a mistake in "
+                                            "the command or the sweep file; Ctrl-C cancels the points running, "
+                                            "writes no results and exits with 130.")
     sweep.add_argument("sweep", type=_path, metavar="SWEEP", help="sweep file (.toml)")
     sweep.add_argument("--out", type=_path, required=True, metavar="DIR", help="output folder")
     sweep.add_argument("--master", default="local[*]", metavar="URL",

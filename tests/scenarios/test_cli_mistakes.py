@@ -210,6 +210,18 @@ def test_every_command_and_option_has_help() -> None:
     assert set(helps) == set(commands.choices) and missing == []
 
 
+def test_run_and_sweep_help_say_what_ctrl_c_does_and_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Ctrl-C (or SIGTERM) stops the run early and writes complete outputs that say so" in text
+    assert "Exit codes: 0 done, 1 the job failed or an invariant broke, 2 a mistake" in text and "130" in text
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    assert "Ctrl-C cancels the points running, writes no results and exits with 130" in \
+        " ".join(capsys.readouterr().out.split())
+
+
 def test_a_task_manager_dropped_for_a_protocol_error_says_which(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """Internal failures propagate with their root cause: here the job report of 3000 samples per
