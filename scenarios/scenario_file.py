@@ -885,9 +885,11 @@ def scenario_from_raw(raw: Mapping[str, Any], path: Path, overrides: Mapping[str
                       origin: str = "--set") -> Scenario:
     """The scenario of a raw scenario dict (read from `path`) with `overrides` (key -> TOML value).
 
-    Errors name `path`, or `origin` and the override for a key path that leads nowhere.
+    Errors name `path`, and `origin` and the override where it gave the value (or a key path
+    that leads nowhere).
     """
-    return _scenario(_apply(raw, overrides, origin), Path(path))
+    named: dict[str, str] = {}
+    return _validated(_apply(raw, overrides, origin, named), Path(path), named)
 
 
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
@@ -895,6 +897,11 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     path = Path(path)
     named: dict[str, str] = {}
     raw = apply_overrides(read_toml(path), overrides, named)
+    return _validated(raw, path, named)
+
+
+def _validated(raw: Mapping[str, Any], path: Path, named: Mapping[str, str]) -> Scenario:
+    """`_scenario`, its error ending with where an override's value came from (`named` as `_apply`'s)."""
     try:
         return _scenario(raw, path)
     except ScenarioError as e:
