@@ -460,7 +460,7 @@ def _flink_reference(args: argparse.Namespace) -> int:
     from scenarios.flink_reference.compare import format_table
     from scenarios.flink_reference.job_args import latency_operator, reference_args
     from scenarios.flink_reference.runner import FlinkReferenceError, run_reference
-    from scenarios.outputs import missing_run_file
+    from scenarios.outputs import missing_run_file, run_folder
     from scenarios.progress import PLAIN_INTERVAL
 
     if args.warmup < 0 or args.seconds <= 0:
@@ -469,7 +469,7 @@ def _flink_reference(args: argparse.Namespace) -> int:
     job_args = reference_args(scenario)
     summary = None
     if args.compare is not None:
-        summary_path = Path(args.compare) / "summary.json"
+        summary_path = run_folder(args.compare) / "summary.json"
         if not summary_path.is_file():
             raise missing_run_file(summary_path)
         summary = json.loads(summary_path.read_text())

@@ -91,6 +91,9 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(LIBRARY / "skewed-keys.toml"), "--set", "job.stages[0].record_size=8"],
      "skewed-keys.toml: job.stages[0]: from_generator: a record of 8 bytes is its own key (a Long); "
      "keys need record_size >= 16"),
+    # flink-reference --compare names a run folder that is not there as such (before any download)
+    (["flink-reference", str(SLOW_MAP), "--out", "never-written", "--compare", "no/such/run"],
+     "no/such/run: no such folder (give the --out folder of a 'shufflesim run')"),
     # a program's file where its module is meant
     (["plan", "my_prog.py"], "my_prog.py: a Python file; give the program as 'module:function', e.g. my_prog:build"),
     (["plan", "my_prog.py:make"], "e.g. my_prog:make (the module is looked up from the current folder)"),
