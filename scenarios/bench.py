@@ -19,14 +19,19 @@ from taskmgr.cluster import execute
 Figure = Callable[[], Iterable[dict[str, Any]]]
 
 FIGURES: dict[str, Figure] = {}
+#: A figure a function returns beside its own -> the name that function is registered under.
+ALSO: dict[str, str] = {}
 
 
-def register_figure(name: str) -> Callable[[Figure], Figure]:
-    """Register a figure function under `name` (it may return several related figures)."""
+def register_figure(name: str, also: tuple[str, ...] = ()) -> Callable[[Figure], Figure]:
+    """Register a figure function under `name`; `also` names the other figures it returns,
+    which name it too (`shufflesim bench virtual_to_wall` runs keyed_shuffle_records_per_s)."""
     def register(fn: Figure) -> Figure:
-        if name in FIGURES:
-            raise ValueError(f"figure {name!r} registered twice")
+        for each in (name, *also):
+            if each in FIGURES or each in ALSO:
+                raise ValueError(f"figure {each!r} registered twice")
         FIGURES[name] = fn
+        ALSO.update(dict.fromkeys(also, name))
         return fn
     return register
 
@@ -35,10 +40,11 @@ def run_figures(names: list[str] | None = None,
                 on_start: Callable[[str, int, int], None] | None = None) -> Iterator[dict[str, Any]]:
     """Compute the named figures (all when None), in registration order; `on_start(name, k,
     n)` is told before the k-th of the n figure functions runs."""
-    unknown = [name for name in names or () if name not in FIGURES]
+    unknown = [name for name in names or () if name not in FIGURES and name not in ALSO]
     if unknown:
-        raise KeyError(f"unknown figure {unknown[0]!r}; known: {', '.join(FIGURES)}")
-    chosen = [name for name in FIGURES if names is None or name in names]
+        raise KeyError(f"unknown figure {unknown[0]!r}; known: {', '.join([*FIGURES, *ALSO])}")
+    wanted = None if names is None else {ALSO.get(name, name) for name in names}
+    chosen = [name for name in FIGURES if wanted is None or name in wanted]
     for k, name in enumerate(chosen, 1):
         if on_start is not None:
             on_start(name, k, len(chosen))
@@ -53,7 +59,7 @@ def keyed_shuffle(per_record: float = 1e-6) -> StreamExecutionEnvironment:
     return env
 
 
-@register_figure("keyed_shuffle_records_per_s")
+@register_figure("keyed_shuffle_records_per_s", also=("virtual_to_wall",))
 def keyed_shuffle_records_per_s(duration: float = 2.0) -> list[dict[str, Any]]:
     """Simulated records per wall second of a 4x4 keyed shuffle on 2 TaskManagers (sim mode)."""
     env = keyed_shuffle()
@@ -71,4 +77,4 @@ register_figure("sim_buffer_hops_per_s")(bench_network.sim_buffer_hops)
 register_figure("tcp_payload_ratio")(bench_network.tcp_payload_ratio)
 register_figure("scale")(bench_scale.scale_figures)
 register_figure("idle_channel_bytes")(bench_scale.idle_channel_bytes)
-register_figure("sweep_speedup_local2")(bench_sweep.sweep_speedup_local2)
+register_figure("sweep_speedup_local2", also=("spark_startup_local2_s",))(bench_sweep.sweep_speedup_local2)

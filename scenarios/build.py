@@ -31,7 +31,7 @@ def build_program(scenario: Scenario) -> StreamExecutionEnvironment:
     if scenario.job.program is not None:
         call_program(_load_program(scenario), env, f"{scenario.source_path}: job.program {scenario.job.program!r}")
     else:
-        _add_stages(env, scenario.job.stages)
+        _add_stages(env, scenario.job.stages, str(scenario.source_path))
     return env
 
 
@@ -164,17 +164,28 @@ def _operator(ds: Any, stage: StageSpec) -> Any:
     return ds.sink_to(DiscardingSink(), **cost)
 
 
-def _add_stages(env: StreamExecutionEnvironment, stages: tuple[StageSpec, ...]) -> None:
+def _add_stages(env: StreamExecutionEnvironment, stages: tuple[StageSpec, ...], file: str) -> None:
+    """The stages' pipeline; settings the graph API refuses together (keys on 8-byte records)
+    are a `ScenarioError` naming the file and the stage."""
     ds: Any = None
-    for stage in stages:
-        ds = _source(env, stage) if stage.kind == "source" else _operator(ds, stage)
-        if stage.name is not None:
-            ds = ds.name(stage.name)
-        if stage.parallelism is not None:
-            ds = ds.set_parallelism(stage.parallelism)
-        if stage.slot_sharing_group is not None:
-            ds = ds.slot_sharing_group(stage.slot_sharing_group)
-        if stage.disable_chaining:
-            ds = ds.disable_chaining()
-        if stage.buffer_timeout is not None:
-            ds = ds.set_buffer_timeout(stage.buffer_timeout)
+    for i, stage in enumerate(stages):
+        try:
+            ds = _add_stage(env, ds, stage)
+        except (ValueError, TypeError) as e:
+            raise ScenarioError(f"{file}: job.stages[{i}]: {e}") from None
+
+
+def _add_stage(env: StreamExecutionEnvironment, ds: Any, stage: StageSpec) -> Any:
+    """`ds` with `stage` added (a source starts a new one)."""
+    ds = _source(env, stage) if stage.kind == "source" else _operator(ds, stage)
+    if stage.name is not None:
+        ds = ds.name(stage.name)
+    if stage.parallelism is not None:
+        ds = ds.set_parallelism(stage.parallelism)
+    if stage.slot_sharing_group is not None:
+        ds = ds.slot_sharing_group(stage.slot_sharing_group)
+    if stage.disable_chaining:
+        ds = ds.disable_chaining()
+    if stage.buffer_timeout is not None:
+        ds = ds.set_buffer_timeout(stage.buffer_timeout)
+    return ds

@@ -76,7 +76,11 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a scenario and write its outputs",
                               description="Run a scenario file; write plan.json, metrics.parquet, summary.json, "
                                           "report.html (and trace.jsonl with --trace) into --out, print a "
-                                          "per-vertex table.")
+                                          "per-vertex table.",
+                              epilog="Ctrl-C (or SIGTERM) stops the run early and writes complete outputs that "
+                                     "say so; a second one aborts without outputs. Exit codes: 0 done, 1 the job "
+                                     "failed or an invariant broke, 2 a mistake in the command or the scenario, "
+                                     "130 stopped by Ctrl-C.")
     run.add_argument("scenario", type=_path, metavar="SCENARIO", help="scenario file (.toml)")
     run.add_argument("--out", type=_path, required=True, metavar="DIR", help="output folder")
     run.add_argument("--trace", action="store_true", help="also write trace.jsonl (network events)")
@@ -129,7 +133,9 @@ def _parser() -> argparse.ArgumentParser:
                                 description="Run each point of a sweep file (a scenario and a grid of overrides) as "
                                             "one sim run in a Spark task; write DIR/results.parquet (one row per "
                                             "point and vertex), DIR/points/<point>/ (each run's files) and "
-                                            "DIR/sweep.png; print a table. Exit code 1 if a point failed.")
+                                            "DIR/sweep.png; print a table. Exit code 1 if a point failed, 2 for a mistake in "
+                                            "the command or the sweep file; Ctrl-C cancels the points running, "
+                                            "writes no results and exits with 130.")
     sweep.add_argument("sweep", type=_path, metavar="SWEEP", help="sweep file (.toml)")
     sweep.add_argument("--out", type=_path, required=True, metavar="DIR", help="output folder")
     sweep.add_argument("--master", default="local[*]", metavar="URL",
@@ -181,6 +187,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def _load_environment(target: str, overrides: Sequence[str]) -> StreamExecutionEnvironment:
     """The program of a scenario file, or of a `module:function`."""
+    module_file, _, function_name = target.partition(":")
+    if module_file.endswith(".py"):
+        module = Path(module_file).stem
+        raise UserError(f"{target}: a Python file; give the program as 'module:function', e.g. "
+                        f"{module}:{function_name or 'build'} (the module is looked up from the current folder)")
     if target.endswith(".toml") or Path(target).is_file():
         return build_program(load_scenario(target, overrides))
     if overrides:
@@ -212,7 +223,8 @@ def _run(args: argparse.Namespace) -> int:
     from scenarios.run import OutputDirError, format_checkpoints, format_restarts, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
-    _warn_of_late_faults(scenario)
+    _warn_of_late_events(scenario)
+    _warn_of_unused_settings(scenario)
     if args.engine == "local" and args.master is not None:
         raise UserError(f"--master {args.master} needs --engine spark")
     if args.engine == "local" and args.verbose:
@@ -263,12 +275,22 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if summary["invariants"]["violations"] else 0
 
 
-def _warn_of_late_faults(scenario: Any) -> None:
-    """A fault at or after the end of the run never happens: likely a shortened `duration`."""
-    for i, fault in enumerate(scenario.faults):
-        if fault.at >= scenario.duration:
-            print(f"shufflesim: warning: {scenario.source_path}: faults[{i}] at {fault.at:g} s is not before the end "
+def _warn_of_late_events(scenario: Any) -> None:
+    """A fault or cost change at or after the end of the run never happens: likely a shortened `duration`."""
+    timed = [(f"faults[{i}] at", fault.at) for i, fault in enumerate(scenario.faults)]
+    timed += [(f"job.stages[{i}].cost_changes[{j}] from", change.start)
+              for i, stage in enumerate(scenario.job.stages) for j, change in enumerate(stage.cost_changes)]
+    for what, at in timed:
+        if at >= scenario.duration:
+            print(f"shufflesim: warning: {scenario.source_path}: {what} {at:g} s is not before the end "
                   f"of the run ({scenario.duration:g} s): it will not happen", file=sys.stderr)
+
+
+def _warn_of_unused_settings(scenario: Any) -> None:
+    """A setting of the simulated link in a realtime run does nothing: likely a sim scenario run with mode=realtime."""
+    for key in scenario.unused_settings():
+        print(f"shufflesim: warning: {scenario.source_path}: {key} is for sim mode: a {scenario.mode} run sends "
+              "over real TCP and does not use it", file=sys.stderr)
 
 
 def _spark_engine(args: argparse.Namespace, scenario: Any) -> Any:
@@ -324,7 +346,7 @@ def _trace(args: argparse.Namespace) -> int:
 def _sweep(args: argparse.Namespace) -> int:
     from scenarios.run import OutputDirError, make_out_dir
     from scenarios.spark_session import SparkJobError
-    from scenarios.sweep import run_sweep
+    from scenarios.sweep import POINTS_DIR, run_sweep
     from scenarios.sweep_file import load_sweep
     from scenarios.sweep_report import SweepProgress, format_results_table
 
@@ -353,7 +375,10 @@ def _sweep(args: argparse.Namespace) -> int:
         if spark is not None:
             spark.stop()
     print(format_results_table(outcome.results, sweep.keys))
-    print(f"results in {outcome.results_path}, each point's run in {outcome.out_dir / 'points'}")
+    points = outcome.out_dir / POINTS_DIR
+    ran = points.is_dir() and any(points.iterdir())
+    print(f"results in {outcome.results_path}" + (f", each point's run in {points}" if ran else
+                                                  " (no point ran: no run folders)"))
     if outcome.failed:
         print(f"shufflesim: {len(outcome.failed)} of {len(outcome.results)} points failed:", file=sys.stderr)
         for result in outcome.failed:
@@ -435,7 +460,7 @@ def _flink_reference(args: argparse.Namespace) -> int:
     from scenarios.flink_reference.compare import format_table
     from scenarios.flink_reference.job_args import latency_operator, reference_args
     from scenarios.flink_reference.runner import FlinkReferenceError, run_reference
-    from scenarios.outputs import missing_run_file
+    from scenarios.outputs import missing_run_file, run_folder
     from scenarios.progress import PLAIN_INTERVAL
 
     if args.warmup < 0 or args.seconds <= 0:
@@ -444,7 +469,7 @@ def _flink_reference(args: argparse.Namespace) -> int:
     job_args = reference_args(scenario)
     summary = None
     if args.compare is not None:
-        summary_path = Path(args.compare) / "summary.json"
+        summary_path = run_folder(args.compare) / "summary.json"
         if not summary_path.is_file():
             raise missing_run_file(summary_path)
         summary = json.loads(summary_path.read_text())

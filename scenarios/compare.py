@@ -79,6 +79,8 @@ def _unique_labels(runs: Sequence[Run]) -> None:
 
 def _result_rows(runs: Sequence[Run]) -> list[Row]:
     rows = [Row("job", "status", [r.summary.get("status", MISSING) for r in runs]),
+            # a run stopped by Ctrl-C: its results cover a shorter run than its settings say
+            Row("job", "stopped early at s", [r.summary.get("interrupted", {}).get("at_s", MISSING) for r in runs]),
             Row("job", "records emitted", [r.summary.get("records", {}).get("emitted", MISSING) for r in runs]),
             Row("job", "records received", [r.summary.get("records", {}).get("received", MISSING) for r in runs]),
             Row("job", "invariants broken",

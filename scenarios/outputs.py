@@ -65,6 +65,15 @@ def write_metrics(out_dir: Path, metrics: pa.Table) -> Path:
     return path
 
 
+def run_folder(folder: Path | str) -> Path:
+    """`folder` if it is a folder; else the `RunFolderError` of a RUN_DIR argument that is none."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        what = "a file, not a folder" if folder.exists() else "no such folder"
+        raise RunFolderError(f"{folder}: {what} (give the --out folder of a 'shufflesim run')")
+    return folder
+
+
 def missing_run_file(path: Path) -> RunFolderError:
     """The error for a run file that is not there; a folder holding runs (a sweep's) names one."""
     folder = path.parent

@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from scenarios.channels import ChannelTimeline, apply_event, channel_timelines, read_trace
-from scenarios.outputs import TRACE_FILE, read_metrics
+from scenarios.outputs import TRACE_FILE, read_metrics, run_folder
 
 PERFETTO_FILE = "trace.perfetto.json"
 #: How long a `buffer_sent` / `buffer_received` slice is drawn (µs); shorter if the next
@@ -254,7 +254,7 @@ def perfetto_trace(metrics: pa.Table | None, events: Iterable[dict[str, Any]] = 
 
 def write_perfetto(run_dir: Path | str, out: Path | str | None = None) -> Path:
     """Write `trace.perfetto.json` for a run folder (metrics.parquet, and trace.jsonl if present)."""
-    run_dir = Path(run_dir)
+    run_dir = run_folder(run_dir)
     metrics = read_metrics(run_dir)
     trace = run_dir / TRACE_FILE
     events = read_trace(trace) if trace.exists() else ()

@@ -103,8 +103,12 @@ def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
     if result.error is not None:
         summary["error"] = failure_text(scenario, result.error)
     if result.stopped_early:
+        # Latency is gathered as the run goes, from half its planned duration: it cannot move.
         summary["interrupted"] = {"at_s": result.duration,
-                                  "note": "the run was stopped before its duration; results cover 0..at_s"}
+                                  "note": "the run was stopped before its duration; results cover 0..at_s, "
+                                          "steady state its second half, but latency_ms only what came "
+                                          f"after {scenario.duration / 2:g} s (half the planned duration): "
+                                          "null if it stopped before"}
     return summary
 
 

@@ -37,7 +37,7 @@ from graph.api.workload import MIN_RECORD_SIZE
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.scheduler import PLACEMENTS
 from graph.units import parse_bandwidth, parse_duration, parse_size
-from shuffle.config import FRAME_HEADROOM
+from shuffle.config import FRAME_HEADROOM, NetworkConfig
 
 
 class ScenarioError(ValueError):
@@ -90,16 +90,29 @@ def _leaf(convert: Callable[[Any], Any]) -> Parser:
     return parse
 
 
+def _is_plain_number(text: str) -> bool:
+    """Whether `text` is a number without a unit ("5", " 2.5 ")."""
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _with_units(
     parse: Callable[[str], float], what: str, example: str, *, numbers_ok: bool = False
 ) -> Callable[[Any], float]:
-    """A string with units parsed by `parse`; plain integers too if `numbers_ok` (sizes in bytes)."""
+    """A string with units parsed by `parse`; plain integers too if `numbers_ok` (sizes in bytes).
+
+    Without `numbers_ok` a number needs its unit, in a string too: "5" could mean 5 s or 5 ms."""
 
     def convert(value: Any) -> float:
         if numbers_ok and type(value) is int:
             return value
         if not isinstance(value, str):
             raise _BadValue(f"{_show(value)} is not a {what} (e.g. {example})")
+        if not numbers_ok and _is_plain_number(value):
+            raise _BadValue(f"{_show(value)} has no unit (e.g. {example})")
         try:
             return parse(value)
         except ValueError:
@@ -183,9 +196,12 @@ def _flush_timeout(value: Any) -> float:
     if value == "off":
         return -1.0
     try:
-        return _at_least(_as_duration, 0)(value)
-    except _BadValue:
-        raise _BadValue(f'{_show(value)} is not a duration (e.g. "100ms") or "off"') from None
+        seconds = _as_duration(value)
+    except _BadValue as e:
+        raise _BadValue(f'{e} or "off"') from None
+    if seconds < 0:
+        raise _BadValue(f'{_show(value)} must be >= 0 (or "off": flush only full buffers)')
+    return seconds
 
 
 def _secret(value: Any) -> str:
@@ -204,6 +220,9 @@ def _secret(value: Any) -> str:
 def _program(value: Any) -> str:
     if not isinstance(value, str) or not re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", value):
         raise _BadValue(f'{_show(value)} is not "module:function"')
+    module, _, function = value.partition(":")
+    if module.endswith(".py"):
+        raise _BadValue(f'{_show(value)} names a file: give its module, "{module[:-3]}:{function}"')
     return value
 
 
@@ -293,6 +312,11 @@ class ClusterConfig:
     #: How shared slots land on TaskManagers: "ordered" (one fixed placement) or "random"
     #: (drawn from the seed, as a Flink run picks its own; taskmgr.scheduler).
     placement: str = field(default="ordered", metadata=_opt(_leaf(_choice(*PLACEMENTS))))
+
+
+#: `[network]` settings of the simulated link and of the virtual clock's flusher: a
+#: realtime run (TCP on loopback, real sleeps) does not use them.
+SIM_ONLY_NETWORK = ("link_bandwidth", "link_latency", "send_window", "flusher_sleep_overshoot")
 
 
 @dataclass(frozen=True)
@@ -389,6 +413,15 @@ class CheckpointSettings:
         return self.interval is not None
 
 
+def _checkpoints(value: Any, where: Where) -> CheckpointSettings:
+    """`[checkpoints]`; a setting without `interval` is an error: checkpointing would stay off."""
+    settings = _build(CheckpointSettings, value, where)
+    if not settings.enabled and value:
+        raise where.child(next(iter(value))).error(
+            'does nothing without checkpoints.interval (no interval: no checkpoints): give one, e.g. "3s"')
+    return settings
+
+
 RESTART_STRATEGIES = ("none", "fixed_delay", "exponential_delay")
 
 
@@ -411,6 +444,30 @@ class RestartSettings:
     backoff_multiplier: float = field(default=1.5, metadata=_opt(_leaf(_at_least(_as_number, 1, strict=True))))
     reset_backoff_threshold: float = field(default=3600.0, metadata=_opt(POSITIVE_DURATION))
     jitter_factor: float = field(default=0.1, metadata=_opt(_leaf(_fraction)))
+
+
+#: The `[restart]` keys each strategy reads (Flink's restart-strategy.<type>.* options).
+RESTART_KEYS = {
+    "none": (),
+    "fixed_delay": ("attempts", "delay"),
+    "exponential_delay": ("attempts", "initial_backoff", "max_backoff", "backoff_multiplier",
+                          "reset_backoff_threshold", "jitter_factor"),
+}
+
+
+def _check_restart_keys(restart: RestartSettings, checkpointing: bool, table: Mapping[str, Any],
+                        where: Where) -> None:
+    """A `[restart]` key the job's strategy does not read is an error: it would do nothing."""
+    strategy = restart.strategy or ("exponential_delay" if checkpointing else "none")
+    for key in table:
+        if key != "strategy" and key not in RESTART_KEYS[strategy]:
+            owners = ", ".join(name for name, keys in RESTART_KEYS.items() if key in keys)
+            if restart.strategy:
+                message = f"the {strategy!r} strategy does not use it (a setting of {owners})"
+            else:
+                message = (f"Flink's default strategy {'with' if checkpointing else 'without'} checkpoints, "
+                           f"{strategy!r}, does not use it (a setting of {owners}): set restart.strategy")
+            raise where.child(key).error(message)
 
 
 @dataclass(frozen=True)
@@ -479,6 +536,19 @@ _STAGE_KEYS = {
 }
 
 
+#: Records/s a generator subtask may be paced at: a faster pace is a typo, not a study (its
+#: pacing steps would hold billions of records: 1e12 exhausted 20 GB of memory).
+MAX_RATE = 1e9
+
+
+def _rate(value: Any) -> float:
+    rate = _at_least(_as_number, 0)(value)
+    if rate > MAX_RATE:
+        raise _BadValue(f"{_show(value)} is more than {MAX_RATE:.0e} records/s per subtask "
+                        "(0: as fast as downstream allows)")
+    return rate
+
+
 @dataclass(frozen=True)
 class StageSpec:
     """One stage of a linear pipeline; None: not set (the graph API's default applies)."""
@@ -486,7 +556,7 @@ class StageSpec:
     kind: str = field(metadata=_opt(_leaf(_choice(*STAGE_KINDS))))
     name: str | None = field(default=None, metadata=_opt(TEXT))
     parallelism: int | None = field(default=None, metadata=_opt(_int_from(1)))
-    rate: float | None = field(default=None, metadata=_opt(_leaf(_at_least(_as_number, 0))))
+    rate: float | None = field(default=None, metadata=_opt(_leaf(_rate)))
     record_size: int | None = field(default=None, metadata=_opt(_size_from(MIN_RECORD_SIZE)))
     count: int | None = field(default=None, metadata=_opt(_int_from(1)))
     keys: KeySpec | None = field(default=None, metadata=_opt(_keys))
@@ -523,6 +593,12 @@ def _stages(value: Any, where: Where) -> tuple[StageSpec, ...]:
         raise where.error("the first stage, and only the first, must be a 'source'")
     if len(kinds) < 2 or kinds[-1] != "sink" or "sink" in kinds[:-1]:
         raise where.error("the last stage, and only the last, must be a 'sink'")
+    first_named: dict[str, int] = {}
+    for i, stage in enumerate(stages):
+        if stage.name is not None and first_named.setdefault(stage.name, i) != i:
+            raise where.item(i).child("name").error(
+                f"{stage.name!r} is also the name of job.stages[{first_named[stage.name]}]: stage names must "
+                "differ (job.stages[NAME] picks a stage by its name)")
     return stages
 
 
@@ -609,14 +685,20 @@ class Scenario:
     network: NetworkSettings = field(
         default_factory=NetworkSettings, metadata=_opt(_section(NetworkSettings))
     )
-    checkpoints: CheckpointSettings = field(
-        default_factory=CheckpointSettings, metadata=_opt(_section(CheckpointSettings))
-    )
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings, metadata=_opt(_checkpoints))
     metrics: MetricsSettings = field(
         default_factory=MetricsSettings, metadata=_opt(_section(MetricsSettings))
     )
     restart: RestartSettings = field(default_factory=RestartSettings, metadata=_opt(_section(RestartSettings)))
     faults: tuple[FaultSpec, ...] = field(default=(), metadata=_opt(_faults))
+
+    def unused_settings(self) -> list[str]:
+        """The keys set away from their defaults that this scenario's mode does not use
+        (the simulated link's in a realtime run)."""
+        if self.mode == "sim":
+            return []
+        return [f"network.{f.name}" for f in fields(NetworkSettings)
+                if f.name in SIM_ONLY_NETWORK and getattr(self.network, f.name) != f.default]
 
     @property
     def folder(self) -> Path:
@@ -652,6 +734,7 @@ def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
         raise where.error("this is a sweep file (it has 'scenario' and a [grid] or [[points]]): "
                           "run it with 'shufflesim sweep'")
     scenario = _build(Scenario, raw, where, source_path=path, name=path.stem)
+    _check_restart_keys(scenario.restart, scenario.checkpoints.enabled, raw.get("restart", {}), where.child("restart"))
     samples = scenario.duration / scenario.metrics.sample_period
     if samples > MAX_SAMPLES:
         raise where.child("metrics.sample_period").error(
@@ -663,6 +746,10 @@ def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
         raise where.child("cluster.network_memory").error(
             f"must hold at least one buffer ({scenario.network.buffer_size} bytes)"
         )
+    if memory is None and NetworkConfig.network_memory < scenario.network.buffer_size:
+        raise where.child("network.buffer_size").error(
+            f"{scenario.network.buffer_size} bytes is more than a TaskManager's network memory "
+            f"(cluster.network_memory, by default {NetworkConfig.network_memory} bytes)")
     frame_size = scenario.network.max_frame_size
     if frame_size is not None and frame_size < scenario.network.buffer_size + FRAME_HEADROOM:
         raise where.child("network.max_frame_size").error(
@@ -801,9 +888,11 @@ def scenario_from_raw(raw: Mapping[str, Any], path: Path, overrides: Mapping[str
                       origin: str = "--set") -> Scenario:
     """The scenario of a raw scenario dict (read from `path`) with `overrides` (key -> TOML value).
 
-    Errors name `path`, or `origin` and the override for a key path that leads nowhere.
+    Errors name `path`, and `origin` and the override where it gave the value (or a key path
+    that leads nowhere).
     """
-    return _scenario(_apply(raw, overrides, origin), Path(path))
+    named: dict[str, str] = {}
+    return _validated(_apply(raw, overrides, origin, named), Path(path), named)
 
 
 def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
@@ -811,6 +900,11 @@ def load_scenario(path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
     path = Path(path)
     named: dict[str, str] = {}
     raw = apply_overrides(read_toml(path), overrides, named)
+    return _validated(raw, path, named)
+
+
+def _validated(raw: Mapping[str, Any], path: Path, named: Mapping[str, str]) -> Scenario:
+    """`_scenario`, its error ending with where an override's value came from (`named` as `_apply`'s)."""
     try:
         return _scenario(raw, path)
     except ScenarioError as e:

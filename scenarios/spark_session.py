@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 import tempfile
 import threading
 import uuid
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -235,24 +237,41 @@ class SparkJob:
         return self._outcome["results"]
 
 
+@contextmanager
+def _sigint_flag() -> Iterator[threading.Event]:
+    """Within the block (in the main thread), SIGINT only sets the event. pyspark's own
+    handler calls the JVM from inside the signal handler: if the signal comes while the
+    main thread is in a call to the JVM, py4j fails re-entered and logs pages of tracebacks."""
+    flag = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield flag
+        return
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: flag.set())
+    try:
+        yield flag
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_tasks(spark: SparkSession, fn: Callable[[T], R], items: Sequence[T],
               on_progress: Callable[[int, int], None] | None = None, poll_seconds: float = 0.5) -> list[R]:
     """`[fn(item) for item in items]`, one Spark task per item, in order.
 
     `on_progress(done, total)` is called about every `poll_seconds` while the job runs and
-    once at the end. Ctrl-C cancels the job. A failed task fails the job: `SparkJobError`.
+    once at the end. Ctrl-C cancels the job, then raises KeyboardInterrupt. A failed task
+    fails the job: `SparkJobError`.
     """
     rdd = spark.sparkContext.parallelize(list(items), max(1, len(items))).map(fn)
     job = SparkJob(spark, rdd, f"shufflesim: {len(items)} tasks")
-    try:
-        while job.running:
+    with _sigint_flag() as interrupted:
+        while job.running and not interrupted.is_set():
             job.join(poll_seconds)
-            if on_progress is not None and job.running:
+            if on_progress is not None and job.running and not interrupted.is_set():
                 on_progress(job.tasks_done(), len(items))
-    except KeyboardInterrupt:
+    if interrupted.is_set():
         job.cancel()
         job.join()
-        raise
+        raise KeyboardInterrupt
     results = job.results()
     if on_progress is not None:
         on_progress(len(items), len(items))

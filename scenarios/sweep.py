@@ -169,18 +169,26 @@ def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
     out_dir = Path(out_dir).resolve()
     make_out_dir(out_dir)
     task = functools.partial(run_point, sweep, points_dir=str(out_dir / POINTS_DIR))
-    if spark is None:
-        results = []
-        total = len(sweep.points)
-        for point in sweep.points:
-            within = None if on_progress is None else _running_point(on_progress, len(results), total, point.id)
-            results.append(task(point, progress=within))
-            if on_progress is not None:
-                on_progress(len(results), total)
-    else:
-        from scenarios.spark_session import run_tasks
+    try:
+        if spark is None:
+            results = []
+            total = len(sweep.points)
+            for point in sweep.points:
+                within = None if on_progress is None else _running_point(on_progress, len(results), total, point.id)
+                results.append(task(point, progress=within))
+                if on_progress is not None:
+                    on_progress(len(results), total)
+        else:
+            from scenarios.spark_session import run_tasks
 
-        results = run_tasks(spark, task, sweep.points, on_progress)
+            results = run_tasks(spark, task, sweep.points, on_progress)
+    except KeyboardInterrupt:
+        # The points done are this sweep's: an earlier sweep's table and plot would pass for theirs.
+        for stale in (out_dir / RESULTS_FILE, out_dir / PLOT_FILE):
+            if stale.is_dir():  # a results.parquet as Spark writes them
+                shutil.rmtree(stale)
+            stale.unlink(missing_ok=True)
+        raise
     # The rows are on the driver already: write them here, so that results.parquet is the
     # same file whichever way the points ran, and lands on the driver's disk on a cluster.
     outcome = SweepOutcome(sweep, results, out_dir, results_table(results, sweep.keys))

@@ -73,6 +73,7 @@ def _source_sink(result: PointResult) -> tuple[float | None, float | None]:
 
 def format_results_table(results: Sequence[PointResult], keys: Sequence[str]) -> str:
     """One row per point: its id, seed, swept values, status, source backpressure, sink rate."""
+    keys = [key for key in keys if key != "seed"]  # a swept seed is in the seed column
     headers = ["point", "seed", *keys, "status", "source backpressure", "sink records/s"]
     rows = []
     for result in results:

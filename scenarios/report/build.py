@@ -57,6 +57,11 @@ def _lead(summary: Mapping[str, Any]) -> str:
     lead = (f"{esc(summary.get('status', '?'))} after {summary.get('duration_s', 0):.3f} s of virtual time "
             f"({esc(summary.get('mode', '?'))} mode, seed {esc(summary.get('seed', '?'))}); records emitted "
             f"{records.get('emitted', '?')}, received {records.get('received', '?')}.")
+    if "interrupted" in summary:
+        planned = summary.get("settings", {}).get("duration")
+        of = f" of {planned:g} s" if isinstance(planned, (int, float)) else ""
+        lead += (f' <span class="bad">Stopped early (Ctrl-C or SIGTERM) at {summary["interrupted"]["at_s"]:.3f} s'
+                 f"{of}: the results cover the run until then.</span>")
     if summary.get("restarts"):
         lead += f" Restarted {summary['restarts']} time(s); the results are those of the last attempt."
     if "error" in summary:

@@ -19,7 +19,8 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
-from scenarios.outputs import PLAN_FILE, SUMMARY_FILE, TRACE_FILE, RunFolderError, missing_run_file, read_metrics
+from scenarios.outputs import (PLAN_FILE, SUMMARY_FILE, TRACE_FILE, RunFolderError, missing_run_file, read_metrics,
+                               run_folder)
 
 Aggregate = Literal["mean", "sum", "max"]
 
@@ -120,10 +121,7 @@ class Run:
 
 def load_run(folder: Path | str) -> Run:
     """Read a run folder; `RunFolderError` names what is missing or broken."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        what = "a file, not a folder" if folder.exists() else "no such folder"
-        raise RunFolderError(f"{folder}: {what} (give the --out folder of a 'shufflesim run')")
+    folder = run_folder(folder)
     summary = _read_json(folder / SUMMARY_FILE)
     plan = _read_json(folder / PLAN_FILE) if (folder / PLAN_FILE).exists() else None
     metrics = MetricSeries(read_metrics(folder))

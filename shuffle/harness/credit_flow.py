@@ -18,9 +18,12 @@ continuously (`auto_consume`), which `stall`/`resume` pause and restart.
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, TypeVar
 
 from shuffle import kernel
 from shuffle.buffer.data_type import DataType
@@ -66,6 +69,25 @@ class ReceiverState:
 class Consumed:
     data_type: DataType
     size: int
+
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def _by_channel(method: Method) -> Method:
+    """A method whose first argument is a channel: a channel the harness does not have is an
+    IndexError naming it and the channels there are (a negative one would take one from the end)."""
+    name = list(inspect.signature(method).parameters)[1]
+
+    @functools.wraps(method)
+    def checked(self: CreditFlowHarness, *args: Any, **kwargs: Any) -> Any:
+        channel = args[0] if args else kwargs.get(name)
+        count = len(self.targets)
+        if channel is not None and not (type(channel) is int and 0 <= channel < count):
+            raise IndexError(f"no channel {channel!r}: the harness has {count} channel(s), 0 to {count - 1}")
+        return method(self, *args, **kwargs)
+
+    return checked  # type: ignore[return-value]
 
 
 class CreditFlowHarness:
@@ -165,11 +187,13 @@ class CreditFlowHarness:
 
     # -- driving the producer --------------------------------------------------------------
 
+    @_by_channel
     async def emit(self, channel: int, nbytes: int, record_size: int = 0) -> None:
         """Write `nbytes` of record data (records of `record_size` bytes) for a channel."""
         partition, subpartition = self.targets[channel]
         await partition.emit_record(bytes(nbytes), subpartition, record_size)
 
+    @_by_channel
     async def emit_buffers(self, channel: int, n: int) -> None:
         """Fill `n` whole buffers; they become visible as the next buffer starts (or on flush)."""
         partition, subpartition = self.targets[channel]
@@ -177,10 +201,12 @@ class CreditFlowHarness:
         for _ in range(n):
             await partition.emit_record(bytes(size), subpartition)
 
+    @_by_channel
     def producer_available(self, channel: int) -> bool:
         """Whether the channel's producer may emit without blocking (its pool is available)."""
         return self.targets[channel][0].is_available()
 
+    @_by_channel
     async def emit_values(self, channel: int, values: list[object]) -> None:
         """Serialize msgpack records for a channel; the consumer side collects them in `received`."""
         self._decode[channel] = True
@@ -188,6 +214,7 @@ class CreditFlowHarness:
         for value in values:
             await partition.emit_record(self._serializer.serialize(value, 0), subpartition)
 
+    @_by_channel
     def flush(self, channel: int | None = None) -> None:
         """Flush one channel's subpartition, or everything."""
         if channel is None:
@@ -207,6 +234,7 @@ class CreditFlowHarness:
 
     # -- driving the consumers -------------------------------------------------------------
 
+    @_by_channel
     def consume(self, channel: int, n: int = 1) -> list[Consumed]:
         """Read up to `n` buffers or events of a channel's gate now, recycling each (creates
         credit); filed under the channel each came from."""
@@ -231,6 +259,7 @@ class CreditFlowHarness:
             out.append(item)
         return out
 
+    @_by_channel
     def auto_consume(self, channel: int, cost_per_buffer: float = 0.0) -> None:
         """Consume the channel continuously (each buffer taking `cost_per_buffer` seconds)."""
         self._nursery.start_soon(self._consume_loop, channel, cost_per_buffer)
@@ -253,11 +282,13 @@ class CreditFlowHarness:
                         pass
                 await gate.wait_available()
 
+    @_by_channel
     def stall(self, channel: int) -> None:
         """Pause an auto-consuming channel (a slow or stuck consumer task)."""
         self._stalled[channel] = True
         self._resumed[channel] = kernel.Event()
 
+    @_by_channel
     def resume(self, channel: int) -> None:
         self._stalled[channel] = False
         self._resumed[channel].set()
@@ -296,14 +327,17 @@ class CreditFlowHarness:
 
     # -- state -----------------------------------------------------------------------------
 
+    @_by_channel
     def channel(self, index: int) -> RemoteInputChannel | LocalInputChannel:
         gate_index, channel_index = self._slots[index]
         return self.gates[gate_index].channels[channel_index]
 
+    @_by_channel
     def gate(self, channel: int) -> SingleInputGate:
         """The input gate a channel belongs to."""
         return self.gates[self._slots[channel][0]]
 
+    @_by_channel
     def sender(self, index: int) -> SenderState:
         partition, subpartition = self.targets[index]
         sub = partition.subpartitions[subpartition]
@@ -315,6 +349,7 @@ class CreditFlowHarness:
         return SenderState(credit, sub.get_buffers_in_backlog(), sub.number_of_queued_buffers,
                            sub.is_blocked, partition.buffer_pool.subpartition_buffer_count(subpartition))
 
+    @_by_channel
     def receiver(self, index: int) -> ReceiverState:
         channel = self.channel(index)
         if not isinstance(channel, RemoteInputChannel):
@@ -323,11 +358,13 @@ class CreditFlowHarness:
         return ReceiverState(len(channel.received), bm.num_free_exclusive, len(bm.floating),
                              bm.num_required_buffers, channel.unannounced_credit, channel.initial_credit)
 
+    @_by_channel
     def credits_announced(self, index: int) -> list[int]:
         """The credit of every AddCredit the channel sent, in order."""
         name = self.channel(index).name
         return [e["credit"] for e in self.trace.of("credit_announced") if e["channel"] == name]
 
+    @_by_channel
     def buffers_sent(self, index: int) -> list[dict]:
         name = self.channel(index).name
         return [e for e in self.trace.of("buffer_sent") if e["channel"] == name]

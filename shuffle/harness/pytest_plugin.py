@@ -8,8 +8,9 @@ An `async def` test that requests `credit_flow` or `sim_kernel` runs on shuffles
 discrete-event kernel, in virtual time from 0, deterministic: whatever it awaits through
 `shuffle.kernel` takes virtual time only, so a test that settles for an hour of network
 time still takes milliseconds. Harnesses opened with `credit_flow` are closed when the
-test ends, and a network buffer that did not come back fails the test. Other async tests
-run as before (under pytest-trio, in real time).
+test ends, and a network buffer that did not come back fails the test. A test that asks
+for them without being `async def` fails, saying so. Other async tests run as before
+(under pytest-trio, in real time).
 """
 
 from __future__ import annotations
@@ -74,11 +75,24 @@ def _on_sim_kernel(test: Callable[..., Any]) -> Callable[..., None]:
     return run
 
 
+def _not_async(name: str, fixture: str) -> Callable[..., None]:
+    """The test `name` that asked for `fixture` but is no `async def`: it fails saying so (it
+    would pass having run nothing: its `credit_flow(...)` is a coroutine never awaited)."""
+    def fail(**_kwargs: Any) -> None:
+        pytest.fail(f"{name} asks for the {fixture} fixture, which runs async tests only: "
+                    f"write 'async def {name}(...)' (and 'await credit_flow(...)')", pytrace=False)
+    return fail
+
+
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    """Hand async tests that asked for the sim kernel to it (before pytest-trio claims them)."""
+    """Hand async tests that asked for the sim kernel to it (before pytest-trio claims them);
+    fail other tests that asked for it."""
     test = getattr(item, "obj", None)
-    if inspect.iscoroutinefunction(test) and any(name in _SIM_FIXTURES for name in item.fixturenames):
+    wanted = [name for name in _SIM_FIXTURES if name in getattr(item, "fixturenames", ())]
+    if wanted and inspect.iscoroutinefunction(test):
         item.own_markers = [m for m in item.own_markers if m.name != "trio"]
         item.obj = _on_sim_kernel(test)
+    elif wanted and callable(test):
+        item.obj = _not_async(getattr(item, "originalname", item.name), wanted[0])
     yield

@@ -42,6 +42,26 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", "checkpoints.interval=1ns"],
      "checkpoints.interval: '1ns' must be >= \"10ms\" (Flink's minimum)"),
     (["plan", str(SLOW_MAP), "--set", "checkpoints.timeout=5ms"], "checkpoints.timeout: '5ms' must be >= \"10ms\""),
+    # checkpoint settings without an interval: checkpointing stays off, they would do nothing
+    (["plan", str(SLOW_MAP), "--set", "checkpoints.mode=unaligned"],
+     "slow-map.toml: checkpoints.mode: does nothing without checkpoints.interval (no interval: no checkpoints): "
+     "give one, e.g. \"3s\" (from --set checkpoints.mode)"),
+    # a [restart] key the job's strategy does not read would do nothing (with checkpoints the
+    # default is exponential_delay, which has no 'delay')
+    (["plan", str(LIBRARY / "checkpoints-slow-map.toml"), "--set", "restart.delay=5s"],
+     "restart.delay: Flink's default strategy with checkpoints, 'exponential_delay', does not use it "
+     "(a setting of fixed_delay): set restart.strategy (from --set restart.delay)"),
+    (["plan", str(LIBRARY / "link-failure.toml"), "--set", "restart.strategy=fixed_delay",
+      "--set", "restart.initial_backoff=2s"],
+     "restart.initial_backoff: the 'fixed_delay' strategy does not use it (a setting of exponential_delay)"),
+    # a source paced at 1e12 records/s drew pacing steps of billions of records: the OOM killer ended it
+    (["plan", str(SLOW_MAP), "--set", "job.stages[Seq].rate=1e12"],
+     "job.stages[0].rate: 1000000000000.0 is more than 1e+09 records/s per subtask (0: as fast as downstream "
+     "allows) (from --set job.stages[Seq].rate)"),
+    # a buffer larger than the default network memory: was a traceback from the network stack
+    (["plan", str(SLOW_MAP), "--set", 'network.buffer_size="1gb"'],
+     "network.buffer_size: 1073741824 bytes is more than a TaskManager's network memory (cluster.network_memory, "
+     "by default 67108864 bytes) (from --set network.buffer_size)"),
     # a billion metric samples would run (nearly) forever
     (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=1ns", "--set", "duration=1s"],
      "metrics.sample_period: a duration of 1 s sampled every 1e-09 s is 1e+09 samples, at most 100,000"),
@@ -52,12 +72,33 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
      "(from --set job.stages[SlowMap].cost)"),
     (["plan", str(SLOW_MAP), "--set", "network.bufer_size=1kb"],
      "(did you mean 'network.buffer_size'?) (from --set network.bufer_size)"),
+    # a duration or bandwidth without its unit: "5" could mean 5 s or 5 ms; it is not taken as seconds
+    (["plan", str(SLOW_MAP), "--set", 'job.stages[SlowMap].cost="5"'],
+     "job.stages[1].cost: '5' has no unit (e.g. \"100ms\") (from --set job.stages[SlowMap].cost)"),
+    (["plan", str(SLOW_MAP), "--set", 'duration="30"'], "duration: '30' has no unit (e.g. \"100ms\")"),
+    (["plan", str(SLOW_MAP), "--set", 'network.link_bandwidth="10"'],
+     "network.link_bandwidth: '10' has no unit (e.g. \"10gbit\")"),
+    # a negative buffer timeout is a duration, but below 0 (Flink's -1 is "off" here)
+    (["plan", str(SLOW_MAP), "--set", "network.buffer_timeout=-1ms"],
+     "network.buffer_timeout: '-1ms' must be >= 0 (or \"off\": flush only full buffers)"),
     # numbers and booleans in quotes are strings in TOML
     (["plan", str(SLOW_MAP), "--set", 'network.debloat="false"'],
      "network.debloat: 'false' is not true or false (write it without quotes)"),
     (["plan", str(SLOW_MAP), "--set", 'job.stages[1].parallelism="2"'],
      "job.stages[1].parallelism: '2' is not an integer (write it without quotes)"),
     (["plan", str(SLOW_MAP), "--set", 'job.stages[0].rate="1e3"'], "'1e3' is not a number (write it without quotes)"),
+    # settings each valid alone that the graph API refuses together: no traceback
+    (["plan", str(LIBRARY / "skewed-keys.toml"), "--set", "job.stages[0].record_size=8"],
+     "skewed-keys.toml: job.stages[0]: from_generator: a record of 8 bytes is its own key (a Long); "
+     "keys need record_size >= 16"),
+    # flink-reference --compare names a run folder that is not there as such (before any download)
+    (["flink-reference", str(SLOW_MAP), "--out", "never-written", "--compare", "no/such/run"],
+     "no/such/run: no such folder (give the --out folder of a 'shufflesim run')"),
+    # a program's file where its module is meant
+    (["plan", "my_prog.py"], "my_prog.py: a Python file; give the program as 'module:function', e.g. my_prog:build"),
+    (["plan", "my_prog.py:make"], "e.g. my_prog:make (the module is looked up from the current folder)"),
+    (["plan", str(SLOW_MAP), "--set", 'job.program="my_prog.py:build"'],
+     "job.program: 'my_prog.py:build' names a file: give its module, \"my_prog:build\""),
     # the wrong kind of file for the command
     (["run", str(LIBRARY / "sweeps" / "source-rate.toml"), "--out", "x"],
      "source-rate.toml: this is a sweep file (it has 'scenario' and a [grid] or [[points]]): run it with "
@@ -172,6 +213,18 @@ def test_every_command_and_option_has_help() -> None:
     assert set(helps) == set(commands.choices) and missing == []
 
 
+def test_run_and_sweep_help_say_what_ctrl_c_does_and_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Ctrl-C (or SIGTERM) stops the run early and writes complete outputs that say so" in text
+    assert "Exit codes: 0 done, 1 the job failed or an invariant broke, 2 a mistake" in text and "130" in text
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    assert "Ctrl-C cancels the points running, writes no results and exits with 130" in \
+        " ".join(capsys.readouterr().out.split())
+
+
 def test_a_task_manager_dropped_for_a_protocol_error_says_which(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """Internal failures propagate with their root cause: here the job report of 3000 samples per
@@ -212,7 +265,7 @@ def test_a_run_into_the_folder_of_an_earlier_run_leaves_none_of_its_files(tmp_pa
         "metrics.parquet", "notes.txt", "plan.json", "report.html", "summary.json"]
 
 
-def test_a_fault_after_the_end_of_the_run_is_pointed_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+def test_a_fault_or_cost_change_after_the_end_of_the_run_is_pointed_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     import scenarios.run
 
@@ -225,6 +278,13 @@ def test_a_fault_after_the_end_of_the_run_is_pointed_out(tmp_path: Path, monkeyp
     assert capsys.readouterr().err.splitlines()[0] == (
         f"shufflesim: warning: {scenario}: faults[0] at 5 s is not before the end of the run (2 s): "
         "it will not happen")
+
+    # likewise a change of a stage's cost (slow-sink-window's sink slows down from 10 s)
+    scenario = LIBRARY / "slow-sink-window.toml"
+    assert main(["run", str(scenario), "--out", str(tmp_path / "o"), "--set", "duration=5s"]) == 130
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"shufflesim: warning: {scenario}: job.stages[2].cost_changes[0] from 10 s is not before the end of the "
+        "run (5 s): it will not happen")
 
 
 def test_a_sweep_into_the_folder_of_an_earlier_sweep_keeps_only_its_own_points(tmp_path: Path) -> None:
@@ -255,3 +315,58 @@ def test_a_folder_of_runs_given_as_a_run_names_one_of_them(command: str, tmp_pat
     assert main([command, str(tmp_path)]) == 2
     assert f"no such file ({tmp_path} holds runs: give one, e.g. {tmp_path / 'points' / 'p00'})" \
         in one_error_line(capsys)
+
+
+def test_a_realtime_run_warns_of_the_simulated_link_s_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    """slow-link's 10 Mbit/s, 5 ms link is the simulated link's: over real TCP it would be ignored, silently."""
+    from scenarios.cli import _warn_of_unused_settings
+
+    realtime = load_scenario(LIBRARY / "slow-link.toml", ["mode=realtime", "network.send_window=64kb"])
+    assert realtime.unused_settings() == ["network.link_bandwidth", "network.link_latency", "network.send_window"]
+    _warn_of_unused_settings(realtime)
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"shufflesim: warning: {LIBRARY / 'slow-link.toml'}: network.link_bandwidth is for sim mode: a realtime run "
+        "sends over real TCP and does not use it")
+    assert load_scenario(LIBRARY / "slow-link.toml").unused_settings() == []  # sim mode uses them
+    assert load_scenario(SLOW_MAP, ["mode=realtime"]).unused_settings() == []  # defaults: nothing to warn of
+
+
+def test_a_sweep_whose_points_are_all_invalid_names_no_run_folders(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = tmp_path / "bad.toml"
+    sweep.write_text(f'scenario = "{LIBRARY / "slow-map-throttled.toml"}"\n[grid]\n"job.stages[Seq].rate" = ["abc"]\n')
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--master", "serial", "--quiet"]) == 1
+    out = capsys.readouterr().out
+    assert f"results in {tmp_path / 'out' / 'results.parquet'} (no point ran: no run folders)" in out
+    assert not (tmp_path / "out" / "points").exists()
+
+
+def test_an_interrupted_sweep_leaves_no_results_of_an_earlier_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Its p00 ran and replaced the earlier sweep's p00: the earlier results.parquet would pass for it."""
+    import scenarios.sweep
+
+    out, sweep = tmp_path / "out", tmp_path / "sweep.toml"
+    sweep.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s", "2s"]\n')
+    assert main(["sweep", str(sweep), "--out", str(out), "--master", "serial", "--quiet"]) == 0
+    run_scenario = scenarios.sweep.run_scenario
+
+    def ctrl_c_in_p01(scenario, point_dir, **kwargs):
+        if point_dir.name == "p01":
+            raise KeyboardInterrupt
+        return run_scenario(scenario, point_dir, **kwargs)
+
+    monkeypatch.setattr(scenarios.sweep, "run_scenario", ctrl_c_in_p01)
+    assert main(["sweep", str(sweep), "--out", str(out), "--master", "serial", "--quiet"]) == 130
+    assert sorted(path.name for path in out.iterdir()) == ["points"]
+    assert (out / "points" / "p00" / "summary.json").exists()
+
+
+def test_a_sweep_over_seed_in_its_grid_shows_one_seed_column(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = tmp_path / "seeds.toml"
+    sweep.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s"]\nseed = [1, 2]\n')
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--master", "serial", "--quiet"]) == 0
+    header, first = capsys.readouterr().out.splitlines()[:2]
+    assert header.split() == ["point", "seed", "duration", "status", "source", "backpressure", "sink", "records/s"]
+    assert first.split()[:3] == ["p00", "1", "1s"]

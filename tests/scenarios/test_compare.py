@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -64,6 +66,19 @@ def test_a_run_compared_with_itself_differs_in_nothing(runs: tuple[Path, Path], 
     printed = capsys.readouterr().out
     assert "settings: all" in printed and "results: all" in printed and "equal" in printed
     assert (tmp_path / "same.html").exists()
+
+
+def test_a_run_stopped_early_is_named_so(runs: tuple[Path, Path], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    stopped = tmp_path / "stopped"
+    shutil.copytree(runs[0], stopped)
+    summary = json.loads((stopped / "summary.json").read_text())
+    summary |= {"duration_s": 2.5, "interrupted": {"at_s": 2.5, "note": "..."}}
+    (stopped / "summary.json").write_text(json.dumps(summary))
+    capsys.readouterr()
+    assert main(["compare", str(runs[0]), str(stopped), "--out", str(tmp_path / "c.html")]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "stopped early at s" in line)
+    assert row.split()[-2:] == ["-", "2.5"]
 
 
 def test_change_is_relative_to_the_first_run() -> None:

@@ -55,6 +55,18 @@ def synthetic(slow_map: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def test_the_report_of_a_run_stopped_early_says_so(slow_map: Path, tmp_path: Path) -> None:
+    """A run stopped by Ctrl-C has complete outputs: its report must not pass for a run of its whole duration."""
+    folder = tmp_path / "stopped"
+    shutil.copytree(slow_map, folder)
+    summary = json.loads((folder / "summary.json").read_text())
+    summary |= {"duration_s": 2.5, "interrupted": {"at_s": 2.5, "note": "..."}}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    page = write_report(folder).read_text()
+    assert "Stopped early (Ctrl-C or SIGTERM) at 2.500 s of 4 s: the results cover the run until then." in page
+    assert "Stopped early" not in (slow_map / REPORT_FILE).read_text()
+
+
 def _by_plot(probe: dict) -> dict[str, dict]:
     return {plot["plot"]: plot for plot in probe["plots"]}
 
@@ -193,7 +205,9 @@ def test_downsampling_keeps_sums_and_peaks() -> None:
 @pytest.mark.parametrize("argv, message", [
     (["report", "no/such/run"], "no such folder"),
     (["compare", "no/such/run"], "two or more"),
-    (["trace", "no/such/run"], "metrics.parquet"),
+    # a folder that is not there is named as such, by every command that reads a run
+    (["trace", "no/such/run"], "no/such/run: no such folder (give the --out folder of a 'shufflesim run')"),
+    (["trace", __file__], "test_report.py: a file, not a folder"),
 ])
 def test_user_mistakes(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2

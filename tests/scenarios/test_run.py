@@ -12,7 +12,8 @@ import pytest
 from scenarios import bench
 from scenarios.cli import main
 from scenarios.outputs import read_metrics
-from scenarios.run import format_table
+from scenarios.run import format_table, run_scenario
+from scenarios.scenario_file import load_scenario
 
 LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
 
@@ -99,6 +100,22 @@ def test_bench_registry_prints_json_lines(monkeypatch: pytest.MonkeyPatch, capsy
     assert main(["bench", "pair", "--quiet"]) == 0
     out, err = capsys.readouterr()
     assert len(out.splitlines()) == 2 and err == ""
+
+
+def test_bench_takes_the_name_of_a_figure_returned_beside_another(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # the README lists virtual_to_wall and spark_startup_local2_s among the figures to name
+    assert bench.ALSO == {"virtual_to_wall": "keyed_shuffle_records_per_s",
+                          "spark_startup_local2_s": "sweep_speedup_local2"}
+    monkeypatch.setattr(bench, "FIGURES", {})
+    monkeypatch.setattr(bench, "ALSO", {})
+    bench.register_figure("answer")(lambda: [{"figure": "answer", "value": 42}])
+    bench.register_figure("pair", also=("pair_b",))(
+        lambda: [{"figure": "pair", "value": 1}, {"figure": "pair_b", "value": 2}])
+    assert main(["bench", "pair_b", "--quiet"]) == 0
+    assert [json.loads(line)["figure"] for line in capsys.readouterr().out.splitlines()] == ["pair", "pair_b"]
+    assert main(["bench", "nope"]) == 2
+    assert "known: answer, pair, pair_b" in capsys.readouterr().err
 
 
 PROGRAMS = {
@@ -213,3 +230,13 @@ def test_runs_under_other_hash_seeds_write_the_same_bytes(tmp_path: Path) -> Non
         outputs.append(((out / "metrics.parquet").read_bytes(), (out / "trace.jsonl").read_bytes()))
     assert len(outputs[0][0]) > 1000 and outputs[0][1]
     assert outputs[0] == outputs[1]
+
+
+def test_a_run_stopped_before_half_its_duration_says_why_it_has_no_latency(tmp_path: Path) -> None:
+    """Latency is gathered from half the planned duration on; a run stopped before has none, and says so."""
+    asked = iter(range(1_000_000))
+    scenario = load_scenario(LIBRARY / "slow-map.toml", ["duration=100s"])
+    summary = run_scenario(scenario, tmp_path / "run", should_stop=lambda: next(asked) >= 3).summary
+    assert summary["duration_s"] < 50 and summary["latency_ms"] is None
+    assert "latency_ms only what came after 50 s (half the planned duration): null if it stopped before" in \
+        summary["interrupted"]["note"]

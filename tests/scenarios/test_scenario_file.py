@@ -183,6 +183,9 @@ REDUCE = 'kind = "key_by_reduce"'
         (stages(MAP, SINK), "job.stages: the first stage, and only the first, must be a 'source'"),
         (stages(SOURCE, MAP), "job.stages: the last stage, and only the last, must be a 'sink'"),
         (stages(SOURCE, SOURCE, SINK), "job.stages: the first stage, and only the first, must be a 'source'"),
+        # two stages of one name: job.stages[Work] would pick one of them
+        (stages(SOURCE + '\nname = "Work"', MAP + '\nname = "Work"', SINK),
+         "job.stages[1].name: 'Work' is also the name of job.stages[0]: stage names must differ"),
         (stages(SOURCE + '\ncost = "1ms"', SINK), "job.stages[0].cost: a 'source' stage takes no 'cost'"),
         (stages(SOURCE, MAP + "\nselectivity = 0.5", SINK), "job.stages[1].selectivity: a 'map' stage takes no"),
         (stages(SOURCE, 'kind = "mapp"'), "job.stages[1].kind: 'mapp' is not one of"),

@@ -56,7 +56,8 @@ def test_each_point_equals_its_run_one_by_one(serial: Path, one_by_one: dict[str
                                                                            "summary.json"}
 
 
-def test_failed_and_invalid_points_are_rows_with_their_root_cause(serial: Path, one_by_one: dict[str, Any]) -> None:
+def test_failed_and_invalid_points_are_rows_with_their_root_cause(serial: Path, one_by_one: dict[str, Any],
+                                                                  sweep_path: Path) -> None:
     rows = rows_of(serial)
     failed = [row for (point, _), row in rows.items() if point == "p04"]
     assert {row["status"] for row in failed} == {"FAILED"}
@@ -65,6 +66,8 @@ def test_failed_and_invalid_points_are_rows_with_their_root_cause(serial: Path, 
     invalid = rows["p05", None]
     assert invalid["status"] == "INVALID" and invalid["vertex"] is None and invalid["backPressuredTimeMsPerSecond"] is None
     assert "network.buffer_timeout: '10 parsecs' is not a duration" in invalid["error"]
+    # the scenario file does not hold the bad value: the sweep file's point does
+    assert invalid["error"].endswith(f"(from {sweep_path}: point p05 network.buffer_timeout)")
     # as `run --set` says it (which adds where the value came from)
     assert str(one_by_one["p05"]).split(": ", 1)[1].removesuffix(" (from --set network.buffer_timeout)") \
         in invalid["error"]

@@ -90,6 +90,32 @@ def test_run_tasks_keeps_order_and_a_failing_task_gives_its_root_cause(
     assert "Traceback" not in capfd.readouterr().err  # Spark's log stays quiet
 
 
+def test_ctrl_c_cancels_the_tasks_without_tracebacks(spark: Any, capfd: pytest.CaptureFixture[str],
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """Ctrl-C while the driver is in a call to the JVM (here: a progress poll): pyspark's own
+    SIGINT handler called the JVM again from inside the signal handler, and py4j logged
+    pages of 'reentrant call' tracebacks."""
+    import signal
+    import threading
+    import time
+
+    def slow(item: int) -> int:
+        time.sleep(120)
+        return item
+
+    def poll_while_signalled(_done: int, _total: int) -> None:
+        threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+        spark.sparkContext._jvm.java.lang.Thread.sleep(1000)  # in the JVM when the signal comes
+
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_tasks(spark, slow, [0, 1], poll_while_signalled, poll_seconds=0.2)
+    assert time.monotonic() - start < 60  # cancelled, not waited for
+    err = capfd.readouterr().err + caplog.text  # py4j logs its failures (to stderr, outside pytest)
+    assert "Traceback" not in err and "Exception while sending command" not in err, err
+    assert spark.sparkContext.parallelize([1, 2]).count() == 2  # the session still works
+
+
 def test_local_workers_are_forked_with_the_project_imported(spark: Any) -> None:
     def preloaded(_: int) -> tuple[Any, ...]:  # defined here: shipped by value, imports nothing of ours
         import gc

@@ -245,3 +245,17 @@ async def test_channels_of_one_gate_share_its_floating_buffers(credit_flow):
     assert h.receiver(1).required > 2 + h.receiver(1).floating_free  # it waits for floating buffers
     h.consume(1, 8)  # polls the shared gate: buffers come from both channels, filed per channel
     assert len(h.consumed[0]) + len(h.consumed[1]) == 8
+
+
+async def test_a_channel_the_harness_does_not_have_is_named(credit_flow):
+    """`h.sender(-1)` would read the last channel; `h.consume(3)` failed with a bare 'list index out of range'."""
+    import pytest
+
+    h = await credit_flow(channels=2)
+    for call in (lambda: h.sender(-1), lambda: h.consume(2), lambda: h.consume(channel=2), lambda: h.receiver(5),
+                 lambda: h.emit_buffers(2, 1)):
+        with pytest.raises(IndexError, match=r"^no channel (-1|2|5): the harness has 2 channel\(s\), 0 to 1$"):
+            call()
+    h.flush()  # no channel: every channel
+    await h.emit_buffers(1, 1)
+    assert h.sender(1).queued == 1

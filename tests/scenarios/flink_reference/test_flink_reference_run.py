@@ -58,7 +58,7 @@ def test_a_scenario_flink_cannot_run_is_a_usage_error(tmp_path, capsys):
 @pytest.mark.parametrize(("extra", "message"), [
     (["--warmup", "-1"], "--warmup must be >= 0"),
     (["--seconds", "0"], "--seconds positive"),
-    (["--compare", "no-such-run"], "summary.json"),
+    (["--compare", "no-such-run"], "no-such-run: no such folder"),
 ])
 def test_bad_options_are_usage_errors_before_flink_starts(tmp_path, capsys, extra, message):
     args = ["flink-reference", str(LIBRARY / "slow-map.toml"), "--out", str(tmp_path / "out"), *extra]
