@@ -56,8 +56,8 @@ class StreamInputProcessor:
 
     A chunk is at most the context's `max_step_time` of modelled cost, within one buffer: a
     task holds no buffer beyond the one it reads per input (its channels' queues and credit
-    are Flink's), and gives it back once all its records are processed (Flink: once the last
-    is deserialized, one record's processing earlier).
+    are Flink's), and gives it back as its last record is deserialized, when that record's
+    processing starts (Flink's `SpillingAdaptiveSpanningRecordDeserializer.getNextRecord`).
     """
 
     def __init__(self, inputs: Sequence[CheckpointedInputGate], formats: dict[int, RecordFormat],
@@ -206,11 +206,23 @@ class StreamInputProcessor:
         chunk, done = self._next_run(pending, wanted)
         self.io.num_records_in += len(chunk)
         self.ctx.current_channel = first.channel
+        # The buffer whose last records these are (None: more of it to come, or restored
+        # records in no buffer) goes back as Flink's deserializer gives it back: once its last
+        # record is read, as that record's processing starts, one record's cost before the
+        # chunk's end (an early end of the chunk gives it back then).
+        held = [] if done is None else [done]
+        if held:
+            last_starts = len(chunk) - 1
+            if last_starts == 0 or self.ctx.step_cost <= 0:
+                held.pop().recycle()
+            else:
+                kernel.call_at(kernel.current_time() + last_starts * self.ctx.step_cost,
+                               lambda: held and held.pop().recycle())
         try:
             await self.head.process(chunk, first.input_index)
         finally:
-            if done is not None:  # None: more records of it to come, or restored records in no buffer
-                done.recycle()
+            if held:
+                held.pop().recycle()
         return len(chunk)
 
     async def wait_available(self) -> None:

@@ -51,7 +51,7 @@ T = TypeVar("T")
 #: The primitives each kernel provides, installed as this module's attributes.
 _PRIMITIVES = ("sleep", "sleep_until", "sleep_forever", "checkpoint", "Event", "Lock",
                "CancelScope", "move_on_after", "move_on_at", "fail_after", "fail_at", "Cancelled",
-               "open_nursery")
+               "open_nursery", "call_at")
 
 # Placeholders for type checkers and readers; `_install` sets the real ones.
 sleep: Callable[[float], Awaitable[None]]
@@ -67,6 +67,7 @@ fail_after: Any
 fail_at: Any
 Cancelled: Any
 open_nursery: Any
+call_at: Callable[[float, Callable[[], None]], None]
 
 _mode = "realtime"
 

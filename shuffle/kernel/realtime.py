@@ -28,6 +28,16 @@ fail_at = trio.fail_at
 Cancelled = trio.Cancelled
 
 
+def call_at(when: float, fn: Callable[[], None]) -> None:
+    """Call `fn()` at `when` on trio's clock (at once if it has passed), from a system task:
+    it must not block, and must not raise."""
+    async def at() -> None:
+        await trio.sleep_until(when)
+        fn()
+
+    trio.lowlevel.spawn_system_task(at)
+
+
 def first_error(group: BaseExceptionGroup) -> BaseException | None:
     """The first leaf of `group` that is not a cancellation (None if all are)."""
     for exc in group.exceptions:

@@ -256,6 +256,12 @@ def run_soon(fn: Callable[[], None]) -> None:
     _K.runq.append((_Step(fn), None))
 
 
+def call_at(when: float, fn: Callable[[], None]) -> None:
+    """Call `fn()` from the kernel loop at virtual time `when` (at once if it has passed).
+    `fn` runs outside any task: it must not block, and must not raise."""
+    _K.call_at(max(when, _K.now), _call, fn)
+
+
 def call_soon(fn: Callable[[], None]) -> None:
     """Call `fn()` from the kernel loop at this instant, once every runnable task has yielded
     (an event-loop hop: cheaper than waking a task, and after the caller's current step)."""

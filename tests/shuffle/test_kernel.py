@@ -169,6 +169,26 @@ def test_events_locks_and_queues(mode):
     assert [entry for entry in log if isinstance(entry, int)] == [1, 2]
 
 
+@BOTH
+def test_call_at_calls_at_its_time_and_at_once_for_a_time_past(mode):
+    async def main():
+        calls = []
+        start = kernel.current_time()
+        kernel.call_at(start + 2 * TICK, lambda: calls.append(("later", kernel.current_time() - start)))
+        kernel.call_at(start - 1, lambda: calls.append(("past", kernel.current_time() - start)))
+        await kernel.sleep(TICK)
+        if mode == "sim":  # (real sleeps may overshoot)
+            assert [name for name, _ in calls] == ["past"]
+        await kernel.sleep(3 * TICK)
+        return calls
+
+    calls = kernel.run(main, mode=mode)
+    assert [name for name, _ in calls] == ["past", "later"]
+    assert calls[1][1] >= 2 * TICK
+    if mode == "sim":
+        assert calls == [("past", 0), ("later", 2 * TICK)]
+
+
 def test_a_run_where_every_task_waits_forever_is_an_error_naming_the_waiters():
     async def waits_for_nothing():
         await kernel.Event().wait()
