@@ -13,6 +13,11 @@ through the methods below (`add`, not `append`), which keep the section's count.
 not a `collections.deque`: every channel and subpartition has one, mostly empty or a few
 elements long, where taking the first element costs the same, and an empty deque costs
 ~700 bytes (a block of 64 slots) against a list's 56.
+
+`NEVER_QUEUED` is the one queue of every owner that has not queued anything yet: most
+channels and subpartitions of a large job stay idle, and each would hold an empty list.
+Its owner replaces it with a queue of its own on the first add (`own`); adding to it
+raises, so a site that forgets cannot share elements between owners.
 """
 
 from __future__ import annotations
@@ -77,3 +82,22 @@ class PrioritizedDeque(list):
         return self is other
 
     __hash__ = object.__hash__
+
+
+class _NeverQueued(PrioritizedDeque):
+    """Empty, shared and read-only: see the module's docstring."""
+
+    __slots__ = ()
+
+    def add(self, element: T, priority: bool = False) -> None:
+        raise TypeError("NEVER_QUEUED is shared: add to the owner's own queue (prioritized_deque.own)")
+
+    add_priority_element = add
+
+
+NEVER_QUEUED: PrioritizedDeque = _NeverQueued()
+
+
+def own(queue: PrioritizedDeque) -> PrioritizedDeque:
+    """`queue`, or a new empty queue in place of NEVER_QUEUED (assign it back to the owner)."""
+    return PrioritizedDeque() if queue is NEVER_QUEUED else queue

@@ -31,9 +31,10 @@ class BufferManager:
         # a segment and a Buffer only when taken (an idle channel holds two numbers, not two
         # segments, buffers, reference counts and bound recyclers). Floating buffers are the
         # gate pool's, lent as Buffers: a list, not a deque (a few at most, and an empty
-        # deque costs ~700 bytes, a list 56).
+        # deque costs ~700 bytes, a list 56), made with the first one (an idle channel,
+        # which never borrowed, holds the empty tuple).
         self.num_free_exclusive = 0
-        self.floating: list[Buffer] = []
+        self.floating: list[Buffer] | tuple[()] = ()
         self.num_required_buffers = 0
         self.is_waiting_for_floating_buffers = False
         self.num_exclusive_buffers = 0
@@ -75,11 +76,17 @@ class BufferManager:
         while self.available < self.num_required_buffers and not self.is_waiting_for_floating_buffers:
             buffer = pool.request_buffer()
             if buffer is not None:
-                self.floating.append(buffer)
+                self._add_floating(buffer)
                 obtained += 1
             elif pool.add_buffer_listener(self):
                 self.is_waiting_for_floating_buffers = True
         return obtained
+
+    def _add_floating(self, buffer: Buffer) -> None:
+        if self.floating:
+            self.floating.append(buffer)
+        else:
+            self.floating = [buffer]
 
     def _recycle_exclusive(self, _segment: MemorySegment) -> None:
         if self._released:
@@ -98,7 +105,7 @@ class BufferManager:
         waiting_without_credit = self._buffer_event is not None
         if self._released or (self.available >= self.num_required_buffers and not waiting_without_credit):
             return False
-        self.floating.append(buffer)
+        self._add_floating(buffer)
         self._signal()
         self.channel.notify_buffer_available(1 + self._try_request_floating())
         return True

@@ -38,14 +38,15 @@ class BufferAndAvailability(NamedTuple):
 class InputChannel:
     """Base of the channels of a SingleInputGate."""
 
-    __slots__ = ("gate", "channel_info", "partition_id", "subpartition_index", "_name", "initial_backoff",
+    __slots__ = ("gate", "channel_index", "_channel_info", "partition_id", "subpartition_index", "_name", "initial_backoff",
                  "max_backoff", "current_backoff", "num_bytes_in", "num_buffers_in", "error", "is_released",
                  "_persister")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int, initial_backoff: float, max_backoff: float) -> None:
         self.gate = gate
-        self.channel_info = InputChannelInfo(gate.gate_index, channel_index)
+        self.channel_index = channel_index
+        self._channel_info: InputChannelInfo | None = None
         self.partition_id = partition_id
         self.subpartition_index = subpartition_index
         self._name: str | None = None
@@ -93,8 +94,12 @@ class InputChannel:
         return self._name
 
     @property
-    def channel_index(self) -> int:
-        return self.channel_info.channel_index
+    def channel_info(self) -> InputChannelInfo:
+        """Gate and channel index (Flink's InputChannelInfo), made when first asked: with
+        the channel's first buffer or checkpoint."""
+        if self._channel_info is None:
+            self._channel_info = InputChannelInfo(self.gate.gate_index, self.channel_index)
+        return self._channel_info
 
     def notify_channel_non_empty(self) -> None:
         self.gate.notify_channel_non_empty(self)

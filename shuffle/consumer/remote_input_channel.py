@@ -19,7 +19,7 @@ from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
 from shuffle.errors import (BufferReorderingError, CancelTaskError, PartitionConnectionError, PartitionNotFoundError,
                             check)
 from shuffle.java_int import next_sequence_number, sequence_number_before
-from shuffle.prioritized_deque import PrioritizedDeque
+from shuffle.prioritized_deque import NEVER_QUEUED, PrioritizedDeque, own
 from shuffle.serialization.event_serializer import deserialize_event, serialize_event
 from shuffle.trace import Tracer
 
@@ -66,7 +66,7 @@ class RemoteInputChannel(InputChannel):
         self.credit_based = credit_based
         self.partition_request_timeout = partition_request_timeout
         self.tracer = tracer
-        self.received: PrioritizedDeque[tuple[Buffer, int]] = PrioritizedDeque()
+        self.received: PrioritizedDeque[tuple[Buffer, int]] = NEVER_QUEUED
         self.expected_sequence_number = 0
         self.unannounced_credit = 0
         self.last_barrier_id = -1
@@ -116,19 +116,20 @@ class RemoteInputChannel(InputChannel):
             self.buffer_manager.release_floating_buffers()
         was_empty = not self.received
         first_priority = False
+        self.received = received = own(self.received)
         if data_type.has_priority:
-            self.received.add_priority_element((buffer, sequence_number))
-            first_priority = self.received.num_priority_elements == 1
+            received.add_priority_element((buffer, sequence_number))
+            first_priority = received.num_priority_elements == 1
         else:
-            self.received.add((buffer, sequence_number))
+            received.add((buffer, sequence_number))
             self.maybe_persist(buffer)
         if not data_type.is_buffer:
             event = deserialize_event(bytes(buffer.memory()))
             if data_type.requires_announcement:
                 announcement = serialize_event(EventAnnouncement(event, sequence_number))
-                self.received.add_priority_element(
+                received.add_priority_element(
                     (Buffer.of_event(announcement, DataType.PRIORITIZED_EVENT_BUFFER), sequence_number))
-                first_priority = self.received.num_priority_elements == 1
+                first_priority = received.num_priority_elements == 1
             if self.persister.check_for_barrier(event) is not None:
                 self.last_barrier_id, self.last_barrier_sequence_number = event.id, sequence_number
         self.expected_sequence_number = next_sequence_number(self.expected_sequence_number)

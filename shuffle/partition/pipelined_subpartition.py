@@ -25,7 +25,7 @@ from shuffle.buffer.data_type import DataType
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX, next_sequence_number
-from shuffle.prioritized_deque import PrioritizedDeque
+from shuffle.prioritized_deque import NEVER_QUEUED, PrioritizedDeque, own
 from shuffle.serialization.event_serializer import deserialize_event, serialize_event
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class PipelinedSubpartition:
         self.index = index
         self.parent_name = parent_name
         # (consumer, partial_record_length); priority elements first.
-        self._buffers: PrioritizedDeque[tuple[BufferConsumer, int]] = PrioritizedDeque()
+        self._buffers: PrioritizedDeque[tuple[BufferConsumer, int]] = NEVER_QUEUED
         self.buffers_in_backlog = 0
         self.read_view: PipelinedSubpartitionView | None = None
         self.is_finished = False
@@ -114,14 +114,15 @@ class PipelinedSubpartition:
             return -1
         view = self.read_view
         notify_priority = False
+        self._buffers = buffers = own(self._buffers)
         if consumer.data_type.has_priority:
-            self._buffers.add_priority_element((consumer, partial_record_length))
-            notify_priority = self._buffers.num_priority_elements == 1 and not self.is_blocked
+            buffers.add_priority_element((consumer, partial_record_length))
+            notify_priority = buffers.num_priority_elements == 1 and not self.is_blocked
             barrier = _parse_barrier(consumer)
             if barrier is not None:
-                self._persist_overtaken(barrier.id, len(self._buffers))
+                self._persist_overtaken(barrier.id, len(buffers))
         else:
-            self._buffers.add((consumer, partial_record_length))
+            buffers.add((consumer, partial_record_length))
             if consumer.data_type is DataType.TIMEOUTABLE_ALIGNED_CHECKPOINT_BARRIER:
                 self._expect_output(consumer)
         self.total_number_of_buffers += 1

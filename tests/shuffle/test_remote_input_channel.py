@@ -164,7 +164,7 @@ async def test_a_buffer_kept_by_a_channel_goes_to_the_next_waiting_one_when_it_i
     buffer.recycle()
     assert gate.buffer_pool.num_available == 0 and first.buffer_manager.available == 1
     second.request_buffer().recycle()  # its exclusive buffer, back at once
-    assert second.buffer_manager.floating == []
+    assert not second.buffer_manager.floating
     first.release_all_resources()
     assert gate.buffer_pool.num_available == 0 and len(second.buffer_manager.floating) == 1
     _release(second)

@@ -1,7 +1,10 @@
 """Network buffers cost real memory only for the data they hold (accounting stays Flink's)."""
 
+import pytest
+
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
+from shuffle.prioritized_deque import NEVER_QUEUED
 
 
 def test_idle_segments_hold_no_bytes_and_a_partly_filled_buffer_holds_only_its_data():
@@ -36,3 +39,25 @@ async def test_receiving_channels_hold_arrived_bytes_not_whole_segments(credit_f
     assert 0 < received.segment.allocated < 100
     h.consume(0, 1)
     assert h.received[0] == [1, 2, 3]
+
+
+async def test_an_idle_channel_holds_no_queue_list_or_channel_info_until_it_is_used(credit_flow):
+    h = await credit_flow(config=NetworkConfig(buffer_size=32768), channels=2)
+    partition, index = h.targets[0]
+    subpartition = partition.subpartitions[index]
+    channel = h.channel(0)
+    # set up (partition requested, exclusive buffers counted) and idle: every idle end
+    # shares the one empty queue, and nothing else is made for it yet
+    assert channel.received is NEVER_QUEUED and subpartition._buffers is NEVER_QUEUED
+    assert channel.buffer_manager.floating == () and channel._channel_info is None
+    with pytest.raises(TypeError, match="shared"):
+        NEVER_QUEUED.add(object())
+    await h.emit_values(0, [1, 2, 3])
+    h.flush(0)
+    await h.settle()
+    assert subpartition._buffers is not NEVER_QUEUED and channel.received is not NEVER_QUEUED
+    assert len(channel.received) == 1 and len(NEVER_QUEUED) == 0
+    h.consume(0, 1)
+    assert h.received[0] == [1, 2, 3] and channel.channel_info == (0, 0)
+    other = h.channel(1)  # the other channel stayed idle
+    assert other.received is NEVER_QUEUED and h.targets[1][0].subpartitions[h.targets[1][1]]._buffers is NEVER_QUEUED
