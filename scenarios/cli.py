@@ -27,7 +27,7 @@ from graph import (
 )
 from scenarios.build import build_program, call_program, load_program
 from scenarios.channels import TraceFileError
-from scenarios.outputs import RunFolderError
+from scenarios.outputs import RunFolderError, steady_state_window
 from scenarios.interrupt import stop_on_signals
 from scenarios.progress import ProgressPrinter, StatusLine
 from scenarios.scenario_file import ScenarioError, load_scenario
@@ -255,6 +255,8 @@ def _run(args: argparse.Namespace) -> int:
     if "interrupted" in summary:
         print(f"stopped early at t = {summary['interrupted']['at_s']:.3f} s: the outputs cover the run until then")
     print(format_table(summary))
+    if "steady_state_from_s" in summary:
+        print(f"steady state (this table, latency_ms): {steady_state_window(summary)}")
     checkpoints = format_checkpoints(summary)
     if checkpoints is not None:
         print(checkpoints)

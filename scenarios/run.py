@@ -102,13 +102,15 @@ def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
     summary |= restarts_summary(result)
     if result.error is not None:
         summary["error"] = failure_text(scenario, result.error)
+    if result.ended_early:
+        # The steady state (vertex metrics and latency_ms) is then the samples of the second half
+        # of what ran, not of the planned duration.
+        summary["steady_state_from_s"] = result.duration / 2
     if result.stopped_early:
-        # Latency is gathered as the run goes, from half its planned duration: it cannot move.
         summary["interrupted"] = {"at_s": result.duration,
                                   "note": "the run was stopped before its duration; results cover 0..at_s, "
-                                          "steady state its second half, but latency_ms only what came "
-                                          f"after {scenario.duration / 2:g} s (half the planned duration): "
-                                          "null if it stopped before"}
+                                          "their steady state (vertex metrics and latency_ms) the samples "
+                                          "from steady_state_from_s (at_s / 2) on"}
     return summary
 
 
