@@ -249,6 +249,9 @@ def _run(args: argparse.Namespace) -> int:
             progress.close()
         if engine is not None:
             engine.spark.stop()
+    for folder in outcome.stale_removed:
+        print(f"shufflesim: removed {folder}: the unfinished outputs of an earlier run that was killed "
+              "(its process is gone)", file=sys.stderr)
     summary = outcome.summary
     where = "" if engine is None else f", {len(summary['cluster']['task_managers'])} TaskManagers on Spark {args.master}"
     print(f"{scenario.name}: {summary['status']} after {summary['duration_s']:.3f} s ({scenario.mode} mode{where})")
