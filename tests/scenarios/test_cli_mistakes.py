@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -341,25 +342,30 @@ def test_a_sweep_whose_points_are_all_invalid_names_no_run_folders(tmp_path: Pat
     assert not (tmp_path / "out" / "points").exists()
 
 
-def test_an_interrupted_sweep_leaves_no_results_of_an_earlier_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Its p00 ran and replaced the earlier sweep's p00: the earlier results.parquet would pass for it."""
+def test_an_interrupted_sweep_leaves_only_its_own_points_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The earlier sweep's points (other settings under the same names), table and plot are gone
+    from the start: beside this sweep's p00 they would pass for its runs. The point running is gone too."""
     import scenarios.sweep
 
-    out, sweep = tmp_path / "out", tmp_path / "sweep.toml"
-    sweep.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s", "2s"]\n')
-    assert main(["sweep", str(sweep), "--out", str(out), "--master", "serial", "--quiet"]) == 0
+    out, first, second = tmp_path / "out", tmp_path / "first.toml", tmp_path / "second.toml"
+    first.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s", "2s", "3s"]\n')
+    second.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["2s", "4s"]\n')
+    assert main(["sweep", str(first), "--out", str(out), "--master", "serial", "--quiet"]) == 0
+    (out / "notes.txt").write_text("mine")
     run_scenario = scenarios.sweep.run_scenario
 
     def ctrl_c_in_p01(scenario, point_dir, **kwargs):
         if point_dir.name == "p01":
+            point_dir.mkdir()  # as a run makes its folder
             raise KeyboardInterrupt
         return run_scenario(scenario, point_dir, **kwargs)
 
     monkeypatch.setattr(scenarios.sweep, "run_scenario", ctrl_c_in_p01)
-    assert main(["sweep", str(sweep), "--out", str(out), "--master", "serial", "--quiet"]) == 130
-    assert sorted(path.name for path in out.iterdir()) == ["points"]
-    assert (out / "points" / "p00" / "summary.json").exists()
+    assert main(["sweep", str(second), "--out", str(out), "--master", "serial", "--quiet"]) == 130
+    assert sorted(path.name for path in out.iterdir()) == ["notes.txt", "points"]
+    assert [path.name for path in (out / "points").iterdir()] == ["p00"]
+    assert json.loads((out / "points" / "p00" / "summary.json").read_text())["duration_s"] == 2.0
 
 
 def test_a_sweep_over_seed_in_its_grid_shows_one_seed_column(tmp_path: Path,
