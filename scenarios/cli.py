@@ -25,7 +25,7 @@ from graph import (
     render_plan,
     to_dot,
 )
-from scenarios.build import build_program, call_program, load_program
+from scenarios.build import build_program, call_program, compile_errors_named, load_program
 from scenarios.channels import TraceFileError
 from scenarios.outputs import RunFolderError, steady_state_window
 from scenarios.interrupt import stop_on_signals
@@ -209,12 +209,14 @@ def _load_environment(target: str, overrides: Sequence[str]) -> StreamExecutionE
 
 def _plan(args: argparse.Namespace) -> int:
     env = _load_environment(args.program, args.overrides)
-    if args.json:
-        print(json.dumps(plan_json(env), indent=2))
-    elif args.dot:
-        print(to_dot(env.get_job_graph()))
-    else:
-        print(render_plan(env))
+    with compile_errors_named(args.program):
+        if args.json:
+            plan = json.dumps(plan_json(env), indent=2)
+        elif args.dot:
+            plan = to_dot(env.get_job_graph())
+        else:
+            plan = render_plan(env)
+    print(plan)
     return 0
 
 

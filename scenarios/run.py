@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph import ExecutionGraph, plan_json
-from scenarios.build import build_program
+from scenarios.build import build_program, compile_errors_named
 from scenarios.outputs import (METRICS_FILE, PLAN_FILE, SUMMARY_FILE, TRACE_FILE, write_metrics, write_plan,
                                write_summary)
 from scenarios.perfetto import PERFETTO_FILE
@@ -244,7 +244,8 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
     """
     out_dir = Path(out_dir)
     env = build_program(scenario)
-    graph = env.get_execution_graph()
+    with compile_errors_named(scenario.source_path):
+        graph = env.get_execution_graph()
     network = scenario.network_config()
     _check_runnable(scenario, graph)
     if engine is not None:

@@ -92,6 +92,13 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(LIBRARY / "skewed-keys.toml"), "--set", "job.stages[0].record_size=8"],
      "skewed-keys.toml: job.stages[0]: from_generator: a record of 8 bytes is its own key (a Long); "
      "keys need record_size >= 16"),
+    # a job the compiler rejects (Flink's message): the file, for each command that compiles it
+    *[(argv + [str(SLOW_MAP), "--set", "job.stages[SlowMap].partitioner=forward"],
+       "slow-map.toml: the job does not compile: Forward partitioning does not allow change of parallelism")
+      for argv in (["plan"], ["run", "--out", "never-written"], ["flink-reference", "--out", "never-written"])],
+    # a value the Flink reference job cannot take, found before the JVM starts (it exited on it)
+    (["flink-reference", str(SLOW_MAP), "--out", "never-written", "--set", "job.stages[Seq].keys.num_keys=10000000000"],
+     "slow-map.toml: stage 'Seq' keys.num_keys = 10000000000 (the reference job reads it as a Java int"),
     # flink-reference --compare names a run folder that is not there as such (before any download)
     (["flink-reference", str(SLOW_MAP), "--out", "never-written", "--compare", "no/such/run"],
      "no/such/run: no such folder (give the --out folder of a 'shufflesim run')"),
