@@ -158,9 +158,9 @@ class LatencyHistogram:
         return {key: summary[key] for key in SUMMARY_KEYS}
 
     def to_message(self) -> dict[str, Any]:
-        """The non-empty buckets, for a job report."""
+        """The non-empty buckets, for a job report (arrays: a sink keeps one of each sample period)."""
         nonzero = np.flatnonzero(self.counts)
-        return {"buckets": nonzero.tolist(), "counts": self.counts[nonzero].tolist(), "count": self.count,
+        return {"buckets": nonzero.astype(np.int32), "counts": self.counts[nonzero], "count": self.count,
                 "total": self.total, "max": self.max}
 
     @classmethod
