@@ -467,19 +467,14 @@ def _flink_reference(args: argparse.Namespace) -> int:
     from scenarios.flink_reference.compare import format_table
     from scenarios.flink_reference.job_args import latency_operator, reference_args
     from scenarios.flink_reference.runner import FlinkReferenceError, run_reference
-    from scenarios.outputs import missing_run_file, run_folder
     from scenarios.progress import PLAIN_INTERVAL
+    from scenarios.report.data import load_summary
 
     if args.warmup < 0 or args.seconds <= 0:
         raise UserError("--warmup must be >= 0 and --seconds positive")
     scenario = load_scenario(args.scenario, args.overrides)
     job_args = reference_args(scenario)
-    summary = None
-    if args.compare is not None:
-        summary_path = run_folder(args.compare) / "summary.json"
-        if not summary_path.is_file():
-            raise missing_run_file(summary_path)
-        summary = json.loads(summary_path.read_text())
+    summary = None if args.compare is None else load_summary(args.compare)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: not a folder")
