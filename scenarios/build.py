@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,12 @@ from graph import (
     CheckpointingMode,
     Cost,
     DiscardingSink,
+    IllegalArgumentException,
+    IllegalStateException,
+    JobException,
     KeyDistribution,
     StreamExecutionEnvironment,
+    UnsupportedOperationException,
 )
 from scenarios.scenario_file import KeySpec, Scenario, ScenarioError, StageSpec
 
@@ -33,6 +38,16 @@ def build_program(scenario: Scenario) -> StreamExecutionEnvironment:
     else:
         _add_stages(env, scenario.job.stages, str(scenario.source_path))
     return env
+
+
+@contextmanager
+def compile_errors_named(where: str | Path) -> Iterator[None]:
+    """Within: a job the compiler rejects (Flink's exceptions, with Flink's messages) is a
+    `ScenarioError` starting with `where`, the scenario file or program that holds the job."""
+    try:
+        yield
+    except (UnsupportedOperationException, IllegalStateException, IllegalArgumentException, JobException) as e:
+        raise ScenarioError(f"{where}: the job does not compile: {e}") from None
 
 
 def _configure(env: StreamExecutionEnvironment, scenario: Scenario) -> None:

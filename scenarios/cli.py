@@ -25,9 +25,9 @@ from graph import (
     render_plan,
     to_dot,
 )
-from scenarios.build import build_program, call_program, load_program
+from scenarios.build import build_program, call_program, compile_errors_named, load_program
 from scenarios.channels import TraceFileError
-from scenarios.outputs import RunFolderError
+from scenarios.outputs import RunFolderError, steady_state_window
 from scenarios.interrupt import stop_on_signals
 from scenarios.progress import ProgressPrinter, StatusLine
 from scenarios.scenario_file import ScenarioError, load_scenario
@@ -209,12 +209,14 @@ def _load_environment(target: str, overrides: Sequence[str]) -> StreamExecutionE
 
 def _plan(args: argparse.Namespace) -> int:
     env = _load_environment(args.program, args.overrides)
-    if args.json:
-        print(json.dumps(plan_json(env), indent=2))
-    elif args.dot:
-        print(to_dot(env.get_job_graph()))
-    else:
-        print(render_plan(env))
+    with compile_errors_named(args.program):
+        if args.json:
+            plan = json.dumps(plan_json(env), indent=2)
+        elif args.dot:
+            plan = to_dot(env.get_job_graph())
+        else:
+            plan = render_plan(env)
+    print(plan)
     return 0
 
 
@@ -249,12 +251,17 @@ def _run(args: argparse.Namespace) -> int:
             progress.close()
         if engine is not None:
             engine.spark.stop()
+    for folder in outcome.stale_removed:
+        print(f"shufflesim: removed {folder}: the unfinished outputs of an earlier run that was killed "
+              "(its process is gone)", file=sys.stderr)
     summary = outcome.summary
     where = "" if engine is None else f", {len(summary['cluster']['task_managers'])} TaskManagers on Spark {args.master}"
     print(f"{scenario.name}: {summary['status']} after {summary['duration_s']:.3f} s ({scenario.mode} mode{where})")
     if "interrupted" in summary:
         print(f"stopped early at t = {summary['interrupted']['at_s']:.3f} s: the outputs cover the run until then")
     print(format_table(summary))
+    if "steady_state_from_s" in summary:
+        print(f"steady state (this table, latency_ms): {steady_state_window(summary)}")
     checkpoints = format_checkpoints(summary)
     if checkpoints is not None:
         print(checkpoints)
@@ -460,19 +467,14 @@ def _flink_reference(args: argparse.Namespace) -> int:
     from scenarios.flink_reference.compare import format_table
     from scenarios.flink_reference.job_args import latency_operator, reference_args
     from scenarios.flink_reference.runner import FlinkReferenceError, run_reference
-    from scenarios.outputs import missing_run_file, run_folder
     from scenarios.progress import PLAIN_INTERVAL
+    from scenarios.report.data import load_summary
 
     if args.warmup < 0 or args.seconds <= 0:
         raise UserError("--warmup must be >= 0 and --seconds positive")
     scenario = load_scenario(args.scenario, args.overrides)
     job_args = reference_args(scenario)
-    summary = None
-    if args.compare is not None:
-        summary_path = run_folder(args.compare) / "summary.json"
-        if not summary_path.is_file():
-            raise missing_run_file(summary_path)
-        summary = json.loads(summary_path.read_text())
+    summary = None if args.compare is None else load_summary(args.compare)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: not a folder")

@@ -81,6 +81,8 @@ def _result_rows(runs: Sequence[Run]) -> list[Row]:
     rows = [Row("job", "status", [r.summary.get("status", MISSING) for r in runs]),
             # a run stopped by Ctrl-C: its results cover a shorter run than its settings say
             Row("job", "stopped early at s", [r.summary.get("interrupted", {}).get("at_s", MISSING) for r in runs]),
+            # a run that ended early (stopped or failed): its steady state is the second half of what ran
+            Row("job", "steady state from s", [r.summary.get("steady_state_from_s", MISSING) for r in runs]),
             Row("job", "records emitted", [r.summary.get("records", {}).get("emitted", MISSING) for r in runs]),
             Row("job", "records received", [r.summary.get("records", {}).get("received", MISSING) for r in runs]),
             Row("job", "invariants broken",

@@ -57,6 +57,16 @@ def write_summary(out_dir: Path, summary: Mapping[str, Any]) -> Path:
     return _write_json(Path(out_dir) / SUMMARY_FILE, summary)
 
 
+def steady_state_window(summary: Mapping[str, Any]) -> str:
+    """What the steady state of a summary.json is the mean of, in words: the second half of the
+    run, or for a run that ended before its duration (`steady_state_from_s`) of what ran."""
+    start = summary.get("steady_state_from_s")
+    if start is None:
+        return "the second half of the run"
+    return (f"the samples from {start:.3f} s on: the second half of the {summary['duration_s']:.3f} s "
+            "that ran (it ended before its duration)")
+
+
 def write_metrics(out_dir: Path, metrics: pa.Table) -> Path:
     """`metrics.parquet`: one row per (t, vertex, subtask, metric), in the fixed schema."""
     path = Path(out_dir) / METRICS_FILE

@@ -13,18 +13,18 @@ import statistics
 import dataclasses
 import os
 import shutil
-import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graph import ExecutionGraph, plan_json
-from scenarios.build import build_program
+from scenarios.build import build_program, compile_errors_named
 from scenarios.outputs import (METRICS_FILE, PLAN_FILE, SUMMARY_FILE, TRACE_FILE, write_metrics, write_plan,
                                write_summary)
 from scenarios.perfetto import PERFETTO_FILE
 from scenarios.report import REPORT_FILE, write_report
 from scenarios.scenario_file import Scenario, ScenarioError, settings_of
+from scenarios.staging import make_staging, remove_stale_staging
 from shuffle import kernel
 from shuffle.buffer.network_buffer_pool import InsufficientBuffersError
 from shuffle.trace import NULL_TRACER, Tracer
@@ -73,6 +73,8 @@ class OutputDirError(ValueError):
 class RunOutcome:
     summary: dict[str, Any]
     result: JobResult
+    #: Staging folders of earlier runs into the same --out whose process was gone: removed.
+    stale_removed: list[Path] = field(default_factory=list)
 
 
 def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
@@ -102,13 +104,15 @@ def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
     summary |= restarts_summary(result)
     if result.error is not None:
         summary["error"] = failure_text(scenario, result.error)
+    if result.ended_early:
+        # The steady state (vertex metrics and latency_ms) is then the samples of the second half
+        # of what ran, not of the planned duration.
+        summary["steady_state_from_s"] = result.duration / 2
     if result.stopped_early:
-        # Latency is gathered as the run goes, from half its planned duration: it cannot move.
         summary["interrupted"] = {"at_s": result.duration,
                                   "note": "the run was stopped before its duration; results cover 0..at_s, "
-                                          "steady state its second half, but latency_ms only what came "
-                                          f"after {scenario.duration / 2:g} s (half the planned duration): "
-                                          "null if it stopped before"}
+                                          "their steady state (vertex metrics and latency_ms) the samples "
+                                          "from steady_state_from_s (at_s / 2) on"}
     return summary
 
 
@@ -234,12 +238,14 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
     Raises `ScenarioError` for settings the runtime cannot run and `OutputDirError` for
     an --out folder it cannot write, both before running. The outputs are written into a
     hidden folder inside `out_dir` and moved into place only once all are complete: a run
-    that is aborted leaves its previous outputs, never a half-written set. `should_stop`
+    that is aborted leaves its previous outputs, never a half-written set (one killed
+    outright leaves the hidden folder, which a later run removes: scenarios.staging). `should_stop`
     (asked as progress is reported) ends the run early; its outputs then say so.
     """
     out_dir = Path(out_dir)
     env = build_program(scenario)
-    graph = env.get_execution_graph()
+    with compile_errors_named(scenario.source_path):
+        graph = env.get_execution_graph()
     network = scenario.network_config()
     _check_runnable(scenario, graph)
     if engine is not None:
@@ -247,9 +253,11 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
 
         check_runnable_on_spark(scenario, trace)
     make_out_dir(out_dir)
-    staging = Path(tempfile.mkdtemp(prefix=".partial-", dir=out_dir))
+    stale = remove_stale_staging(out_dir)
+    staging = make_staging(out_dir)
     try:
         outcome = _run_into(scenario, env, graph, network, staging, trace, progress, should_stop, engine)
+        outcome.stale_removed = stale
         written = sorted(staging.iterdir())
         for path in written:
             os.replace(path, out_dir / path.name)

@@ -7,7 +7,8 @@ what `shufflesim run SCENARIO --set KEY=VALUE ...` runs, and writes the same fil
 written in the sweep file), `vertex`, `parallelism`, `status`, `error`,
 `backpressure_level` and one column per steady-state metric (Flink's names, as in
 summary.json: a vertex's value is the mean over its subtasks). A point that did not run
-(invalid overrides, or a crash of the run itself) is one row with a null vertex.
+(invalid overrides, or a crash of the run itself) is one row with a null vertex. A sweep
+into the folder of an earlier one first removes that one's points, table and plot.
 
 Statuses: the job's (`FINISHED`, `FAILED`, `CANCELED`), `INVALID` (the scenario or the
 runtime rejects the point's overrides) or `ERROR` (the run crashed). A point failed if
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from scenarios.outputs import SUMMARY_FILE
 from scenarios.run import make_out_dir, run_scenario
 from scenarios.scenario_file import ScenarioError
 from scenarios.sweep_file import Sweep, SweepPoint
@@ -163,11 +165,13 @@ def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
     """Run every point of `sweep`, one Spark task each (in this process, in order, if `spark` is None).
 
     Writes `out_dir/points/<point>/` per point, `out_dir/results.parquet` and the plot
-    `out_dir/sweep.png`. Raises `OutputDirError` (before running) if `out_dir` cannot be
-    written, `SparkJobError` if the Spark job fails.
+    `out_dir/sweep.png`, having first removed those of an earlier sweep (`clear_earlier_sweep`).
+    Raises `OutputDirError` (before running) if `out_dir` cannot be written, `SparkJobError`
+    if the Spark job fails.
     """
     out_dir = Path(out_dir).resolve()
     make_out_dir(out_dir)
+    clear_earlier_sweep(out_dir)
     task = functools.partial(run_point, sweep, points_dir=str(out_dir / POINTS_DIR))
     try:
         if spark is None:
@@ -182,18 +186,12 @@ def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
             from scenarios.spark_session import run_tasks
 
             results = run_tasks(spark, task, sweep.points, on_progress)
-    except KeyboardInterrupt:
-        # The points done are this sweep's: an earlier sweep's table and plot would pass for theirs.
-        for stale in (out_dir / RESULTS_FILE, out_dir / PLOT_FILE):
-            if stale.is_dir():  # a results.parquet as Spark writes them
-                shutil.rmtree(stale)
-            stale.unlink(missing_ok=True)
-        raise
+    finally:  # also on Ctrl-C: the points done keep their folders, the point running loses its
+        _remove_points_without_outputs(out_dir / POINTS_DIR)
     # The rows are on the driver already: write them here, so that results.parquet is the
     # same file whichever way the points ran, and lands on the driver's disk on a cluster.
     outcome = SweepOutcome(sweep, results, out_dir, results_table(results, sweep.keys))
     write_results(outcome.results_path, outcome.table)
-    _remove_stale_points(out_dir / POINTS_DIR, results)
     write_plot(results, sweep.keys, out_dir / PLOT_FILE, f"{sweep.source_path.name} ({sweep.scenario_path.name})")
     return outcome
 
@@ -205,13 +203,22 @@ def _running_point(on_progress: Progress, done: int, total: int, name: str) -> P
     return within
 
 
-def _remove_stale_points(points_dir: Path, results: list[PointResult]) -> None:
-    """Remove the point folders of an earlier sweep into the same --out that this sweep did not
-    run (other points, or points now INVALID or ERROR): they would pass for this sweep's runs."""
-    ran = {result.point for result in results if result.status not in (INVALID, ERROR)}
+def clear_earlier_sweep(out_dir: Path) -> None:
+    """Remove what an earlier sweep wrote into `out_dir` (its points, results and plot; other
+    files stay): from the start of a sweep, the folder holds only this sweep's, so an
+    interrupted one leaves its points done and nothing that would pass for them."""
+    for path in (out_dir / POINTS_DIR, out_dir / RESULTS_FILE, out_dir / PLOT_FILE):
+        if path.is_dir():  # also a results.parquet as Spark writes them
+            shutil.rmtree(path)
+        path.unlink(missing_ok=True)
+
+
+def _remove_points_without_outputs(points_dir: Path) -> None:
+    """Remove the point folders without a run's outputs: a run that crashed or was interrupted
+    leaves its folder empty (an invalid point makes none)."""
     if points_dir.is_dir():
         for path in points_dir.iterdir():
-            if path.is_dir() and path.name not in ran:
+            if path.is_dir() and not (path / SUMMARY_FILE).exists():
                 shutil.rmtree(path)
 
 

@@ -124,6 +124,8 @@ class _JobExecution:
         self.reports: dict[str, dict[str, Any]] = {}
         self._changed = kernel.Event()
         self.stopped_early = False
+        #: It ended (finished, failed or was stopped) before its duration (JobResult.ended_early).
+        self.ended_early = False
         self.checkpoint_coordinator: CheckpointCoordinator | None = None
         #: Starts and stops the periodic checkpoints while the current attempt runs.
         self.checkpoint_deactivator: ExecutionTrackingCheckpointCoordinatorDeActivator | None = None
@@ -487,6 +489,7 @@ class JobManager:
                 nursery.cancel_scope.cancel()
             if not await failover.recover():
                 break
+        job.ended_early = kernel.current_time() < start + config.duration  # the deadline's own float
         duration = min(config.duration, kernel.current_time() - start)
         if not job.all_terminal and job.failure is None:
             for task_manager in dict.fromkeys(job.placement.values()):
@@ -563,7 +566,7 @@ class JobManager:
         else:
             status = JobStatus.CANCELED
         result = merge_reports(job.job_id, job.placement, job.reports, graph, status, duration, job.failure,
-                               job.stopped_early, _checkpoint_stats(job.checkpoint_coordinator))
+                               job.stopped_early, job.ended_early, _checkpoint_stats(job.checkpoint_coordinator))
         result.restart_history = job.restart_history
         result.recovery_suppressed_by = job.recovery_suppressed_by
         return result

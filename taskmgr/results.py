@@ -90,7 +90,7 @@ class JobResult:
     error: BaseException | None = None
     collected: dict[str, list[Any]] = field(default_factory=dict)
     verifications: dict[str, dict[str, Any]] = field(default_factory=dict)
-    #: Sink vertex name -> end-to-end latency of its records over the steady state.
+    #: Sink vertex name -> end-to-end latency of its records over the steady state (see `ended_early`).
     latency: dict[str, LatencyHistogram] = field(default_factory=dict)
     records_emitted: int = 0
     records_received: int = 0
@@ -100,6 +100,9 @@ class JobResult:
     placement: dict[str, list[str]] = field(default_factory=dict)
     #: The run was ended before its duration (Ctrl-C, SIGTERM): its results cover `duration` only.
     stopped_early: bool = False
+    #: The job ended before its duration (stopped, failed or finished): its steady state and
+    #: `latency` are those of the second half of `duration`, not of the planned duration.
+    ended_early: bool = False
     #: One entry per triggered checkpoint (summary.json's `checkpoints`).
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     #: Vertex name -> when its last subtask finished (job time, s; None: not all did).
@@ -170,16 +173,13 @@ def is_lossless(graph: ExecutionGraph) -> bool:
 
 def merge_reports(job_id: str, placement: dict[str, str], reports_by_task_manager: dict[str, dict[str, Any]],
                   graph: ExecutionGraph, status: JobStatus, duration: float, failure: BaseException | None,
-                  stopped_early: bool, checkpoints: list[dict[str, Any]]) -> JobResult:
+                  stopped_early: bool, ended_early: bool, checkpoints: list[dict[str, Any]]) -> JobResult:
     """The JobResult of the TaskManagers' reports; `placement` maps execution id -> TaskManager."""
     reports = list(reports_by_task_manager.values())
     collected: dict[str, list[Any]] = {}
     verifications: dict[str, Verification] = {}
     emitted_per_origin: dict[int, int] = {}
-    latency: dict[str, LatencyHistogram] = {}
     for report in reports:
-        for vertex, message in report.get("latency", {}).items():
-            latency.setdefault(vertex, LatencyHistogram()).merge(LatencyHistogram.from_message(message))
         for name, values in report.get("collected", {}).items():
             collected.setdefault(name, []).extend(values)
         for name, verification in report.get("verifications", {}).items():
@@ -195,7 +195,7 @@ def merge_reports(job_id: str, placement: dict[str, str], reports_by_task_manage
     return JobResult(
         job_id, status, duration, error=failure, collected=collected,
         verifications={name: v.report(emitted_per_origin) for name, v in verifications.items()},
-        latency=latency,
+        latency=_merge_latency(reports, duration / 2 if ended_early else None),
         records_emitted=emitted, records_received=received,
         metrics=pa.concat_tables(tables) if tables else MetricTable().to_arrow(),
         invariants={
@@ -206,5 +206,23 @@ def merge_reports(job_id: str, placement: dict[str, str], reports_by_task_manage
         },
         placement=by_vertex,
         stopped_early=stopped_early,
+        ended_early=ended_early,
         checkpoints=checkpoints,
     )
+
+
+def _merge_latency(reports: list[dict[str, Any]], since: float | None) -> dict[str, LatencyHistogram]:
+    """Per sink vertex, its latency over the steady state: the reports' steady histograms (`since`
+    None), or their sample periods from `since` on (the samples the steady state of the metrics takes)."""
+    latency: dict[str, LatencyHistogram] = {}
+    for report in reports:
+        if since is None:
+            for vertex, message in report.get("latency", {}).items():
+                latency.setdefault(vertex, LatencyHistogram()).merge(LatencyHistogram.from_message(message))
+            continue
+        for vertex, periods in report.get("latency_periods", {}).items():
+            histogram = latency.setdefault(vertex, LatencyHistogram())
+            for t, message in periods:
+                if t >= since:
+                    histogram.merge(LatencyHistogram.from_message(message))
+    return latency

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shuffle import kernel
-from taskmgr.metrics.latency import LatencyHistogram
+from taskmgr.metrics.latency import LatencyHistogram, PeriodEntry
 from taskmgr.metrics.sampler import MetricSampler, MetricSource
 from taskmgr.results import Verification
 
@@ -42,6 +42,8 @@ class TaskServices:
     verifications: defaultdict[str, Verification] = field(default_factory=lambda: defaultdict(Verification))
     #: Sink vertex name -> its subtasks' latency over the steady state (merged).
     latency: defaultdict[str, LatencyHistogram] = field(default_factory=lambda: defaultdict(LatencyHistogram))
+    #: Sink vertex name -> its subtasks' latency per sample period, for a run that ends early.
+    latency_periods: defaultdict[str, list[PeriodEntry]] = field(default_factory=lambda: defaultdict(list))
     emitted_per_origin: defaultdict[int, int] = field(default_factory=lambda: defaultdict(int))
     iteration_channels: dict[tuple[str, int], IterationChannel] = field(default_factory=dict)
     #: Sends the tasks' checkpoint acknowledgements and declines to the JobManager.

@@ -371,6 +371,7 @@ class TaskManager:
             "collected": dict(job.services.collected),
             "verifications": {name: v.compacted() for name, v in job.services.verifications.items()},
             "latency": {vertex: histogram.to_message() for vertex, histogram in job.services.latency.items()},
+            "latency_periods": dict(job.services.latency_periods),
             "emitted_per_origin": dict(job.services.emitted_per_origin),
             "records_emitted": sum(c.records_emitted for c in contexts),
             "records_received": sum(c.records_received for c in contexts),

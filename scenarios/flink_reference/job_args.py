@@ -18,7 +18,7 @@ from dataclasses import fields
 from typing import Any
 
 from graph import GeneratorSource, StreamNode
-from scenarios.build import build_program
+from scenarios.build import build_program, compile_errors_named
 from scenarios.scenario_file import CheckpointSettings, ClusterConfig, NetworkSettings, Scenario, ScenarioError
 
 #: Partitioners the reference job can put before its stage (the StreamGraph's names).
@@ -49,6 +49,12 @@ MAPPED = {
     "checkpoints": {"interval", "mode", "aligned_timeout", "timeout", "max_concurrent", "min_pause",
                     "tolerable_failed_checkpoints", "checkpoints_after_tasks_finish", "force_unaligned"},
 }
+
+#: Arguments the reference job reads as Java ints: the argument naming the stage, and its setting.
+JAVA_INTS = {"recordSize": ("sourceName", "record_size"), "keys": ("sourceName", "keys.num_keys"),
+             "sourceParallelism": ("sourceName", "parallelism"), "stageParallelism": ("stageName", "parallelism"),
+             "sinkParallelism": ("sinkName", "parallelism")}
+JAVA_INT_MAX = 2**31 - 1
 
 
 class ReferenceUnsupportedError(ScenarioError):
@@ -87,7 +93,8 @@ def _pipeline(scenario: Scenario) -> tuple[StreamNode, StreamNode, StreamNode]:
         for key in ("count", "selectivity", "fan_out", "cost_changes", "buffer_timeout", "disable_chaining"):
             if getattr(stage, key) != unset[key]:
                 raise _refuse(scenario, f"stage {stage.name or stage.kind!r} sets {key}")
-    nodes = sorted(build_program(scenario).get_stream_graph().nodes.values(), key=lambda node: node.id)
+    with compile_errors_named(scenario.source_path):
+        nodes = sorted(build_program(scenario).get_stream_graph().nodes.values(), key=lambda node: node.id)
     if len(nodes) != 3:
         raise _refuse(scenario, f"it compiles to {len(nodes)} operators, not 3")
     return nodes[0], nodes[1], nodes[2]
@@ -175,4 +182,8 @@ def reference_args(scenario: Scenario) -> list[str]:
         "sinkSlotSharingGroup": sink.slot_sharing_group,
         **_flink_options(scenario, stage.buffer_timeout),
     }
+    for arg, (stage_name, key) in JAVA_INTS.items():
+        if args[arg] > JAVA_INT_MAX:
+            raise _refuse(scenario, f"stage {args[stage_name]!r} {key} = {args[arg]} (the reference job reads it "
+                                    f"as a Java int: at most {JAVA_INT_MAX})")
     return [f"{key}={value}" for key, value in args.items()]

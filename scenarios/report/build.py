@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from scenarios.channels import channel_timelines, read_trace
+from scenarios.outputs import steady_state_window
 from scenarios.report.data import Run, flat_settings, load_run
 from scenarios.report.figures import (
     BACKPRESSURE,
@@ -77,7 +78,8 @@ def _steady_state_table(run: Run) -> str:
             for v in run.vertices]
     table = table_html(["vertex", "p", "level"] + [label for _, label in (*highest, *metrics)], rows,
                        [v["backpressure_level"] for v in run.vertices])
-    return ("<p class=\"note\">Steady state (mean over the second half of the run, per subtask; summary.json). "
+    return (f"<p class=\"note\">Steady state (mean over {steady_state_window(run.summary)}, per subtask; "
+            "summary.json). "
             "A vertex's value is the mean over its subtasks; the max columns take its highest subtask, "
             "as Flink's web UI does on each job graph node.</p>" + table)
 
@@ -156,8 +158,8 @@ def _latency_section(summary: Mapping[str, Any]) -> Section | None:
     if not groups:
         return None
     rows = [[group] + [stats.get(s, "-") for s in LATENCY_STATS] for group, stats in groups.items()]
-    body = ('<p class="note">End-to-end latency of records from source to sink over the second half of the '
-            'run, in ms (virtual time in sim mode).</p>'
+    body = ('<p class="note">End-to-end latency of records from source to sink over '
+            f'{steady_state_window(summary)}, in ms (virtual time in sim mode).</p>'
             + figure_html(latency_figure(groups), "latency") + table_html(["sinks"] + list(LATENCY_STATS), rows))
     return Section("Latency", body, "latency")
 

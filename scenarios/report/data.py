@@ -119,10 +119,15 @@ class Run:
         return self.summary.get("settings", {})
 
 
+def load_summary(folder: Path | str) -> dict[str, Any]:
+    """The summary.json of a run folder; `RunFolderError` names what is missing or broken."""
+    return _read_json(run_folder(folder) / SUMMARY_FILE)
+
+
 def load_run(folder: Path | str) -> Run:
     """Read a run folder; `RunFolderError` names what is missing or broken."""
     folder = run_folder(folder)
-    summary = _read_json(folder / SUMMARY_FILE)
+    summary = load_summary(folder)
     plan = _read_json(folder / PLAN_FILE) if (folder / PLAN_FILE).exists() else None
     metrics = MetricSeries(read_metrics(folder))
     trace = folder / TRACE_FILE

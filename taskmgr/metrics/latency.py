@@ -8,11 +8,14 @@ counted in with a few vectorized operations per 16,384 values.
 
 A sink subtask keeps two: one per sample period (`LatencyMetrics`, sampled into
 metrics.parquet as `latencyP50Ms`, ...) and one over the steady state, the second half of
-the run, that the JobManager merges per sink vertex for summary.json's `latency_ms`.
+the run, that the JobManager merges per sink vertex for summary.json's `latency_ms`. Each
+period's histogram is also kept (compacted, by sample time): a run that ends before its
+duration takes its latency from those of the second half of what ran instead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -155,9 +158,9 @@ class LatencyHistogram:
         return {key: summary[key] for key in SUMMARY_KEYS}
 
     def to_message(self) -> dict[str, Any]:
-        """The non-empty buckets, for a job report."""
+        """The non-empty buckets, for a job report (arrays: a sink keeps one of each sample period)."""
         nonzero = np.flatnonzero(self.counts)
-        return {"buckets": nonzero.tolist(), "counts": self.counts[nonzero].tolist(), "count": self.count,
+        return {"buckets": nonzero.astype(np.int32), "counts": self.counts[nonzero], "count": self.count,
                 "total": self.total, "max": self.max}
 
     @classmethod
@@ -173,15 +176,22 @@ PERIOD_METRICS = {"latencyMeanMs": "mean", "latencyP50Ms": "p50", "latencyP90Ms"
                   "latencyP99Ms": "p99", "latencyMaxMs": "max"}
 
 
+#: A histogram of one sample period: (sample time in job time, `LatencyHistogram.to_message()`).
+PeriodEntry = tuple[float, dict[str, Any]]
+
+
 class LatencyMetrics:
     """A sink subtask's latency: per sample period (a metric source) and over the steady state."""
 
     counters: tuple[str, ...] = ()
     per_period = True
 
-    def __init__(self, steady: LatencyHistogram) -> None:
+    def __init__(self, steady: LatencyHistogram, periods: list[PeriodEntry], clock: Callable[[], float]) -> None:
         self.period = LatencyHistogram()
         self.steady = steady  # shared by the vertex's subtasks in this TaskManager
+        #: Each period with records, as it ends (`clock`: the job time, whose samples it ends).
+        self.periods = periods
+        self._clock = clock
 
     def record(self, values_ns: np.ndarray | list[int], in_steady_state: bool) -> None:
         """Into the period's histogram and, in the steady state, the steady one (`values_ns`
@@ -206,6 +216,8 @@ class LatencyMetrics:
     def snapshot(self) -> dict[str, float]:
         """The period's percentiles (nothing if no record arrived), then a fresh period."""
         summary = self.period.summary_ms()
+        if summary is not None:
+            self.periods.append((round(self._clock(), 9), self.period.to_message()))
         self.period = LatencyHistogram()
         if summary is None:
             return {}

@@ -55,7 +55,8 @@ class SinkOperator(StreamOperator):
             self.invoke = print if isinstance(sink, PrintSink) else user_method(sink, "invoke")
         #: Records this sink received, since the beginning of the job (a restore included).
         self.received = 0
-        self.latency = LatencyMetrics(ctx.services.latency[ctx.vertex_name])
+        self.latency = LatencyMetrics(ctx.services.latency[ctx.vertex_name],
+                                      ctx.services.latency_periods[ctx.vertex_name], ctx.run.job_time)
         ctx.services.register_metrics(ctx.vertex_name, ctx.subtask_index, self.latency)
 
     async def process(self, records: Records, input_index: int) -> None:

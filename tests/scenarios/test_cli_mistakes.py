@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -91,6 +92,13 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(LIBRARY / "skewed-keys.toml"), "--set", "job.stages[0].record_size=8"],
      "skewed-keys.toml: job.stages[0]: from_generator: a record of 8 bytes is its own key (a Long); "
      "keys need record_size >= 16"),
+    # a job the compiler rejects (Flink's message): the file, for each command that compiles it
+    *[(argv + [str(SLOW_MAP), "--set", "job.stages[SlowMap].partitioner=forward"],
+       "slow-map.toml: the job does not compile: Forward partitioning does not allow change of parallelism")
+      for argv in (["plan"], ["run", "--out", "never-written"], ["flink-reference", "--out", "never-written"])],
+    # a value the Flink reference job cannot take, found before the JVM starts (it exited on it)
+    (["flink-reference", str(SLOW_MAP), "--out", "never-written", "--set", "job.stages[Seq].keys.num_keys=10000000000"],
+     "slow-map.toml: stage 'Seq' keys.num_keys = 10000000000 (the reference job reads it as a Java int"),
     # flink-reference --compare names a run folder that is not there as such (before any download)
     (["flink-reference", str(SLOW_MAP), "--out", "never-written", "--compare", "no/such/run"],
      "no/such/run: no such folder (give the --out folder of a 'shufflesim run')"),
@@ -341,25 +349,30 @@ def test_a_sweep_whose_points_are_all_invalid_names_no_run_folders(tmp_path: Pat
     assert not (tmp_path / "out" / "points").exists()
 
 
-def test_an_interrupted_sweep_leaves_no_results_of_an_earlier_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    """Its p00 ran and replaced the earlier sweep's p00: the earlier results.parquet would pass for it."""
+def test_an_interrupted_sweep_leaves_only_its_own_points_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """The earlier sweep's points (other settings under the same names), table and plot are gone
+    from the start: beside this sweep's p00 they would pass for its runs. The point running is gone too."""
     import scenarios.sweep
 
-    out, sweep = tmp_path / "out", tmp_path / "sweep.toml"
-    sweep.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s", "2s"]\n')
-    assert main(["sweep", str(sweep), "--out", str(out), "--master", "serial", "--quiet"]) == 0
+    out, first, second = tmp_path / "out", tmp_path / "first.toml", tmp_path / "second.toml"
+    first.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s", "2s", "3s"]\n')
+    second.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["2s", "4s"]\n')
+    assert main(["sweep", str(first), "--out", str(out), "--master", "serial", "--quiet"]) == 0
+    (out / "notes.txt").write_text("mine")
     run_scenario = scenarios.sweep.run_scenario
 
     def ctrl_c_in_p01(scenario, point_dir, **kwargs):
         if point_dir.name == "p01":
+            point_dir.mkdir()  # as a run makes its folder
             raise KeyboardInterrupt
         return run_scenario(scenario, point_dir, **kwargs)
 
     monkeypatch.setattr(scenarios.sweep, "run_scenario", ctrl_c_in_p01)
-    assert main(["sweep", str(sweep), "--out", str(out), "--master", "serial", "--quiet"]) == 130
-    assert sorted(path.name for path in out.iterdir()) == ["points"]
-    assert (out / "points" / "p00" / "summary.json").exists()
+    assert main(["sweep", str(second), "--out", str(out), "--master", "serial", "--quiet"]) == 130
+    assert sorted(path.name for path in out.iterdir()) == ["notes.txt", "points"]
+    assert [path.name for path in (out / "points").iterdir()] == ["p00"]
+    assert json.loads((out / "points" / "p00" / "summary.json").read_text())["duration_s"] == 2.0
 
 
 def test_a_sweep_over_seed_in_its_grid_shows_one_seed_column(tmp_path: Path,

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
 
 
@@ -22,7 +24,7 @@ def start_long_run(out: Path) -> subprocess.Popen:
 def wait_until_running(process: subprocess.Popen, out: Path) -> None:
     """Until the run's staging folder exists (the job is deployed and running)."""
     deadline = time.monotonic() + 60
-    while not list(out.glob(".partial-*/plan.json")):
+    while not list(out.glob(f".partial-*-{process.pid}-*/plan.json")):
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "the run did not start within 60 s"
         time.sleep(0.05)
@@ -60,8 +62,6 @@ def test_a_second_signal_aborts_and_leaves_no_outputs(tmp_path: Path) -> None:
 def test_the_second_signal_marks_the_run_aborted() -> None:
     """Whatever error the unwinding then meets is reported as the abort (exit 130), since the
     KeyboardInterrupt may tear the simulation at any point."""
-    import pytest
-
     from scenarios.interrupt import StopRequest
 
     request = StopRequest()
@@ -70,3 +70,30 @@ def test_the_second_signal_marks_the_run_aborted() -> None:
     with pytest.raises(KeyboardInterrupt):
         request._on_signal(signal.SIGINT, None)
     assert request.aborted
+
+
+def test_a_later_run_removes_what_a_killed_run_left_but_not_a_running_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """kill -9 leaves the hidden staging folder; a later run into the same --out removes it once its
+    process is gone, and says so. Another run's, still running, stays: runs may share a folder."""
+    from scenarios.cli import main
+
+    out = tmp_path / "run"
+    killed, running = start_long_run(out), start_long_run(out)
+    try:
+        for process in (killed, running):
+            wait_until_running(process, out)
+        killed.kill()
+        killed.wait()
+        (left,) = out.glob(f".partial-*-{killed.pid}-*")
+        old_format = out / ".partial-ab12cd_x"  # no process in its name: not known to be stale
+        old_format.mkdir()
+        assert main(["run", str(LIBRARY / "slow-map.toml"), "--out", str(out), "--set", "duration=2s",
+                     "--quiet"]) == 0
+        assert not left.exists() and old_format.is_dir() and list(out.glob(f".partial-*-{running.pid}-*"))
+        assert f"shufflesim: removed {left}: the unfinished outputs of an earlier run that was killed" in \
+            capsys.readouterr().err
+    finally:
+        for process in (killed, running):
+            process.kill()
+            process.communicate()

@@ -39,6 +39,7 @@ def test_run_writes_outputs_and_summary(tmp_path: Path, capsys: pytest.CaptureFi
     assert summary["invariants"]["credit_violations"] == 0
     assert summary["invariants"]["violations"] == []
     assert summary["checkpoints"] == []  # ARCHITECTURE.md: one entry per checkpoint (none are taken yet)
+    assert "steady_state_from_s" not in summary  # it ran its duration: the second half of that
     assert summary["cluster"] == {"engine": "local", "master": None, "task_managers": [
         {"name": f"tm-{i}", "address": f"tm-{i}", "pid": os.getpid(), "executor_id": None} for i in (0, 1)]}
     metrics = read_metrics(out)
@@ -232,11 +233,32 @@ def test_runs_under_other_hash_seeds_write_the_same_bytes(tmp_path: Path) -> Non
     assert outputs[0] == outputs[1]
 
 
-def test_a_run_stopped_before_half_its_duration_says_why_it_has_no_latency(tmp_path: Path) -> None:
-    """Latency is gathered from half the planned duration on; a run stopped before has none, and says so."""
+def test_a_run_stopped_before_half_its_duration_takes_its_latency_over_the_second_half_of_what_ran(
+        tmp_path: Path) -> None:
+    """Latency, like the vertices' steady state, is the samples from half of what ran on (those of
+    metrics.parquet's per-period latency), and the summary, the report and the table say so."""
     asked = iter(range(1_000_000))
     scenario = load_scenario(LIBRARY / "slow-map.toml", ["duration=100s"])
-    summary = run_scenario(scenario, tmp_path / "run", should_stop=lambda: next(asked) >= 3).summary
-    assert summary["duration_s"] < 50 and summary["latency_ms"] is None
-    assert "latency_ms only what came after 50 s (half the planned duration): null if it stopped before" in \
-        summary["interrupted"]["note"]
+    out = tmp_path / "run"
+    summary = run_scenario(scenario, out, should_stop=lambda: next(asked) >= 3).summary
+    start = summary["steady_state_from_s"]
+    assert summary["duration_s"] < 50 and start == summary["duration_s"] / 2
+    metrics = read_metrics(out).to_pylist()
+    maxima = [r["value"] for r in metrics if r["metric"] == "latencyMaxMs" and r["t"] >= start]
+    assert len(maxima) >= 2 and summary["latency_ms"]["max"] == pytest.approx(max(maxima))
+    (sink,) = [v for v in summary["vertices"] if "latency_ms" in v]
+    assert sink["latency_ms"] == summary["latency_ms"]
+    assert "steady_state_from_s (at_s / 2)" in summary["interrupted"]["note"]
+    window = f"the samples from {start:.3f} s on: the second half of the {summary['duration_s']:.3f} s that ran"
+    assert window in (out / "report.html").read_text()
+
+
+def test_a_job_that_failed_early_has_the_latency_of_the_second_half_of_what_ran(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main(["run", str(LIBRARY / "link-failure.toml"), "--out", str(out), "--quiet"]) == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "FAILED" and summary["duration_s"] < 10  # of 20 s
+    assert summary["steady_state_from_s"] == summary["duration_s"] / 2 and summary["latency_ms"]["p50"] > 0
+    assert (f"steady state (this table, latency_ms): the samples from {summary['steady_state_from_s']:.3f} s on"
+            in capsys.readouterr().out)

@@ -34,7 +34,7 @@ def test_small_values_are_exact_and_an_empty_histogram_has_no_summary():
 
 def test_a_period_metric_source_reports_and_restarts_and_feeds_the_steady_histogram_only_when_asked():
     steady = LatencyHistogram()
-    metrics = LatencyMetrics(steady)
+    metrics = LatencyMetrics(steady, [], lambda: 0.0)
     metrics.record(np.array([2_000_000, 4_000_000]), in_steady_state=False)
     assert metrics.snapshot()["latencyMaxMs"] == 4.0
     assert metrics.snapshot() == {}  # a new period without records
@@ -115,7 +115,7 @@ def test_latencies_since_creation_count_as_the_recorded_differences(batch, spaci
     done `spacing` ns apart, the last now."""
     created = np.random.default_rng(9).integers(0, 1 << 40, 1000)
     now = 1 << 39
-    fast, reference = LatencyMetrics(LatencyHistogram()), LatencyMetrics(LatencyHistogram())
+    fast, reference = (LatencyMetrics(LatencyHistogram(), [], lambda: 0.0) for _ in range(2))
     for start in range(0, len(created), batch):
         chunk = created[start:start + batch]
         steady = start % 2 == 0

@@ -147,12 +147,16 @@ def test_without_a_generator_gauges_are_read_with_the_counters():
 
 def test_a_sinks_latency_of_a_period_is_read_whole_at_its_end():
     """Latency percentiles sum up a period and reading them starts the next: a gauge reading
-    in mid-period would split it (and report only the records before the instant)."""
+    in mid-period would split it (and report only the records before the instant). Each
+    period's histogram is kept under the time of its sample (a run that ends early takes
+    its latency from them)."""
     from taskmgr.metrics.latency import LatencyHistogram, LatencyMetrics
+
+    periods = []
 
     async def main():
         sampler = MetricSampler(period=1.0, rng=random.Random(1))
-        latency = LatencyMetrics(LatencyHistogram())
+        latency = LatencyMetrics(LatencyHistogram(), periods, lambda: kernel.current_time() - sampler.t0)
         sampler.register("Sink", 0, "tm-0", latency)
         async with kernel.open_nursery() as nursery:
             nursery.start_soon(sampler.run)
@@ -166,3 +170,4 @@ def test_a_sinks_latency_of_a_period_is_read_whole_at_its_end():
     maxima = kernel.run(main, mode="sim")
     assert [t for t, _ in maxima] == [1.0, 2.0, 3.0, 4.0]
     assert all(value == pytest.approx(500, rel=0.01) for _, value in maxima)
+    assert [(t, message["max"]) for t, message in periods] == [(t, 500_000_000) for t in (1.0, 2.0, 3.0, 4.0)]

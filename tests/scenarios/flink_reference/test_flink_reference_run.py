@@ -67,6 +67,18 @@ def test_bad_options_are_usage_errors_before_flink_starts(tmp_path, capsys, extr
     assert not (tmp_path / "out").exists()  # nothing written, nothing started
 
 
+def test_a_compare_run_with_a_broken_summary_is_named_before_flink_starts(tmp_path, capsys):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "summary.json").write_text("{not json")
+    args = ["flink-reference", str(LIBRARY / "slow-map.toml"), "--out", str(tmp_path / "out"),
+            "--compare", str(tmp_path / "run")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"shufflesim: error: {tmp_path / 'run' / 'summary.json'}: invalid JSON") and \
+        "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.slow
 def test_slow_map_on_flink_reports_what_the_scenario_says(tmp_path):
     for tool in ("java", "javac"):
