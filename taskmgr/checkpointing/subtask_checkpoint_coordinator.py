@@ -24,7 +24,7 @@ from shuffle.api.events import AbstractEvent, AlignmentType, CancelCheckpointMar
 from shuffle.channel_state import ChannelStateSnapshot, ChannelStateWriter
 from shuffle.trace import Tracer
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
-from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointMetrics
+from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointMetrics, alignment_timer_delay
 from taskmgr.operators.base import RecordWriterOutput
 
 
@@ -136,7 +136,7 @@ class SubtaskCheckpointCoordinator:
             self.tracer.emit("barrier_sent", task=self.task_name, checkpoint=checkpoint_id,
                              unaligned=options.is_unaligned)
         if options.is_timeoutable:
-            delay = max(0.0, options.aligned_checkpoint_timeout - (self.job_time() - barrier.timestamp / 1000))
+            delay = alignment_timer_delay(self.job_time(), barrier)
             self.spawn(lambda: self._output_alignment_timer(checkpoint_id, delay))
         operator_state = self.snapshot_state()
         if not wait_for_inputs:

@@ -177,12 +177,44 @@ def test_alignment_timeout_prioritizes_announced_barriers_and_goes_unaligned():
     handler.process_barrier(timed, ch(0))
     handler.process_barrier_announcement(timed, 42, ch(2))
     assert log == [("block", 0)]
-    assert clock.timers[0][0] == 10.5  # the timeout counts from the barrier's creation
-    clock.advance(10.5)
+    # the timeout counts from the barrier's creation, in whole ms; Flink's timer service fires 1 ms late
+    assert clock.timers[0][0] == 10.501
+    clock.advance(10.501)
     assert log[1:] == [("prioritize", 2, 42), ("init", 1), ("started", 1), ("trigger", 1, "unaligned")]
     handler.process_barrier(timed, ch(2))  # the prioritized, formerly aligned barrier
     handler.process_barrier(barrier(1, UNALIGNED), ch(1))  # upstream timed out too
     assert log[5:] == [("block", 2), ("stopped", 1), ("resume", 0), ("resume", 2), ("inputs_finished", 1)]
+
+
+def test_a_timeout_before_any_barrier_prioritizes_the_announced_ones_and_the_first_of_them_triggers():
+    """Flink's AlternatingWaitingForFirstBarrier.alignmentTimeout: only announcements seen,
+    the timer prioritizes them and waits; the checkpoint starts when the first barrier is
+    processed, which is also when its start delay is measured."""
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.alternating, channels=2)
+    handler.process_barrier(barrier(1), ch(0))  # an earlier checkpoint: its figures must not leak
+    handler.process_barrier(barrier(1), ch(1))
+    log.clear()
+    timed = barrier(2, TIMEOUTABLE, ts_s=13.0)
+    clock.now = 13.2
+    handler.process_barrier_announcement(timed, 7, ch(1))
+    clock.advance(13.501)
+    assert log == [("prioritize", 1, 7)]  # no checkpoint yet
+    clock.now = 13.6
+    handler.process_barrier(timed, ch(1))
+    assert log[1:] == [("block", 1), ("init", 2), ("started", 2), ("trigger", 2, "unaligned")]
+    assert task.metrics[2].checkpoint_id == 2 and task.metrics[2].start_delay_ns == 600_000_000
+    clock.now = 13.7
+    handler.process_barrier(barrier(2, UNALIGNED, ts_s=13.0), ch(0))
+    assert log[5:] == [("stopped", 2), ("resume", 1), ("inputs_finished", 2)]
+    assert task.metrics[2].alignment_duration_ns == 100_000_000
+
+
+def test_a_timeoutable_barrier_times_out_by_whole_milliseconds():
+    """Flink's isTimedOut: `timeout < absoluteTimeMillis() - timestamp`."""
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.alternating)
+    clock.now = 10.5009  # 500.9 ms after creation: 500 ms, not more than the 500 ms timeout
+    handler.process_barrier(barrier(1, TIMEOUTABLE, ts_s=10.0), ch(0))
+    assert log == [("block", 0)]
 
 
 def test_alternating_completes_aligned_before_the_timeout_and_cancels_the_timer():
