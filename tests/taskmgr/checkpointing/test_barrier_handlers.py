@@ -316,6 +316,61 @@ def test_tracker_cancellation_marks_aborted_once():
     assert log == [("abort", 1, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER)]
 
 
+def test_tracker_an_older_checkpoint_completing_late_gets_no_figures_and_leaves_the_newer_alignment_running():
+    """Flink: only the latest checkpoint's alignment is measured (`markAlignmentEnd` for the
+    latest pending id only), and `notifyCheckpoint` reports zeros for any other checkpoint."""
+    handler, log, clock, task = tracker()
+    handler.process_barrier(barrier(1), ch(0))
+    clock.now = 13.0
+    handler.process_barrier(barrier(2, ts_s=12.9), ch(0))  # channel 0 runs ahead
+    clock.now = 13.5
+    handler.process_barrier(barrier(1), ch(1))
+    assert task.metrics[1].checkpoint_id == 1
+    assert task.metrics[1].start_delay_ns == 0 and task.metrics[1].alignment_duration_ns == 0
+    clock.now = 14.0
+    handler.process_barrier(barrier(2, ts_s=12.9), ch(1))
+    assert task.metrics[2].start_delay_ns == 100_000_000
+    assert task.metrics[2].alignment_duration_ns == 1_000_000_000
+
+
+def test_tracker_waits_for_every_channel_open_when_the_checkpoint_began():
+    """Flink's CheckpointBarrierCount keeps its target channel count; a channel that ends
+    after delivering the barrier does not let the checkpoint trigger early."""
+    handler, log, clock, task = tracker(channels=3)
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_end_of_partition(ch(0))
+    handler.process_barrier(barrier(1), ch(1))
+    assert log == []
+    handler.process_barrier(barrier(1), ch(2))
+    assert log == [("trigger", 1, "aligned"), ("inputs_finished", 1)]
+
+
+def test_tracker_end_of_partition_counts_as_the_barrier_of_the_newest_checkpoint_it_completes():
+    handler, log, clock, task = tracker(channels=2)
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_end_of_partition(ch(1))
+    assert log == [("trigger", 1, "aligned"), ("inputs_finished", 1)]
+
+
+def test_tracker_without_checkpoints_after_tasks_finish_end_of_partition_aborts_what_is_pending():
+    log, clock = [], Clock()
+    task = FakeTask(log)
+    handler = CheckpointBarrierTracker(task, 3, clock, enable_checkpoint_after_tasks_finished=False)
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_end_of_partition(ch(1))
+    assert log == [("abort", 1, CHECKPOINT_DECLINED_INPUT_END_OF_STREAM)]
+    handler.process_barrier(barrier(1), ch(2))  # late
+    assert len(log) == 1
+
+
+def test_tracker_a_newer_cancellation_aborts_the_older_pending_checkpoints():
+    handler, log, clock, task = tracker()
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_cancellation_barrier(CancelCheckpointMarker(2), ch(0))
+    assert log == [("abort", 1, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER),
+                   ("abort", 2, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER)]
+
+
 def test_timeoutable_options_are_what_the_coordinator_derives():
     options = CheckpointOptions.for_config("CHECKPOINT", is_exactly_once_mode=True, is_unaligned_enabled=True,
                                            aligned_checkpoint_timeout=0.5)
