@@ -16,7 +16,8 @@ Flink's rules kept here:
   (`rescheduleTrigger`: later ticks keep that new phase);
 - a plan that cannot be made fails the request before it gets an id (Flink counts it as a
   failed checkpoint with no entry in its history); a checkpoint that is not complete
-  within `timeout` expires; a decline fails it and every task is told.
+  within `timeout` expires; a decline fails it and every task is told; one that completes
+  fails the older ones still pending (`CHECKPOINT_SUBSUMED`).
 
 Each checkpoint follows the plan of `checkpoint_plan` (FLIP-147): after some tasks have
 finished it starts at the first running tasks and counts the finished ones as finished.
@@ -50,6 +51,8 @@ from taskmgr.checkpointing.single_checkpoint_barrier_handler import absolute_tim
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
 CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
+#: Flink's reason for a pending checkpoint older than one that completed.
+CHECKPOINT_SUBSUMED = "CHECKPOINT_SUBSUMED"
 #: Flink's reason for what is pending or queued when the periodic scheduler stops (the job
 #: or one of its tasks stopped running).
 CHECKPOINT_COORDINATOR_SUSPEND = "CHECKPOINT_COORDINATOR_SUSPEND"
@@ -311,6 +314,7 @@ class CheckpointCoordinator:
             self._end(pending, "COMPLETED")
             # the min pause runs from here (failed checkpoints do not move it)
             self._last_completion_ms = self._now_ms()
+            self._drop_subsumed_checkpoints(pending.checkpoint_id)
             if self.failure_manager is not None:
                 self.failure_manager.handle_checkpoint_success(pending.checkpoint_id)
             for eid, task_ack in pending.acks.items():
@@ -319,6 +323,12 @@ class CheckpointCoordinator:
                 self.tracer.emit("checkpoint_completed", checkpoint=pending.checkpoint_id,
                                  duration_ms=pending.end_to_end_duration_ms)
             self._spawn(self._notify_complete, pending.checkpoint_id)
+
+    def _drop_subsumed_checkpoints(self, checkpoint_id: int) -> None:
+        """Flink's dropSubsumedCheckpoints: the pending checkpoints older than the one that
+        completed fail (CHECKPOINT_SUBSUMED, not counted against the tolerable failures)."""
+        for older in [p for p in self.pending.values() if p.checkpoint_id < checkpoint_id]:
+            self._fail(older, CHECKPOINT_SUBSUMED)
 
     def receive_decline(self, execution_id: str, checkpoint_id: int, reason: str) -> None:
         pending = self.pending.get(checkpoint_id)

@@ -15,6 +15,7 @@ from shuffle.api.events import CheckpointBarrier, CheckpointOptions
 from shuffle.channel_state import ChannelStateSnapshot
 from taskmgr.checkpointing.checkpoint_coordinator import (
     CHECKPOINT_COORDINATOR_SUSPEND,
+    CHECKPOINT_SUBSUMED,
     MAX_QUEUED_REQUESTS,
     CheckpointCoordinator,
     PendingCheckpoint,
@@ -91,6 +92,17 @@ def test_requests_queue_while_a_checkpoint_is_pending_and_the_backlog_fires_back
     t0 = triggers(coordinator)[0]
     assert triggers(coordinator)[:6] == pytest.approx([t0, t0 + 3.5, t0 + 3.51, t0 + 3.52, t0 + 4, t0 + 5])
     assert all(c.status == "COMPLETED" for c in coordinator.checkpoints)
+
+
+def test_a_completed_checkpoint_subsumes_the_older_pending_ones():
+    """Flink's completePendingCheckpoint -> dropSubsumedCheckpoints: with two checkpoints at
+    once, the second completing first fails the first (it would never be of use)."""
+    config = CheckpointConfig(interval=1.0, max_concurrent=2)
+    coordinator = run_coordinator(config, 2.5, lambda n: 5.0 if n == 1 else FAST)
+    first, second = coordinator.checkpoints[:2]
+    assert second.status == "COMPLETED"
+    assert first.status == "FAILED" and first.failure == CHECKPOINT_SUBSUMED
+    assert first.end_time == second.end_time
 
 
 def test_at_most_a_thousand_requests_queue():
