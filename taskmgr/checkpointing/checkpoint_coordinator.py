@@ -98,6 +98,10 @@ class PendingCheckpoint:
             "duration_ms": self.end_to_end_duration_ms,
             "start_delay_ms": max((a.metrics.start_delay_ns / 1e6 for a in acks), default=0.0),
             "alignment_ms": max((a.metrics.alignment_duration_ns / 1e6 for a in acks), default=0.0),
+            "sync_ms": max((a.sync_duration_ms for a in acks), default=0),
+            "async_ms": max((a.async_duration_ms for a in acks), default=0),
+            # Flink's processed_data: the bytes the subtasks processed during their alignments
+            "processed_bytes": sum(a.metrics.bytes_processed_during_alignment for a in acks),
             "persisted_bytes": sum(a.persisted_bytes for a in acks),
             "state_bytes": sum(a.state_bytes for a in acks),
             # Flink reports finished tasks as acknowledged subtasks at the trigger
@@ -121,7 +125,8 @@ class FailedTrigger:
         """The summary.json entry: an id of None and no figures."""
         return {"id": None, "status": self.status, "type": "UNALIGNED_CHECKPOINT" if self.unaligned else "CHECKPOINT",
                 "trigger_s": round(self.trigger_time, 6), "duration_ms": None, "start_delay_ms": None,
-                "alignment_ms": None, "persisted_bytes": None, "state_bytes": None, "acknowledged": 0,
+                "alignment_ms": None, "sync_ms": None, "async_ms": None, "processed_bytes": None,
+                "persisted_bytes": None, "state_bytes": None, "acknowledged": 0,
                 "finished_tasks": 0, "failure": self.failure}
 
 

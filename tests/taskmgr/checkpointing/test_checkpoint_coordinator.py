@@ -178,3 +178,18 @@ def test_end_to_end_duration_is_whole_milliseconds_of_the_jobmanagers_clock():
     pending.end_time = 1.0405  # 13.9 ms later, 14 ms apart on the millisecond clock
     assert pending.end_to_end_duration_ms == 14
     assert pending.stats()["duration_ms"] == 14
+
+
+def test_the_figures_of_a_checkpoint_are_the_subtasks_largest_times_and_summed_bytes():
+    """Flink's checkpoint statistics: processed_data sums bytesProcessedDuringAlignment of
+    the subtasks (persisted_data their in-flight data); times are per-task maxima here."""
+    pending = PendingCheckpoint(1, 1.0, CheckpointBarrier(1, 1000, CheckpointOptions()), set())
+
+    def ack(processed: int, sync_ms: int, async_ms: int) -> SubtaskCheckpointAck:
+        metrics = CheckpointMetrics(1, bytes_processed_during_alignment=processed)
+        return SubtaskCheckpointAck(1, metrics, 0, ChannelStateSnapshot(), sync_duration_ms=sync_ms,
+                                    async_duration_ms=async_ms)
+
+    pending.acks = {"a": ack(300, 0, 4), "b": ack(200, 1, 2)}
+    stats = pending.stats()
+    assert (stats["processed_bytes"], stats["sync_ms"], stats["async_ms"]) == (500, 1, 4)
