@@ -89,7 +89,8 @@ class PendingCheckpoint:
     def stats(self) -> dict[str, Any]:
         """The checkpoint as summary.json lists it (Flink's names)."""
         acks = list(self.acks.values())
-        unaligned = self.barrier.options.is_unaligned or any(a.metrics.unaligned for a in acks)
+        # Flink's PendingCheckpointStats: unaligned once a subtask persisted in-flight data
+        unaligned = any(a.unaligned_checkpoint for a in acks)
         return {
             "id": self.checkpoint_id,
             "status": self.status,

@@ -65,7 +65,6 @@ class CheckpointMetrics:
     start_delay_ns: int = 0
     alignment_duration_ns: int = 0
     bytes_processed_during_alignment: int = 0
-    unaligned: bool = False
 
 
 class CheckpointableTask(Protocol):

@@ -55,6 +55,12 @@ class SubtaskCheckpointAck:
         return self.channel_state.persisted_bytes
 
     @property
+    def unaligned_checkpoint(self) -> bool:
+        """Flink's `CheckpointMetrics.getUnalignedCheckpoint()`: in-flight data was persisted
+        (`bytesPersistedDuringAlignment > 0`), however the barrier came."""
+        return self.persisted_bytes > 0
+
+    @property
     def state_bytes(self) -> int:
         """Flink's `OperatorSubtaskState.getStateSize()`: the operator state plus the
         persisted in-flight data (input channel and result subpartition state)."""
@@ -128,7 +134,6 @@ class SubtaskCheckpointCoordinator:
             barrier = barrier.with_options(barrier.options.with_unaligned_supported())
             self.init_inputs_checkpoint(barrier)
         options = barrier.options
-        metrics.unaligned = options.is_unaligned
         if options.is_unaligned or options.is_timeoutable:  # Flink's needsChannelState()
             self.writer.start(checkpoint_id)
         self._broadcast(barrier, is_priority=options.is_unaligned)

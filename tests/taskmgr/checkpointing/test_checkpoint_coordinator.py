@@ -193,3 +193,17 @@ def test_the_figures_of_a_checkpoint_are_the_subtasks_largest_times_and_summed_b
     pending.acks = {"a": ack(300, 0, 4), "b": ack(200, 1, 2)}
     stats = pending.stats()
     assert (stats["processed_bytes"], stats["sync_ms"], stats["async_ms"]) == (500, 1, 4)
+
+
+def test_a_checkpoint_is_unaligned_in_the_statistics_once_a_subtask_persisted_in_flight_data():
+    """Flink (FLINK-31588, FLINK-31959): a subtask's unalignedCheckpoint is
+    bytesPersistedDuringAlignment > 0, and the checkpoint's type is unaligned if any
+    subtask's is, whatever the options of its barrier."""
+    unaligned = CheckpointOptions.for_config("CHECKPOINT", is_exactly_once_mode=True, is_unaligned_enabled=True,
+                                             aligned_checkpoint_timeout=0.0)
+    pending = PendingCheckpoint(1, 1.0, CheckpointBarrier(1, 1000, unaligned), set())
+    empty = SubtaskCheckpointAck(1, CheckpointMetrics(1), 0, ChannelStateSnapshot())
+    pending.acks = {"a": empty}
+    assert pending.stats()["type"] == "CHECKPOINT"  # nothing was in flight: Flink shows it aligned
+    pending.acks["b"] = SubtaskCheckpointAck(1, CheckpointMetrics(1), 0, ChannelStateSnapshot(inputs={"c": [b"x"]}))
+    assert pending.stats()["type"] == "UNALIGNED_CHECKPOINT"
