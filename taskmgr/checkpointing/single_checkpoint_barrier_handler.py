@@ -137,7 +137,9 @@ class CheckpointBarrierHandler:
         self._alignment_start = None
 
     def _reset_alignment(self) -> None:
+        """Flink's resetAlignment: no alignment running, and none measured (the gauge reads 0)."""
         self._alignment_start = None
+        self.latest_alignment_duration_ns = 0
 
     def _notify_checkpoint(self, barrier: CheckpointBarrier) -> None:
         """Trigger the task's checkpoint with what was measured for it (Flink's
@@ -228,8 +230,8 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
     def process_barrier_announcement(self, barrier: CheckpointBarrier, sequence_number: int,
                                      channel: InputChannelInfo) -> None:
         self._check_new_checkpoint(barrier)
-        if barrier.id != self.current_checkpoint_id:
-            return
+        if barrier.id < self.current_checkpoint_id or not self.is_checkpoint_pending:
+            return  # obsolete: its checkpoint completed or was aborted here
         self.state = self.state.announcement_received(self, channel, sequence_number)
 
     def process_cancellation_barrier(self, marker: CancelCheckpointMarker, channel: InputChannelInfo) -> None:

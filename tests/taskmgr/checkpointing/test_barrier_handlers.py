@@ -217,6 +217,35 @@ def test_a_timeoutable_barrier_times_out_by_whole_milliseconds():
     assert log == [("block", 0)]
 
 
+def test_an_announcement_of_an_aborted_checkpoint_is_obsolete():
+    """Flink's processBarrierAnnouncement ignores announcements of a checkpoint that is no
+    longer pending; a later timeout prioritizes only the current checkpoint's."""
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.alternating, channels=3)
+    handler.process_barrier(barrier(1, TIMEOUTABLE), ch(0))
+    handler.process_cancellation_barrier(CancelCheckpointMarker(1), ch(1))
+    handler.process_barrier_announcement(barrier(1, TIMEOUTABLE), 5, ch(2))  # late: 1 was aborted
+    log.clear()
+    second = barrier(2, TIMEOUTABLE, ts_s=13.0)
+    clock.now = 13.1
+    handler.process_barrier(second, ch(0))
+    handler.process_barrier_announcement(second, 9, ch(1))
+    clock.advance(13.501)
+    assert [entry for entry in log if entry[0] == "prioritize"] == [("prioritize", 1, 9)]
+
+
+def test_an_aborted_alignment_leaves_no_alignment_time():
+    """Flink's resetAlignment: checkpointAlignmentTime reads 0 after the current checkpoint
+    is aborted, not the last completed alignment."""
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.aligned)
+    handler.process_barrier(barrier(1), ch(0))
+    clock.now = 10.75
+    handler.process_barrier(barrier(1), ch(1))
+    assert handler.alignment_time_ns == 750_000_000
+    handler.process_barrier(barrier(2, ts_s=12.0), ch(0))
+    handler.process_cancellation_barrier(CancelCheckpointMarker(2), ch(1))
+    assert handler.alignment_time_ns == 0
+
+
 def test_alternating_completes_aligned_before_the_timeout_and_cancels_the_timer():
     handler, log, clock, task = make(SingleCheckpointBarrierHandler.alternating)
     handler.process_barrier(barrier(1, TIMEOUTABLE), ch(0))
