@@ -70,6 +70,8 @@ class PendingCheckpoint:
     status: str = "IN_PROGRESS"
     failure: str | None = None
     end_time: float | None = None
+    #: When the coordinator received the latest acknowledgement.
+    latest_ack_time: float | None = None
     #: Finished tasks (execution id) -> their final state (None: the task ended without one).
     finished: dict[str, SubtaskCheckpointAck | None] = field(default_factory=dict)
 
@@ -80,11 +82,13 @@ class PendingCheckpoint:
 
     @property
     def end_to_end_duration_ms(self) -> int | None:
-        """Flink's end-to-end duration: from the trigger timestamp to the last acknowledgement
-        (or the failure), both the JobManager's clock in whole milliseconds."""
-        if self.end_time is None:
+        """Flink's end-to-end duration: from the trigger timestamp to the failure, else to the
+        latest acknowledgement (the last, once completed), both the JobManager's clock in
+        whole milliseconds; None while nothing was acknowledged (Flink's -1)."""
+        end = self.end_time if self.status == "FAILED" else self.latest_ack_time
+        if end is None:
             return None
-        return max(0, absolute_time_millis(self.end_time) - self.barrier.timestamp)
+        return max(0, absolute_time_millis(end) - self.barrier.timestamp)
 
     def stats(self) -> dict[str, Any]:
         """The checkpoint as summary.json lists it (Flink's names)."""
@@ -316,6 +320,7 @@ class CheckpointCoordinator:
             return  # late, or for a checkpoint that failed already
         pending.not_yet_acknowledged.discard(execution_id)
         pending.acks[execution_id] = ack
+        pending.latest_ack_time = self.job_time()
         if not pending.not_yet_acknowledged:
             self._end(pending, "COMPLETED")
             # the min pause runs from here (failed checkpoints do not move it)

@@ -171,13 +171,16 @@ def test_stopping_the_scheduler_fails_what_is_pending_and_queued_and_ends_the_ti
 
 
 def test_end_to_end_duration_is_whole_milliseconds_of_the_jobmanagers_clock():
-    """Flink: the last acknowledgement's (or the failure's) timestamp minus the trigger
-    timestamp, both `System.currentTimeMillis()`."""
+    """Flink: the latest acknowledgement's (or the failure's) timestamp minus the trigger
+    timestamp, both `System.currentTimeMillis()`; a checkpoint in progress shows it too
+    (PendingCheckpointStats), -1 (here None) before any acknowledgement."""
     pending = PendingCheckpoint(1, 1.0266, CheckpointBarrier(1, 1026, CheckpointOptions()), {"a"})
     assert pending.end_to_end_duration_ms is None
-    pending.end_time = 1.0405  # 13.9 ms later, 14 ms apart on the millisecond clock
+    pending.latest_ack_time = 1.0405  # 13.9 ms later, 14 ms apart on the millisecond clock
     assert pending.end_to_end_duration_ms == 14
     assert pending.stats()["duration_ms"] == 14
+    pending.status, pending.end_time = "FAILED", 1.5
+    assert pending.end_to_end_duration_ms == 474
 
 
 def test_the_figures_of_a_checkpoint_are_the_subtasks_largest_times_and_summed_bytes():
