@@ -78,11 +78,15 @@ class TaskMetrics:
     per_period = False
 
     def __init__(self, io: TaskIOMetricGroup, partitions: list[ResultPartition],
-                 gates: list[SingleInputGate], barrier_handler: CheckpointBarrierHandler | None = None) -> None:
+                 gates: list[SingleInputGate], barrier_handler: CheckpointBarrierHandler | None = None,
+                 source_checkpoint_start_delay_ns: Callable[[], int] | None = None) -> None:
+        """`source_checkpoint_start_delay_ns`: a source task's start delay of its last
+        checkpoint (Flink's source tasks register `checkpointStartDelayNanos` on it)."""
         self.io = io
         self.partitions = partitions
         self.gates = gates
         self.barrier_handler = barrier_handler
+        self.source_checkpoint_start_delay_ns = source_checkpoint_start_delay_ns
         self.finished = False
 
     def on_finished(self) -> None:
@@ -135,11 +139,15 @@ class TaskMetrics:
             exclusive_used, exclusive_total = exclusive_used + used, exclusive_total + total
             used, total = gate.floating_buffers_usage()
             floating_used, floating_total = floating_used + used, floating_total + total
-        handler = self.barrier_handler
-        checkpoint_gauges = {} if handler is None else {
-            "checkpointAlignmentTime": float(handler.alignment_time_ns),
-            "checkpointStartDelayNanos": float(handler.latest_start_delay_ns),
-        }
+        handler, source_delay = self.barrier_handler, self.source_checkpoint_start_delay_ns
+        checkpoint_gauges = {}
+        if handler is not None:
+            checkpoint_gauges = {
+                "checkpointAlignmentTime": float(handler.alignment_time_ns),
+                "checkpointStartDelayNanos": float(handler.latest_start_delay_ns),
+            }
+        elif source_delay is not None:
+            checkpoint_gauges = {"checkpointStartDelayNanos": float(source_delay())}
         return checkpoint_gauges | {
             "outPoolUsage": _ratio(out_used, out_size),
             "outputQueueLength": float(sum(p.output_queue_length for p in self.partitions)),
@@ -181,6 +189,8 @@ class Task:
         self._nursery: Any = None
         self._barrier_handler: CheckpointBarrierHandler | None = None
         self.checkpointing: SubtaskCheckpointCoordinator | None = None
+        #: Flink's latestAsyncCheckpointStartDelayNanos: of the last checkpoint triggered by RPC.
+        self.async_checkpoint_start_delay_ns = 0
         self.checkpoint_costs = CheckpointCosts(**descriptor.job.checkpoint_costs)
 
     @property
@@ -233,6 +243,7 @@ class Task:
                     self._barrier_handler.process_barrier(barrier, channel, is_rpc_triggered=True)
                 return
             start_delay = checkpoint_start_delay_ns(self.run_control.job_time(), barrier.timestamp)
+            self.async_checkpoint_start_delay_ns = start_delay
             metrics = CheckpointMetrics(barrier.id, start_delay)
             self._perform_checkpoint(barrier, metrics, wait_for_inputs=False)
         if self.checkpointing is None or self._stream_task is None or self.state is not ExecutionState.RUNNING:
@@ -372,7 +383,9 @@ class Task:
                 operator.restore_state(restore.operator_state)
             if self._input_processor is not None:
                 self._input_processor.restore_input_state(restore.input_state)
-        metrics = TaskMetrics(io, self._partitions, self._gates, self._barrier_handler)
+        source_delay = (lambda: self.async_checkpoint_start_delay_ns) if (
+            self._source is not None and self.checkpointing is not None) else None
+        metrics = TaskMetrics(io, self._partitions, self._gates, self._barrier_handler, source_delay)
         self.services.register_metrics(vertex.name, descriptor.subtask_index, metrics)
         self._transition(ExecutionState.RUNNING)
         try:

@@ -127,9 +127,9 @@ def _checkpoints_section(summary: Mapping[str, Any]) -> Section:
     rows = [[c.get(k, "-") if c.get(k) is not None else "-" for k in keys] for c in checkpoints]
     classes = ["bad" if str(c.get("status", "")).upper() == "FAILED" else "" for c in checkpoints]
     body = ('<p class="note">Per checkpoint, at its trigger time: end-to-end duration, barrier alignment time and '
-            'start delay (trigger to the first barrier reaching a task); persisted in-flight data (unaligned '
-            'checkpoints) and state size (operator state plus the persisted in-flight data, as Flink counts '
-            'it).</p>'
+            'start delay (from the trigger to the first barrier reaching a task), the largest over the tasks; '
+            'in-flight data processed during the alignments and persisted (unaligned checkpoints), and state '
+            'size (operator state plus the persisted in-flight data, as Flink counts it), summed.</p>'
             + figure_html(checkpoints_figure(checkpoints), "checkpoints") + table_html(keys, rows, classes))
     return Section("Checkpoints", body, "checkpoints")
 

@@ -282,7 +282,8 @@ def channels_figure(timelines: Sequence[ChannelTimeline], labels: Mapping[str, s
 # --- checkpoints and latency (summary.json) ----------------------------------------------
 
 CHECKPOINT_TIMES = (("duration_ms", "duration"), ("alignment_ms", "alignment"), ("start_delay_ms", "start delay"))
-CHECKPOINT_SIZES = (("persisted_bytes", "persisted in-flight data"), ("state_bytes", "state"))
+CHECKPOINT_SIZES = (("processed_bytes", "processed in-flight data"), ("persisted_bytes", "persisted in-flight data"),
+                    ("state_bytes", "state"))
 
 
 def checkpoints_figure(checkpoints: Sequence[Mapping[str, Any]]) -> go.Figure:

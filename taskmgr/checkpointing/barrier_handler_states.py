@@ -101,15 +101,12 @@ class BarrierHandlerState:
         return self
 
     def aligned_checkpoint_timeout(self, controller: Controller, barrier: CheckpointBarrier) -> BarrierHandlerState:
-        """Alternating: prioritize the announced barriers and go unaligned now."""
+        """Alternating, no barrier processed yet: prioritize the announced barriers; the
+        first of them to be processed starts the checkpoint, unaligned."""
         if not self.alternating:
             raise RuntimeError(f"{type(self).__name__} cannot time out an alignment")
         self.state.prioritize_all_announcements()
-        unaligned = barrier.as_unaligned()
-        controller.init_inputs_checkpoint(unaligned)
-        self.state.start_persisting(unaligned)
-        controller.trigger_global_checkpoint(unaligned)
-        return CollectingBarriersUnaligned(self.state, alternating=True)
+        return WaitingForFirstBarrierUnaligned(self.state, alternating=True)
 
     def end_of_partition_received(self, controller: Controller, channel: InputChannelInfo) -> BarrierHandlerState:
         self.state.channel_finished(channel)
@@ -153,6 +150,17 @@ class WaitingForFirstBarrier(BarrierHandlerState):
 class CollectingBarriers(WaitingForFirstBarrier):
     """Aligned: channels that delivered the barrier are blocked until all have."""
 
+    def aligned_checkpoint_timeout(self, controller: Controller, barrier: CheckpointBarrier) -> BarrierHandlerState:
+        """Alternating: prioritize the announced barriers and go unaligned now."""
+        if not self.alternating:
+            raise RuntimeError(f"{type(self).__name__} cannot time out an alignment")
+        self.state.prioritize_all_announcements()
+        unaligned = barrier.as_unaligned()
+        controller.init_inputs_checkpoint(unaligned)
+        self.state.start_persisting(unaligned)
+        controller.trigger_global_checkpoint(unaligned)
+        return CollectingBarriersUnaligned(self.state, alternating=True)
+
 
 class WaitingForFirstBarrierUnaligned(BarrierHandlerState):
     """Unaligned: the first barrier starts persisting every input and triggers at once."""
@@ -161,6 +169,9 @@ class WaitingForFirstBarrierUnaligned(BarrierHandlerState):
                               sequence_number: int) -> BarrierHandlerState:
         self.state.inputs[channel.gate_index].convert_to_priority_event(channel, sequence_number)
         return self
+
+    def aligned_checkpoint_timeout(self, controller: Controller, barrier: CheckpointBarrier) -> BarrierHandlerState:
+        return self  # unaligned already
 
     def barrier_received(self, controller: Controller, channel: InputChannelInfo, barrier: CheckpointBarrier,
                          mark_channel_blocked: bool) -> BarrierHandlerState:
@@ -199,9 +210,6 @@ class CollectingBarriersUnaligned(WaitingForFirstBarrierUnaligned):
         if controller.all_barriers_received():
             return self._stop(barrier.id)
         return self
-
-    def aligned_checkpoint_timeout(self, controller: Controller, barrier: CheckpointBarrier) -> BarrierHandlerState:
-        return self  # unaligned already
 
     def end_of_partition_received(self, controller: Controller, channel: InputChannelInfo) -> BarrierHandlerState:
         self.state.channel_finished(channel)

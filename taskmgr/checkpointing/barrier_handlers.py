@@ -23,7 +23,8 @@ def create_checkpoint_barrier_handler(config: Any, task: CheckpointableTask, gat
                                       register_timer: TimerService) -> CheckpointBarrierHandler:
     """`config` is the job's `graph.CheckpointConfig` (checkpointing enabled)."""
     if config.mode.value == "AT_LEAST_ONCE":
-        return CheckpointBarrierTracker(task, num_channels, clock)
+        return CheckpointBarrierTracker(task, num_channels, clock,
+                                        enable_checkpoint_after_tasks_finished=config.checkpoints_after_tasks_finish)
     factory = SingleCheckpointBarrierHandler.alternating if config.unaligned else SingleCheckpointBarrierHandler.aligned
     return factory(task, gates, num_channels, clock, register_timer,
                    enable_checkpoint_after_tasks_finished=config.checkpoints_after_tasks_finish)

@@ -16,7 +16,8 @@ Flink's rules kept here:
   (`rescheduleTrigger`: later ticks keep that new phase);
 - a plan that cannot be made fails the request before it gets an id (Flink counts it as a
   failed checkpoint with no entry in its history); a checkpoint that is not complete
-  within `timeout` expires; a decline fails it and every task is told.
+  within `timeout` expires; a decline fails it and every task is told; one that completes
+  fails the older ones still pending (`CHECKPOINT_SUBSUMED`).
 
 Each checkpoint follows the plan of `checkpoint_plan` (FLIP-147): after some tasks have
 finished it starts at the first running tasks and counts the finished ones as finished.
@@ -50,6 +51,8 @@ from taskmgr.checkpointing.single_checkpoint_barrier_handler import absolute_tim
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
 CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
+#: Flink's reason for a pending checkpoint older than one that completed.
+CHECKPOINT_SUBSUMED = "CHECKPOINT_SUBSUMED"
 #: Flink's reason for what is pending or queued when the periodic scheduler stops (the job
 #: or one of its tasks stopped running).
 CHECKPOINT_COORDINATOR_SUSPEND = "CHECKPOINT_COORDINATOR_SUSPEND"
@@ -67,6 +70,8 @@ class PendingCheckpoint:
     status: str = "IN_PROGRESS"
     failure: str | None = None
     end_time: float | None = None
+    #: When the coordinator received the latest acknowledgement.
+    latest_ack_time: float | None = None
     #: Finished tasks (execution id) -> their final state (None: the task ended without one).
     finished: dict[str, SubtaskCheckpointAck | None] = field(default_factory=dict)
 
@@ -77,16 +82,19 @@ class PendingCheckpoint:
 
     @property
     def end_to_end_duration_ms(self) -> int | None:
-        """Flink's end-to-end duration: from the trigger timestamp to the last acknowledgement
-        (or the failure), both the JobManager's clock in whole milliseconds."""
-        if self.end_time is None:
+        """Flink's end-to-end duration: from the trigger timestamp to the failure, else to the
+        latest acknowledgement (the last, once completed), both the JobManager's clock in
+        whole milliseconds; None while nothing was acknowledged (Flink's -1)."""
+        end = self.end_time if self.status == "FAILED" else self.latest_ack_time
+        if end is None:
             return None
-        return max(0, absolute_time_millis(self.end_time) - self.barrier.timestamp)
+        return max(0, absolute_time_millis(end) - self.barrier.timestamp)
 
     def stats(self) -> dict[str, Any]:
         """The checkpoint as summary.json lists it (Flink's names)."""
         acks = list(self.acks.values())
-        unaligned = self.barrier.options.is_unaligned or any(a.metrics.unaligned for a in acks)
+        # Flink's PendingCheckpointStats: unaligned once a subtask persisted in-flight data
+        unaligned = any(a.unaligned_checkpoint for a in acks)
         return {
             "id": self.checkpoint_id,
             "status": self.status,
@@ -95,6 +103,10 @@ class PendingCheckpoint:
             "duration_ms": self.end_to_end_duration_ms,
             "start_delay_ms": max((a.metrics.start_delay_ns / 1e6 for a in acks), default=0.0),
             "alignment_ms": max((a.metrics.alignment_duration_ns / 1e6 for a in acks), default=0.0),
+            "sync_ms": max((a.sync_duration_ms for a in acks), default=0),
+            "async_ms": max((a.async_duration_ms for a in acks), default=0),
+            # Flink's processed_data: the bytes the subtasks processed during their alignments
+            "processed_bytes": sum(a.metrics.bytes_processed_during_alignment for a in acks),
             "persisted_bytes": sum(a.persisted_bytes for a in acks),
             "state_bytes": sum(a.state_bytes for a in acks),
             # Flink reports finished tasks as acknowledged subtasks at the trigger
@@ -118,7 +130,8 @@ class FailedTrigger:
         """The summary.json entry: an id of None and no figures."""
         return {"id": None, "status": self.status, "type": "UNALIGNED_CHECKPOINT" if self.unaligned else "CHECKPOINT",
                 "trigger_s": round(self.trigger_time, 6), "duration_ms": None, "start_delay_ms": None,
-                "alignment_ms": None, "persisted_bytes": None, "state_bytes": None, "acknowledged": 0,
+                "alignment_ms": None, "sync_ms": None, "async_ms": None, "processed_bytes": None,
+                "persisted_bytes": None, "state_bytes": None, "acknowledged": 0,
                 "finished_tasks": 0, "failure": self.failure}
 
 
@@ -307,10 +320,12 @@ class CheckpointCoordinator:
             return  # late, or for a checkpoint that failed already
         pending.not_yet_acknowledged.discard(execution_id)
         pending.acks[execution_id] = ack
+        pending.latest_ack_time = self.job_time()
         if not pending.not_yet_acknowledged:
             self._end(pending, "COMPLETED")
             # the min pause runs from here (failed checkpoints do not move it)
             self._last_completion_ms = self._now_ms()
+            self._drop_subsumed_checkpoints(pending.checkpoint_id)
             if self.failure_manager is not None:
                 self.failure_manager.handle_checkpoint_success(pending.checkpoint_id)
             for eid, task_ack in pending.acks.items():
@@ -319,6 +334,12 @@ class CheckpointCoordinator:
                 self.tracer.emit("checkpoint_completed", checkpoint=pending.checkpoint_id,
                                  duration_ms=pending.end_to_end_duration_ms)
             self._spawn(self._notify_complete, pending.checkpoint_id)
+
+    def _drop_subsumed_checkpoints(self, checkpoint_id: int) -> None:
+        """Flink's dropSubsumedCheckpoints: the pending checkpoints older than the one that
+        completed fail (CHECKPOINT_SUBSUMED, not counted against the tolerable failures)."""
+        for older in [p for p in self.pending.values() if p.checkpoint_id < checkpoint_id]:
+            self._fail(older, CHECKPOINT_SUBSUMED)
 
     def receive_decline(self, execution_id: str, checkpoint_id: int, reason: str) -> None:
         pending = self.pending.get(checkpoint_id)

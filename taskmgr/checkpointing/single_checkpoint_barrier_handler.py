@@ -48,6 +48,15 @@ def checkpoint_start_delay_ns(now: float, timestamp_ms: int) -> int:
     return 1_000_000 * max(0, absolute_time_millis(now) - timestamp_ms)
 
 
+def alignment_timer_delay(now: float, barrier: CheckpointBarrier) -> float:
+    """How long after `now` (s) the alignment timer of a timeoutable barrier fires, in s:
+    Flink's `BarrierAlignmentUtil.getTimerDelay` (the timeout less the whole milliseconds
+    since the barrier's creation, at least 0) registered on a `SystemProcessingTimeService`,
+    which fires a timer 1 ms after its time (`ProcessingTimeServiceUtil.getProcessingTimeDelay`)."""
+    timeout_ms = round(barrier.options.aligned_checkpoint_timeout * 1000)
+    return (max(timeout_ms - (absolute_time_millis(now) - barrier.timestamp), 0) + 1) / 1000
+
+
 @dataclass
 class CheckpointMetrics:
     """What the handler measured for one checkpoint at this task (spec 5.8); nanoseconds as Flink."""
@@ -56,7 +65,6 @@ class CheckpointMetrics:
     start_delay_ns: int = 0
     alignment_duration_ns: int = 0
     bytes_processed_during_alignment: int = 0
-    unaligned: bool = False
 
 
 class CheckpointableTask(Protocol):
@@ -129,7 +137,17 @@ class CheckpointBarrierHandler:
         self._alignment_start = None
 
     def _reset_alignment(self) -> None:
+        """Flink's resetAlignment: no alignment running, and none measured (the gauge reads 0)."""
         self._alignment_start = None
+        self.latest_alignment_duration_ns = 0
+
+    def _notify_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """Trigger the task's checkpoint with what was measured for it (Flink's
+        `notifyCheckpoint`: zeros unless the last alignment started for this checkpoint)."""
+        metrics = self._metrics
+        if metrics is None or metrics.checkpoint_id != barrier.id:
+            metrics = CheckpointMetrics(barrier.id)
+        self.task.trigger_checkpoint_on_barrier(barrier, metrics)
 
 
 class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
@@ -176,8 +194,7 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
     # -- the Controller the states use -----------------------------------------------------
 
     def trigger_global_checkpoint(self, barrier: CheckpointBarrier) -> None:
-        metrics = self._metrics if self._metrics is not None else CheckpointMetrics(barrier.id)
-        self.task.trigger_checkpoint_on_barrier(barrier, metrics)
+        self._notify_checkpoint(barrier)
 
     def init_inputs_checkpoint(self, barrier: CheckpointBarrier) -> None:
         self.task.init_inputs_checkpoint(barrier)
@@ -188,7 +205,8 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
     def is_timed_out(self, barrier: CheckpointBarrier) -> bool:
         options = barrier.options
         return (options.is_timeoutable and barrier.id <= self.current_checkpoint_id
-                and options.aligned_checkpoint_timeout * 1000 < self.clock() * 1000 - barrier.timestamp)
+                and round(options.aligned_checkpoint_timeout * 1000)
+                < absolute_time_millis(self.clock()) - barrier.timestamp)
 
     # -- events --------------------------------------------------------------------------------
 
@@ -212,8 +230,8 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
     def process_barrier_announcement(self, barrier: CheckpointBarrier, sequence_number: int,
                                      channel: InputChannelInfo) -> None:
         self._check_new_checkpoint(barrier)
-        if barrier.id != self.current_checkpoint_id:
-            return
+        if barrier.id < self.current_checkpoint_id or not self.is_checkpoint_pending:
+            return  # obsolete: its checkpoint completed or was aborted here
         self.state = self.state.announcement_received(self, channel, sequence_number)
 
     def process_cancellation_barrier(self, marker: CancelCheckpointMarker, channel: InputChannelInfo) -> None:
@@ -244,8 +262,8 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
         self.aligned_channels.clear()
         self.target_channel_count = self.num_open_channels
         if barrier.options.is_timeoutable:
-            delay = max(0.0, barrier.options.aligned_checkpoint_timeout - (self.clock() - barrier.timestamp / 1000))
-            self._cancel_timer = self.register_timer(delay, lambda: self._on_alignment_timeout(barrier))
+            self._cancel_timer = self.register_timer(alignment_timer_delay(self.clock(), barrier),
+                                                     lambda: self._on_alignment_timeout(barrier))
 
     def _on_alignment_timeout(self, barrier: CheckpointBarrier) -> None:
         self._cancel_timer = None

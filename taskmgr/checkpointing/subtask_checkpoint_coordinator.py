@@ -24,7 +24,7 @@ from shuffle.api.events import AbstractEvent, AlignmentType, CancelCheckpointMar
 from shuffle.channel_state import ChannelStateSnapshot, ChannelStateWriter
 from shuffle.trace import Tracer
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
-from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointMetrics
+from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointMetrics, alignment_timer_delay
 from taskmgr.operators.base import RecordWriterOutput
 
 
@@ -53,6 +53,12 @@ class SubtaskCheckpointAck:
     @property
     def persisted_bytes(self) -> int:
         return self.channel_state.persisted_bytes
+
+    @property
+    def unaligned_checkpoint(self) -> bool:
+        """Flink's `CheckpointMetrics.getUnalignedCheckpoint()`: in-flight data was persisted
+        (`bytesPersistedDuringAlignment > 0`), however the barrier came."""
+        return self.persisted_bytes > 0
 
     @property
     def state_bytes(self) -> int:
@@ -128,7 +134,6 @@ class SubtaskCheckpointCoordinator:
             barrier = barrier.with_options(barrier.options.with_unaligned_supported())
             self.init_inputs_checkpoint(barrier)
         options = barrier.options
-        metrics.unaligned = options.is_unaligned
         if options.is_unaligned or options.is_timeoutable:  # Flink's needsChannelState()
             self.writer.start(checkpoint_id)
         self._broadcast(barrier, is_priority=options.is_unaligned)
@@ -136,7 +141,7 @@ class SubtaskCheckpointCoordinator:
             self.tracer.emit("barrier_sent", task=self.task_name, checkpoint=checkpoint_id,
                              unaligned=options.is_unaligned)
         if options.is_timeoutable:
-            delay = max(0.0, options.aligned_checkpoint_timeout - (self.job_time() - barrier.timestamp / 1000))
+            delay = alignment_timer_delay(self.job_time(), barrier)
             self.spawn(lambda: self._output_alignment_timer(checkpoint_id, delay))
         operator_state = self.snapshot_state()
         if not wait_for_inputs:

@@ -22,11 +22,11 @@ VERTICES = ("Source: Seq", "SlowMap -> Sink: Writer")
 #: summary.json entries the runtime does not produce yet, in ARCHITECTURE.md's shapes.
 CHECKPOINTS = [
     {"id": 1, "status": "COMPLETED", "type": "aligned", "trigger_s": 1.0, "duration_ms": 120.0,
-     "start_delay_ms": 15.0, "alignment_ms": 80.0, "persisted_bytes": 0, "state_bytes": 4096, "failure": None},
+     "start_delay_ms": 15.0, "alignment_ms": 80.0, "processed_bytes": 65536, "persisted_bytes": 0, "state_bytes": 4096, "failure": None},
     {"id": 2, "status": "COMPLETED", "type": "unaligned", "trigger_s": 2.0, "duration_ms": 40.0,
-     "start_delay_ms": 5.0, "alignment_ms": 0.0, "persisted_bytes": 327680, "state_bytes": 4096, "failure": None},
+     "start_delay_ms": 5.0, "alignment_ms": 0.0, "processed_bytes": 0, "persisted_bytes": 327680, "state_bytes": 4096, "failure": None},
     {"id": 3, "status": "FAILED", "type": "aligned", "trigger_s": 3.0, "duration_ms": 900.0,
-     "start_delay_ms": 700.0, "alignment_ms": None, "persisted_bytes": None, "state_bytes": None,
+     "start_delay_ms": 700.0, "alignment_ms": None, "processed_bytes": None, "persisted_bytes": None, "state_bytes": None,
      "failure": "CHECKPOINT_EXPIRED"},
 ]
 LATENCY = {"mean": 12.0, "p50": 10.0, "p90": 20.0, "p99": 45.0, "p999": 60.0, "max": 75.0}
@@ -140,7 +140,8 @@ def test_checkpoints_and_latency_sections_from_a_synthetic_summary(synthetic: Pa
     checkpoints, latency = plots["checkpoints"], plots["latency"]
     assert checkpoints["drawn"] >= 1 and latency["drawn"] >= 1
     names = {t["name"] for t in checkpoints["visible"]}
-    assert {"duration", "alignment", "start delay", "persisted in-flight data", "state", "failed"} == names
+    assert {"duration", "alignment", "start delay", "processed in-flight data", "persisted in-flight data", "state",
+            "failed"} == names
     assert [t["points"] for t in latency["visible"]] == [6, 6]  # all sinks, and the one sink vertex
 
 
@@ -149,6 +150,7 @@ def test_checkpoint_and_latency_figures_carry_the_values() -> None:
     traces = {t.name: t for t in fig.data}
     assert list(traces["duration"].x) == [1.0, 2.0, 3.0] and list(traces["duration"].y) == [120.0, 40.0, 900.0]
     assert list(traces["persisted in-flight data"].y) == [0, 327680, None]
+    assert list(traces["processed in-flight data"].y) == [65536, 0, None]
     assert list(traces["failed"].x) == [3.0]
     assert traces["duration"].hovertext[2] == "checkpoint 3 (aligned): FAILED<br>CHECKPOINT_EXPIRED"
     no_plan = {"id": None, "status": "FAILED", "type": "CHECKPOINT", "trigger_s": 4.0,

@@ -177,12 +177,73 @@ def test_alignment_timeout_prioritizes_announced_barriers_and_goes_unaligned():
     handler.process_barrier(timed, ch(0))
     handler.process_barrier_announcement(timed, 42, ch(2))
     assert log == [("block", 0)]
-    assert clock.timers[0][0] == 10.5  # the timeout counts from the barrier's creation
-    clock.advance(10.5)
+    # the timeout counts from the barrier's creation, in whole ms; Flink's timer service fires 1 ms late
+    assert clock.timers[0][0] == 10.501
+    clock.advance(10.501)
     assert log[1:] == [("prioritize", 2, 42), ("init", 1), ("started", 1), ("trigger", 1, "unaligned")]
     handler.process_barrier(timed, ch(2))  # the prioritized, formerly aligned barrier
     handler.process_barrier(barrier(1, UNALIGNED), ch(1))  # upstream timed out too
     assert log[5:] == [("block", 2), ("stopped", 1), ("resume", 0), ("resume", 2), ("inputs_finished", 1)]
+
+
+def test_a_timeout_before_any_barrier_prioritizes_the_announced_ones_and_the_first_of_them_triggers():
+    """Flink's AlternatingWaitingForFirstBarrier.alignmentTimeout: only announcements seen,
+    the timer prioritizes them and waits; the checkpoint starts when the first barrier is
+    processed, which is also when its start delay is measured."""
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.alternating, channels=2)
+    handler.process_barrier(barrier(1), ch(0))  # an earlier checkpoint: its figures must not leak
+    handler.process_barrier(barrier(1), ch(1))
+    log.clear()
+    timed = barrier(2, TIMEOUTABLE, ts_s=13.0)
+    clock.now = 13.2
+    handler.process_barrier_announcement(timed, 7, ch(1))
+    clock.advance(13.501)
+    assert log == [("prioritize", 1, 7)]  # no checkpoint yet
+    clock.now = 13.6
+    handler.process_barrier(timed, ch(1))
+    assert log[1:] == [("block", 1), ("init", 2), ("started", 2), ("trigger", 2, "unaligned")]
+    assert task.metrics[2].checkpoint_id == 2 and task.metrics[2].start_delay_ns == 600_000_000
+    clock.now = 13.7
+    handler.process_barrier(barrier(2, UNALIGNED, ts_s=13.0), ch(0))
+    assert log[5:] == [("stopped", 2), ("resume", 1), ("inputs_finished", 2)]
+    assert task.metrics[2].alignment_duration_ns == 100_000_000
+
+
+def test_a_timeoutable_barrier_times_out_by_whole_milliseconds():
+    """Flink's isTimedOut: `timeout < absoluteTimeMillis() - timestamp`."""
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.alternating)
+    clock.now = 10.5009  # 500.9 ms after creation: 500 ms, not more than the 500 ms timeout
+    handler.process_barrier(barrier(1, TIMEOUTABLE, ts_s=10.0), ch(0))
+    assert log == [("block", 0)]
+
+
+def test_an_announcement_of_an_aborted_checkpoint_is_obsolete():
+    """Flink's processBarrierAnnouncement ignores announcements of a checkpoint that is no
+    longer pending; a later timeout prioritizes only the current checkpoint's."""
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.alternating, channels=3)
+    handler.process_barrier(barrier(1, TIMEOUTABLE), ch(0))
+    handler.process_cancellation_barrier(CancelCheckpointMarker(1), ch(1))
+    handler.process_barrier_announcement(barrier(1, TIMEOUTABLE), 5, ch(2))  # late: 1 was aborted
+    log.clear()
+    second = barrier(2, TIMEOUTABLE, ts_s=13.0)
+    clock.now = 13.1
+    handler.process_barrier(second, ch(0))
+    handler.process_barrier_announcement(second, 9, ch(1))
+    clock.advance(13.501)
+    assert [entry for entry in log if entry[0] == "prioritize"] == [("prioritize", 1, 9)]
+
+
+def test_an_aborted_alignment_leaves_no_alignment_time():
+    """Flink's resetAlignment: checkpointAlignmentTime reads 0 after the current checkpoint
+    is aborted, not the last completed alignment."""
+    handler, log, clock, task = make(SingleCheckpointBarrierHandler.aligned)
+    handler.process_barrier(barrier(1), ch(0))
+    clock.now = 10.75
+    handler.process_barrier(barrier(1), ch(1))
+    assert handler.alignment_time_ns == 750_000_000
+    handler.process_barrier(barrier(2, ts_s=12.0), ch(0))
+    handler.process_cancellation_barrier(CancelCheckpointMarker(2), ch(1))
+    assert handler.alignment_time_ns == 0
 
 
 def test_alternating_completes_aligned_before_the_timeout_and_cancels_the_timer():
@@ -282,6 +343,61 @@ def test_tracker_cancellation_marks_aborted_once():
     handler.process_cancellation_barrier(CancelCheckpointMarker(1), ch(0))
     handler.process_barrier(barrier(1), ch(1))
     assert log == [("abort", 1, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER)]
+
+
+def test_tracker_an_older_checkpoint_completing_late_gets_no_figures_and_leaves_the_newer_alignment_running():
+    """Flink: only the latest checkpoint's alignment is measured (`markAlignmentEnd` for the
+    latest pending id only), and `notifyCheckpoint` reports zeros for any other checkpoint."""
+    handler, log, clock, task = tracker()
+    handler.process_barrier(barrier(1), ch(0))
+    clock.now = 13.0
+    handler.process_barrier(barrier(2, ts_s=12.9), ch(0))  # channel 0 runs ahead
+    clock.now = 13.5
+    handler.process_barrier(barrier(1), ch(1))
+    assert task.metrics[1].checkpoint_id == 1
+    assert task.metrics[1].start_delay_ns == 0 and task.metrics[1].alignment_duration_ns == 0
+    clock.now = 14.0
+    handler.process_barrier(barrier(2, ts_s=12.9), ch(1))
+    assert task.metrics[2].start_delay_ns == 100_000_000
+    assert task.metrics[2].alignment_duration_ns == 1_000_000_000
+
+
+def test_tracker_waits_for_every_channel_open_when_the_checkpoint_began():
+    """Flink's CheckpointBarrierCount keeps its target channel count; a channel that ends
+    after delivering the barrier does not let the checkpoint trigger early."""
+    handler, log, clock, task = tracker(channels=3)
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_end_of_partition(ch(0))
+    handler.process_barrier(barrier(1), ch(1))
+    assert log == []
+    handler.process_barrier(barrier(1), ch(2))
+    assert log == [("trigger", 1, "aligned"), ("inputs_finished", 1)]
+
+
+def test_tracker_end_of_partition_counts_as_the_barrier_of_the_newest_checkpoint_it_completes():
+    handler, log, clock, task = tracker(channels=2)
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_end_of_partition(ch(1))
+    assert log == [("trigger", 1, "aligned"), ("inputs_finished", 1)]
+
+
+def test_tracker_without_checkpoints_after_tasks_finish_end_of_partition_aborts_what_is_pending():
+    log, clock = [], Clock()
+    task = FakeTask(log)
+    handler = CheckpointBarrierTracker(task, 3, clock, enable_checkpoint_after_tasks_finished=False)
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_end_of_partition(ch(1))
+    assert log == [("abort", 1, CHECKPOINT_DECLINED_INPUT_END_OF_STREAM)]
+    handler.process_barrier(barrier(1), ch(2))  # late
+    assert len(log) == 1
+
+
+def test_tracker_a_newer_cancellation_aborts_the_older_pending_checkpoints():
+    handler, log, clock, task = tracker()
+    handler.process_barrier(barrier(1), ch(0))
+    handler.process_cancellation_barrier(CancelCheckpointMarker(2), ch(0))
+    assert log == [("abort", 1, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER),
+                   ("abort", 2, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER)]
 
 
 def test_timeoutable_options_are_what_the_coordinator_derives():

@@ -15,6 +15,7 @@ from shuffle.api.events import CheckpointBarrier, CheckpointOptions
 from shuffle.channel_state import ChannelStateSnapshot
 from taskmgr.checkpointing.checkpoint_coordinator import (
     CHECKPOINT_COORDINATOR_SUSPEND,
+    CHECKPOINT_SUBSUMED,
     MAX_QUEUED_REQUESTS,
     CheckpointCoordinator,
     PendingCheckpoint,
@@ -93,6 +94,17 @@ def test_requests_queue_while_a_checkpoint_is_pending_and_the_backlog_fires_back
     assert all(c.status == "COMPLETED" for c in coordinator.checkpoints)
 
 
+def test_a_completed_checkpoint_subsumes_the_older_pending_ones():
+    """Flink's completePendingCheckpoint -> dropSubsumedCheckpoints: with two checkpoints at
+    once, the second completing first fails the first (it would never be of use)."""
+    config = CheckpointConfig(interval=1.0, max_concurrent=2)
+    coordinator = run_coordinator(config, 2.5, lambda n: 5.0 if n == 1 else FAST)
+    first, second = coordinator.checkpoints[:2]
+    assert second.status == "COMPLETED"
+    assert first.status == "FAILED" and first.failure == CHECKPOINT_SUBSUMED
+    assert first.end_time == second.end_time
+
+
 def test_at_most_a_thousand_requests_queue():
     config = CheckpointConfig(interval=0.01)
     seen = []
@@ -159,10 +171,42 @@ def test_stopping_the_scheduler_fails_what_is_pending_and_queued_and_ends_the_ti
 
 
 def test_end_to_end_duration_is_whole_milliseconds_of_the_jobmanagers_clock():
-    """Flink: the last acknowledgement's (or the failure's) timestamp minus the trigger
-    timestamp, both `System.currentTimeMillis()`."""
+    """Flink: the latest acknowledgement's (or the failure's) timestamp minus the trigger
+    timestamp, both `System.currentTimeMillis()`; a checkpoint in progress shows it too
+    (PendingCheckpointStats), -1 (here None) before any acknowledgement."""
     pending = PendingCheckpoint(1, 1.0266, CheckpointBarrier(1, 1026, CheckpointOptions()), {"a"})
     assert pending.end_to_end_duration_ms is None
-    pending.end_time = 1.0405  # 13.9 ms later, 14 ms apart on the millisecond clock
+    pending.latest_ack_time = 1.0405  # 13.9 ms later, 14 ms apart on the millisecond clock
     assert pending.end_to_end_duration_ms == 14
     assert pending.stats()["duration_ms"] == 14
+    pending.status, pending.end_time = "FAILED", 1.5
+    assert pending.end_to_end_duration_ms == 474
+
+
+def test_the_figures_of_a_checkpoint_are_the_subtasks_largest_times_and_summed_bytes():
+    """Flink's checkpoint statistics: processed_data sums bytesProcessedDuringAlignment of
+    the subtasks (persisted_data their in-flight data); times are per-task maxima here."""
+    pending = PendingCheckpoint(1, 1.0, CheckpointBarrier(1, 1000, CheckpointOptions()), set())
+
+    def ack(processed: int, sync_ms: int, async_ms: int) -> SubtaskCheckpointAck:
+        metrics = CheckpointMetrics(1, bytes_processed_during_alignment=processed)
+        return SubtaskCheckpointAck(1, metrics, 0, ChannelStateSnapshot(), sync_duration_ms=sync_ms,
+                                    async_duration_ms=async_ms)
+
+    pending.acks = {"a": ack(300, 0, 4), "b": ack(200, 1, 2)}
+    stats = pending.stats()
+    assert (stats["processed_bytes"], stats["sync_ms"], stats["async_ms"]) == (500, 1, 4)
+
+
+def test_a_checkpoint_is_unaligned_in_the_statistics_once_a_subtask_persisted_in_flight_data():
+    """Flink (FLINK-31588, FLINK-31959): a subtask's unalignedCheckpoint is
+    bytesPersistedDuringAlignment > 0, and the checkpoint's type is unaligned if any
+    subtask's is, whatever the options of its barrier."""
+    unaligned = CheckpointOptions.for_config("CHECKPOINT", is_exactly_once_mode=True, is_unaligned_enabled=True,
+                                             aligned_checkpoint_timeout=0.0)
+    pending = PendingCheckpoint(1, 1.0, CheckpointBarrier(1, 1000, unaligned), set())
+    empty = SubtaskCheckpointAck(1, CheckpointMetrics(1), 0, ChannelStateSnapshot())
+    pending.acks = {"a": empty}
+    assert pending.stats()["type"] == "CHECKPOINT"  # nothing was in flight: Flink shows it aligned
+    pending.acks["b"] = SubtaskCheckpointAck(1, CheckpointMetrics(1), 0, ChannelStateSnapshot(inputs={"c": [b"x"]}))
+    assert pending.stats()["type"] == "UNALIGNED_CHECKPOINT"

@@ -121,3 +121,18 @@ def test_the_state_size_of_an_unaligned_checkpoint_counts_its_persisted_in_fligh
     assert completed and all(c["persisted_bytes"] > 100_000 for c in completed)
     # two subtasks (the source, the map chained with the sink) of 4 KiB each
     assert all(c["state_bytes"] == c["persisted_bytes"] + 2 * 4096 for c in completed)
+
+
+def test_source_tasks_report_their_checkpoint_start_delay():
+    """Flink's SourceOperatorStreamTask registers `checkpointStartDelayNanos` on its last
+    RPC-triggered checkpoint (StreamTask.latestAsyncCheckpointStartDelayNanos); a task with
+    inputs reports its barrier handler's, with `checkpointAlignmentTime`."""
+    result = execute(slow_map("unaligned"), duration=8, task_managers=2).raise_for_status()
+    rows = [r for r in result.metrics.to_pylist() if r["metric"].startswith("checkpoint")]
+    source = {r["metric"] for r in rows if r["vertex"] == "Source: Seq"}
+    assert source == {"checkpointStartDelayNanos"}
+    delays = {r["value"] for r in rows if r["vertex"] == "Source: Seq" and r["t"] > 4}
+    # the trigger reaches the source `trigger_delay` (4 ms) after the barrier's timestamp
+    assert delays and all(3_000_000 <= d <= 5_000_000 for d in delays)
+    assert {"checkpointStartDelayNanos", "checkpointAlignmentTime"} <= {r["metric"] for r in rows
+                                                                        if r["vertex"] != "Source: Seq"}
