@@ -27,6 +27,7 @@ from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.writer.record_writer import RecordWriter
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.task_input import InputStatus, TaskInput
+from taskmgr.processing_time import absolute_time_millis, timer_delay
 
 
 #: Turns of the loop after which a task lets others run even if it never had to wait.
@@ -129,10 +130,13 @@ class StreamTask:
                 self._wait_scope = None
 
     async def run_buffer_debloater(self, gates: Sequence[SingleInputGate], period: float) -> None:
-        """Flink's `scheduleBufferDebloater`: a timer `period` after the last recalculation
-        puts a mail in the mailbox that asks every gate to recalculate its buffer size."""
+        """Flink's `scheduleBufferDebloater`: a processing-time timer `period` ahead of the
+        clock at the last recalculation (so firing `period` + 1 ms after it) puts a mail in
+        the mailbox that asks every gate to recalculate its buffer size."""
+        period_ms = round(period * 1000)
         while True:
-            await kernel.sleep(period)
+            now = kernel.current_time()
+            await kernel.sleep(timer_delay(absolute_time_millis(now) + period_ms, now))
             done = kernel.Event()
 
             async def debloat() -> None:

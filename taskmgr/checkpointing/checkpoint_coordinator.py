@@ -47,8 +47,8 @@ from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.checkpoint_failure_manager import CheckpointFailureManager
 from taskmgr.checkpointing.checkpoint_plan import CheckpointPlanError, DefaultCheckpointPlanCalculator
-from taskmgr.checkpointing.single_checkpoint_barrier_handler import absolute_time_millis
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
+from taskmgr.processing_time import absolute_time_millis
 
 CHECKPOINT_EXPIRED = "CHECKPOINT_EXPIRED"
 #: Flink's reason for a pending checkpoint older than one that completed.

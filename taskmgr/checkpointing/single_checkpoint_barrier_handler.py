@@ -10,7 +10,6 @@ sim kernel, on trio, and in plain unit tests.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -24,6 +23,7 @@ from taskmgr.checkpointing.barrier_handler_states import (
     WaitingForFirstBarrier,
     WaitingForFirstBarrierUnaligned,
 )
+from taskmgr.processing_time import absolute_time_millis, timer_delay
 
 #: Flink's CheckpointFailureReason names for what a handler aborts with.
 CHECKPOINT_DECLINED_SUBSUMED = "CHECKPOINT_DECLINED_SUBSUMED"
@@ -36,12 +36,6 @@ Clock = Callable[[], float]
 TimerService = Callable[[float, Callable[[], None]], Callable[[], None]]
 
 
-def absolute_time_millis(seconds: float) -> int:
-    """Flink's `Clock.absoluteTimeMillis()` at a time of the run's clock (s): whole
-    milliseconds, floored (barrier timestamps and the checkpoint figures Flink takes from it)."""
-    return math.floor(seconds * 1000 + 1e-6)  # + 1 ns: a float sum of sleeps lands just under a whole ms
-
-
 def checkpoint_start_delay_ns(now: float, timestamp_ms: int) -> int:
     """Flink's `checkpointStartDelayNanos`: from the barrier's timestamp to `now` (s), in whole
     milliseconds (`1_000_000 * max(0, absoluteTimeMillis - timestamp)`)."""
@@ -51,10 +45,10 @@ def checkpoint_start_delay_ns(now: float, timestamp_ms: int) -> int:
 def alignment_timer_delay(now: float, barrier: CheckpointBarrier) -> float:
     """How long after `now` (s) the alignment timer of a timeoutable barrier fires, in s:
     Flink's `BarrierAlignmentUtil.getTimerDelay` (the timeout less the whole milliseconds
-    since the barrier's creation, at least 0) registered on a `SystemProcessingTimeService`,
-    which fires a timer 1 ms after its time (`ProcessingTimeServiceUtil.getProcessingTimeDelay`)."""
+    since the barrier's creation, at least 0) ahead of the clock, on a processing-time timer."""
     timeout_ms = round(barrier.options.aligned_checkpoint_timeout * 1000)
-    return (max(timeout_ms - (absolute_time_millis(now) - barrier.timestamp), 0) + 1) / 1000
+    current_ms = absolute_time_millis(now)
+    return timer_delay(current_ms + max(timeout_ms - (current_ms - barrier.timestamp), 0), now)
 
 
 @dataclass

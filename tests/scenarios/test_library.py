@@ -155,9 +155,9 @@ def test_debloating_shrinks_buffers_to_a_second_of_data_and_the_in_flight_bytes_
     slow = on["SlowMap"]["metrics"]
     # ~5.8 KB/s over ~18 buffers in use (9 queued at the map, a backlog of ~9 at the source,
     # none of them overdraft): ~320 B; announced only on a change of more than 25 %, the size
-    # rests at ~410 B. The buffers in use then hold the 1 s target.
+    # rests at ~410 B. The buffers in use then hold the 1 s target, within that 25 % band.
     assert 320 <= slow["debloatedBufferSize"] < 450
-    assert 900 <= slow["estimatedTimeToConsumeBuffersMs"] < 1100
+    assert 750 <= slow["estimatedTimeToConsumeBuffersMs"] < 1250
     in_flight = [v["Seq"]["metrics"]["outputQueueSize"] + v["SlowMap"]["metrics"]["inputQueueSize"] for v in (on, off)]
     assert in_flight[1] > 500_000 and in_flight[0] < 20_000
     assert slow["numRecordsInPerSecond"] == pytest.approx(off["SlowMap"]["metrics"]["numRecordsInPerSecond"], rel=0.02)

@@ -85,3 +85,21 @@ def test_debloat_options_do_not_matter_while_debloating_is_off() -> None:
     *_, tuned = run("5ms", NetworkConfig(debloat_target=0.1, debloat_period=0.05, min_segment_size=64,
                                          starting_segment_size=64))
     assert tuned.events == plain.events
+
+
+def test_the_debloater_recalculates_a_timer_period_plus_one_millisecond_after_the_last_time() -> None:
+    # Flink's scheduleBufferDebloater registers a processing-time timer `period` ahead of the
+    # clock after each recalculation, and such a timer fires 1 ms after its time
+    # (ProcessingTimeServiceUtil.getProcessingTimeDelay); the mail then waits for the record
+    # in hand. A map idle most of the time runs it at once.
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator(rate=100).name("Seq").rebalance().map(cost="1ms").name("SlowMap") \
+        .slot_sharing_group("slow").sink_to(DiscardingSink())
+    tracer = Tracer()
+    config = NetworkConfig(debloat=True)
+    execute(env, duration=5.0, task_managers=2, seed=7, network=config, tracer=tracer).raise_for_status()
+    times = [e["t"] for e in tracer.of("buffer_size_recalculated")]
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    assert len(gaps) > 15
+    assert min(gaps) == pytest.approx(config.debloat_period + 0.001, abs=1e-9)
+    assert all(gap >= config.debloat_period + 0.001 - 1e-9 for gap in gaps)

@@ -14,10 +14,10 @@ from taskmgr.checkpointing.single_checkpoint_barrier_handler import (
     CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER,
     CHECKPOINT_DECLINED_SUBSUMED,
     SingleCheckpointBarrierHandler,
-    absolute_time_millis,
     checkpoint_start_delay_ns,
 )
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import elapsed_millis
+from taskmgr.processing_time import absolute_time_millis
 
 ALIGNED = CheckpointOptions()
 UNALIGNED = CheckpointOptions(alignment=AlignmentType.UNALIGNED)
