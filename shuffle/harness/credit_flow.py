@@ -2,15 +2,22 @@
 
 For regression tests of credit flow. The producer and the consumers run on simulated
 TaskManagers (or the consumers share the producer's TaskManager: local channels); the test
-drives them step by step and reads the state of both ends:
+drives them step by step and reads the state of both ends. In pytest, the `credit_flow`
+fixture opens one; elsewhere, inside `shuffle.kernel.run(main, mode="sim")`:
 
     async with CreditFlowHarness.open(channels=2) as h:
         await h.emit_buffers(0, 3)          # three full buffers into subpartition 0
         await h.settle()                    # let the network run (virtual time)
-        assert h.sender(0).credit == 0 and h.receiver(0).queued == 2
+        # two are visible (the third is still being written) and went out on the initial
+        # credit; the first carried backlog 1, so the consumer asked for 1 + 2 buffers:
+        # it had one exclusive buffer left and took two floating ones, one AddCredit(2)
+        assert h.receiver(0).queued == 2 and h.credits_announced(0) == [2]
+        assert h.sender(0).credit == 2 and h.receiver(0).required == 2
         h.consume(0)                        # the consumer task reads and recycles one buffer
         await h.settle()
-        assert h.trace.of("credit_announced")[-1]["credit"] == 1
+        # the recycled exclusive buffer made 3 free buffers for 2 required: a floating one
+        # went back to the gate's pool instead of becoming credit
+        assert h.credits_announced(0) == [2] and h.receiver(0).floating_free == 0
 
 Nothing consumes unless the test says so (`consume`), or a channel is set to consume
 continuously (`auto_consume`), which `stall`/`resume` pause and restart.
