@@ -1,5 +1,5 @@
-"""The credit-flow harness's documented examples, as written: the README section's test file
-(run by pytest, as a user's suite runs it) and the module docstring's example."""
+"""The credit-flow harness's documented examples, as written: the README section's test files
+(run by pytest, as a user's suite runs them) and the module docstring's example."""
 
 from __future__ import annotations
 
@@ -15,16 +15,19 @@ from test_pytest_plugin import run_pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def readme_section_code(title: str) -> str:
-    """The first python block of the README section `title`."""
+def readme_section_code(title: str) -> list[str]:
+    """The python blocks of the README section `title`."""
     section = (ROOT / "README.md").read_text().split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
-def test_the_readme_example_passes_as_a_users_test_file(tmp_path: Path) -> None:
-    result = run_pytest(tmp_path, readme_section_code("Writing regression tests of credit flow"))
-    assert result.returncode == 0, result.stdout
-    assert " passed" in result.stdout
+def test_the_readme_examples_pass_as_a_users_test_files(tmp_path: Path) -> None:
+    blocks = readme_section_code("Writing regression tests of credit flow")
+    assert len(blocks) == 2
+    for block in blocks:
+        result = run_pytest(tmp_path, block)
+        assert result.returncode == 0, result.stdout
+        assert "1 passed" in result.stdout
 
 
 def test_the_module_docstring_example_runs_on_the_sim_kernel() -> None:
