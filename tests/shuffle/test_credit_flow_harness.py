@@ -48,10 +48,24 @@ async def test_without_exclusive_buffers_resuming_resets_credit_and_the_backlog_
     assert h.sender(0).credit == 0 and h.trace.of("partition_request")[0]["initial_credit"] == 0
     await _block_behind_a_barrier(h)
     announced = len(h.credits_announced(0))
+    backlogs = len(h.trace.of("backlog_announced"))
     h.resume_consumption(0)
     await h.settle()
-    assert h.credits_announced(0)[announced:] == [2]  # for the announced backlog of 2
+    assert [(e["channel"], e["backlog"]) for e in h.trace.of("backlog_announced")[backlogs:]] == [
+        (h.channel(0).name, 2)]
+    assert h.credits_announced(0)[announced:] == [2]  # two floating buffers for it
     assert h.receiver(0).queued == 2 and h.sender(0).credit == 0
+
+
+async def test_a_backlog_announcement_is_traced_with_the_backlog_flink_announces(credit_flow):
+    """PartitionRequestQueueTest.testAnnounceBacklog: a reader without credit whose data
+    becomes available announces the backlog; the consumer grants floating buffers for it."""
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096, exclusive_buffers_per_channel=0))
+    await h.emit_buffers(0, 3)  # two visible when the second is added: backlog 1 then
+    await h.settle()
+    assert [e["backlog"] for e in h.trace.of("backlog_announced")] == [1]
+    # one floating buffer for it; the first buffer then tells of the second: one more
+    assert h.credits_announced(0) == [1, 1] and h.receiver(0).queued == 2
 
 
 async def test_resume_is_for_stalled_auto_consumption_and_says_what_unblocks_a_barrier(credit_flow):
