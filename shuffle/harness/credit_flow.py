@@ -2,15 +2,22 @@
 
 For regression tests of credit flow. The producer and the consumers run on simulated
 TaskManagers (or the consumers share the producer's TaskManager: local channels); the test
-drives them step by step and reads the state of both ends:
+drives them step by step and reads the state of both ends. In pytest, the `credit_flow`
+fixture opens one; elsewhere, inside `shuffle.kernel.run(main, mode="sim")`:
 
     async with CreditFlowHarness.open(channels=2) as h:
         await h.emit_buffers(0, 3)          # three full buffers into subpartition 0
         await h.settle()                    # let the network run (virtual time)
-        assert h.sender(0).credit == 0 and h.receiver(0).queued == 2
+        # two are visible (the third is still being written) and went out on the initial
+        # credit; the first carried backlog 1, so the consumer asked for 1 + 2 buffers:
+        # it had one exclusive buffer left and took two floating ones, one AddCredit(2)
+        assert h.receiver(0).queued == 2 and h.credits_announced(0) == [2]
+        assert h.sender(0).credit == 2 and h.receiver(0).required == 2
         h.consume(0)                        # the consumer task reads and recycles one buffer
         await h.settle()
-        assert h.trace.of("credit_announced")[-1]["credit"] == 1
+        # the recycled exclusive buffer made 3 free buffers for 2 required: a floating one
+        # went back to the gate's pool instead of becoming credit
+        assert h.credits_announced(0) == [2] and h.receiver(0).floating_free == 0
 
 Nothing consumes unless the test says so (`consume`), or a channel is set to consume
 continuously (`auto_consume`), which `stall`/`resume` pause and restart.
@@ -46,7 +53,9 @@ PARTITION_ID = "partition-0"
 class SenderState:
     """The producer's view of one channel."""
 
-    credit: int | None  # None for a local channel (no credit)
+    # None where no credit applies: a local channel, flow_control="tcp", or no reader at the
+    # producer (the channel was released or cancelled)
+    credit: int | None
     backlog: int
     queued: int
     blocked: bool
@@ -90,6 +99,31 @@ def _by_channel(method: Method) -> Method:
     return checked  # type: ignore[return-value]
 
 
+def _driving(method: Method) -> Method:
+    """A method that drives the network: on a closed harness it is a RuntimeError saying so
+    (its tasks are gone, so it would change nothing, or fail somewhere inside)."""
+    @functools.wraps(method)
+    def checked(self: CreditFlowHarness, *args: Any, **kwargs: Any) -> Any:
+        if self.closed:
+            raise RuntimeError(f"{method.__name__}() on a closed harness: drive a harness inside the test that "
+                               "opened it (credit_flow), or inside its `async with CreditFlowHarness.open(...)`")
+        return method(self, *args, **kwargs)
+
+    return checked  # type: ignore[return-value]
+
+
+def _check_kernel(transport: str) -> None:
+    """A transport on the wrong kernel fails deep inside it (the simulated link reads a
+    virtual clock that is not there; real sockets need trio): say so before starting."""
+    mode = kernel.current_mode()
+    if transport in ("sim", "sim_frames") and mode != "sim":
+        raise RuntimeError(f"transport={transport!r} runs on the sim kernel, not under trio: use the credit_flow "
+                           "fixture, or open the harness inside shuffle.kernel.run(main, mode='sim')")
+    if transport == "tcp" and mode != "realtime":
+        raise RuntimeError("transport='tcp' uses real sockets and runs on the realtime kernel, not in virtual time "
+                           "(the credit_flow fixture): open it inside shuffle.kernel.run(main, mode='realtime')")
+
+
 class CreditFlowHarness:
     def __init__(self, config: NetworkConfig, producer: NettyShuffleEnvironment,
                  consumer: NettyShuffleEnvironment, targets: list[tuple[ResultPartition, int]],
@@ -115,6 +149,7 @@ class CreditFlowHarness:
         self.received: list[list[object]] = [[] for _ in range(channels)]
         self._decode = [False] * channels  # channels fed with `emit_values` carry real records
         self._consumer_scopes: list[kernel.CancelScope] = []
+        self.closed = False
 
     @classmethod
     async def start(cls, nursery: Any, config: NetworkConfig | None = None, channels: int = 1,
@@ -134,6 +169,7 @@ class CreditFlowHarness:
         `trace=False` turns tracing off (benchmarks).
         """
         config = config or NetworkConfig()
+        _check_kernel(transport)
         tracer = Tracer() if trace else NULL_TRACER
         if transport in ("sim", "sim_frames"):
             network, addresses = SimNetwork(config.link_bandwidth, config.link_latency, config.socket_window,
@@ -178,6 +214,7 @@ class CreditFlowHarness:
                    transport: str = "sim", separate_producers: bool = False,
                    trace: bool = True, one_gate: bool = False) -> AsyncIterator["CreditFlowHarness"]:
         """`start` in a nursery of its own, closed (and checked for leaks) on exit."""
+        _check_kernel(transport)
         async with kernel.open_nursery() as nursery:
             harness = await cls.start(nursery, config, channels, local, transport, separate_producers, trace,
                                       one_gate)
@@ -188,12 +225,14 @@ class CreditFlowHarness:
     # -- driving the producer --------------------------------------------------------------
 
     @_by_channel
+    @_driving
     async def emit(self, channel: int, nbytes: int, record_size: int = 0) -> None:
         """Write `nbytes` of record data (records of `record_size` bytes) for a channel."""
         partition, subpartition = self.targets[channel]
         await partition.emit_record(bytes(nbytes), subpartition, record_size)
 
     @_by_channel
+    @_driving
     async def emit_buffers(self, channel: int, n: int) -> None:
         """Fill `n` whole buffers; they become visible as the next buffer starts (or on flush)."""
         partition, subpartition = self.targets[channel]
@@ -207,6 +246,7 @@ class CreditFlowHarness:
         return self.targets[channel][0].is_available()
 
     @_by_channel
+    @_driving
     async def emit_values(self, channel: int, values: list[object]) -> None:
         """Serialize msgpack records for a channel; the consumer side collects them in `received`."""
         self._decode[channel] = True
@@ -215,6 +255,7 @@ class CreditFlowHarness:
             await partition.emit_record(self._serializer.serialize(value, 0), subpartition)
 
     @_by_channel
+    @_driving
     def flush(self, channel: int | None = None) -> None:
         """Flush one channel's subpartition, or everything."""
         if channel is None:
@@ -224,10 +265,12 @@ class CreditFlowHarness:
             partition, subpartition = self.targets[channel]
             partition.flush(subpartition)
 
+    @_driving
     def broadcast_event(self, event: object, is_priority: bool = False) -> None:
         for partition in self.partitions:
             partition.broadcast_event(event, is_priority)
 
+    @_driving
     def finish(self) -> None:
         for partition in self.partitions:
             partition.finish()
@@ -235,6 +278,7 @@ class CreditFlowHarness:
     # -- driving the consumers -------------------------------------------------------------
 
     @_by_channel
+    @_driving
     def consume(self, channel: int, n: int = 1) -> list[Consumed]:
         """Read up to `n` buffers or events of a channel's gate now, recycling each (creates
         credit); filed under the channel each came from."""
@@ -260,6 +304,7 @@ class CreditFlowHarness:
         return out
 
     @_by_channel
+    @_driving
     def auto_consume(self, channel: int, cost_per_buffer: float = 0.0) -> None:
         """Consume the channel continuously (each buffer taking `cost_per_buffer` seconds)."""
         self._nursery.start_soon(self._consume_loop, channel, cost_per_buffer)
@@ -283,16 +328,38 @@ class CreditFlowHarness:
                 await gate.wait_available()
 
     @_by_channel
+    @_driving
     def stall(self, channel: int) -> None:
         """Pause an auto-consuming channel (a slow or stuck consumer task)."""
         self._stalled[channel] = True
         self._resumed[channel] = kernel.Event()
 
     @_by_channel
+    @_driving
     def resume(self, channel: int) -> None:
+        """Restart a stalled auto-consuming channel (not Flink's resumeConsumption: that is
+        `resume_consumption`)."""
+        if not self._stalled[channel]:
+            raise ValueError(f"channel {channel} is not stalled: resume() restarts what stall() paused; "
+                             f"a channel blocked by an aligned barrier needs resume_consumption({channel})")
         self._stalled[channel] = False
         self._resumed[channel].set()
 
+    @_by_channel
+    @_driving
+    def resume_consumption(self, channel: int) -> None:
+        """The consumer task resumes a channel blocked since it sent an aligned barrier
+        (Flink's resumeConsumption: a ResumeConsumption message unblocks the subpartition)."""
+        self.gate(channel).resume_consumption(self.channel(channel).channel_info)
+
+    @_by_channel
+    @_driving
+    def announce_buffer_size(self, channel: int, size: int) -> None:
+        """The consumer announces a buffer size for the channel (NewBufferSize, as debloating
+        does): the producer cuts its next buffers for it to that size."""
+        self.channel(channel).announce_buffer_size(size)
+
+    @_driving
     def set_writable(self, writable: bool, side: str = "consumer") -> None:
         """Make one end's connection unwritable (or writable again), as Flink's tests set a
         channel's writability: "consumer" holds back what the consumer sends (partition
@@ -307,6 +374,7 @@ class CreditFlowHarness:
         for stream in streams:
             stream.set_writable(writable)
 
+    @_driving
     async def settle(self, seconds: float = 0.05) -> None:
         """Let the simulated network and tasks run for `seconds` of virtual time, then check
         the stack's invariants (`InvariantViolation` if one broke)."""
@@ -343,9 +411,9 @@ class CreditFlowHarness:
         sub = partition.subpartitions[subpartition]
         channel = self.channel(index)
         credit = None
-        if isinstance(channel, RemoteInputChannel):
+        if isinstance(channel, RemoteInputChannel) and self.config.credit_based:
             reader = self.producer.connection_manager.find_reader(channel.receiver_id)
-            credit = reader.num_credits_available if reader is not None else 0
+            credit = reader.num_credits_available if reader is not None else None
         return SenderState(credit, sub.get_buffers_in_backlog(), sub.number_of_queued_buffers,
                            sub.is_blocked, partition.buffer_pool.subpartition_buffer_count(subpartition))
 
@@ -374,7 +442,10 @@ class CreditFlowHarness:
         return [g.buffer_pool.num_available for g in self.gates]
 
     async def close(self) -> None:
-        """Release everything; raises if a network buffer did not come back."""
+        """Release everything; raises if a network buffer did not come back. Closing again does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         for scope in self._consumer_scopes:
             scope.cancel()
         for gate in self.gates:

@@ -127,6 +127,10 @@ class PartitionRequestQueue:
             msg = self._control.pop(0)
             if type(msg) is BacklogAnnouncement:
                 del self._queued_announcements[msg.receiver_id]
+                if self.tracer.enabled:
+                    reader = self.all_readers.get(msg.receiver_id)
+                    self.tracer.emit("backlog_announced", channel=reader.channel_name if reader else msg.receiver_id,
+                                     backlog=msg.backlog)
             return self.connection.seal(msg)
         tracer = self.tracer
         while self.available_readers:
