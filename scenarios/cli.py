@@ -469,11 +469,14 @@ def _flink_reference(args: argparse.Namespace) -> int:
     from scenarios.flink_reference.runner import FlinkReferenceError, run_reference
     from scenarios.progress import PLAIN_INTERVAL
     from scenarios.report.data import load_summary
+    from scenarios.run import check_runnable
 
     if args.warmup < 0 or args.seconds <= 0:
         raise UserError("--warmup must be >= 0 and --seconds positive")
     scenario = load_scenario(args.scenario, args.overrides)
     job_args = reference_args(scenario)
+    with compile_errors_named(scenario.source_path):
+        check_runnable(scenario, build_program(scenario).get_execution_graph())
     summary = None if args.compare is None else load_summary(args.compare)
     out = Path(args.out)
     if out.exists() and not out.is_dir():

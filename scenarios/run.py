@@ -159,8 +159,9 @@ def restart_strategy(scenario: Scenario) -> RestartStrategy:
         raise ScenarioError(f"{scenario.source_path}: [restart]: {e}") from None
 
 
-def _check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
-    """Settings the runtime cannot honour are the scenario's mistake, found before running."""
+def check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
+    """Settings the runtime cannot honour are the scenario's mistake, found before running
+    (`run`, and `flink-reference`, which runs the same job on Flink's cluster of that size)."""
     checkpoints = scenario.checkpoints
     if checkpoints.aligned_timeout > 0 and checkpoints.mode != "unaligned":
         raise ScenarioError(f"{scenario.source_path}: checkpoints.aligned_timeout needs mode = \"unaligned\" "
@@ -247,7 +248,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
     with compile_errors_named(scenario.source_path):
         graph = env.get_execution_graph()
     network = scenario.network_config()
-    _check_runnable(scenario, graph)
+    check_runnable(scenario, graph)
     if engine is not None:
         from scenarios.spark_run import check_runnable_on_spark
 

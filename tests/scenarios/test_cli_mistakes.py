@@ -99,6 +99,9 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     # a value the Flink reference job cannot take, found before the JVM starts (it exited on it)
     (["flink-reference", str(SLOW_MAP), "--out", "never-written", "--set", "job.stages[Seq].keys.num_keys=10000000000"],
      "slow-map.toml: stage 'Seq' keys.num_keys = 10000000000 (the reference job reads it as a Java int"),
+    # a cluster too small for the job: flink-reference refuses it as run does (Flink ran it on more)
+    (["flink-reference", str(SLOW_MAP), "--out", "never-written", "--set", "cluster.task_managers=1"],
+     "slow-map.toml: cluster: the job needs 2 slots, the cluster has 1 (task_managers = 1"),
     # flink-reference --compare names a run folder that is not there as such (before any download)
     (["flink-reference", str(SLOW_MAP), "--out", "never-written", "--compare", "no/such/run"],
      "no/such/run: no such folder (give the --out folder of a 'shufflesim run')"),
