@@ -92,7 +92,7 @@ class _NeverQueued(PrioritizedDeque):
     def add(self, element: T, priority: bool = False) -> None:
         raise TypeError("NEVER_QUEUED is shared: add to the owner's own queue (prioritized_deque.own)")
 
-    add_priority_element = add
+    add_priority_element = append = extend = insert = add
 
 
 NEVER_QUEUED: PrioritizedDeque = _NeverQueued()

@@ -26,8 +26,8 @@ from shuffle.api.events import EndOfData, StopMode
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.writer.record_writer import RecordWriter
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
-from taskmgr.task_input import InputStatus, TaskInput
 from taskmgr.processing_time import absolute_time_millis, timer_delay
+from taskmgr.task_input import InputStatus, TaskInput
 
 
 #: Turns of the loop after which a task lets others run even if it never had to wait.

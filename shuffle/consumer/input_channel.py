@@ -38,9 +38,9 @@ class BufferAndAvailability(NamedTuple):
 class InputChannel:
     """Base of the channels of a SingleInputGate."""
 
-    __slots__ = ("gate", "channel_index", "_channel_info", "partition_id", "subpartition_index", "_name", "initial_backoff",
-                 "max_backoff", "current_backoff", "num_bytes_in", "num_buffers_in", "error", "is_released",
-                 "_persister")
+    __slots__ = ("gate", "channel_index", "_channel_info", "partition_id", "subpartition_index", "_name",
+                 "initial_backoff", "max_backoff", "current_backoff", "num_bytes_in", "num_buffers_in", "error",
+                 "is_released", "_persister")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int, initial_backoff: float, max_backoff: float) -> None:

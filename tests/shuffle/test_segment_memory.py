@@ -50,8 +50,9 @@ async def test_an_idle_channel_holds_no_queue_list_or_channel_info_until_it_is_u
     # shares the one empty queue, and nothing else is made for it yet
     assert channel.received is NEVER_QUEUED and subpartition._buffers is NEVER_QUEUED
     assert channel.buffer_manager.floating == () and channel._channel_info is None
-    with pytest.raises(TypeError, match="shared"):
-        NEVER_QUEUED.add(object())
+    for add in (NEVER_QUEUED.add, NEVER_QUEUED.add_priority_element, NEVER_QUEUED.append):
+        with pytest.raises(TypeError, match="shared"):
+            add(object())
     await h.emit_values(0, [1, 2, 3])
     h.flush(0)
     await h.settle()
