@@ -15,6 +15,7 @@ duration takes its latency from those of the second half of what ran instead.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
 from typing import Any
 
@@ -189,9 +190,12 @@ class LatencyMetrics:
     def __init__(self, steady: LatencyHistogram, periods: list[PeriodEntry], clock: Callable[[], float]) -> None:
         self.period = LatencyHistogram()
         self.steady = steady  # shared by the vertex's subtasks in this TaskManager
-        #: Each period with records, as it ends (`clock`: the job time, whose samples it ends).
+        #: Each period with records, as it ends (`clock`: the job time, whose samples it ends),
+        #: from half the job time of the last snapshot but one on: a run that ends at T takes
+        #: those from T/2 on, and T is not before now (so the list holds half the run).
         self.periods = periods
         self._clock = clock
+        self._last_snapshot = 0.0
 
     def record(self, values_ns: np.ndarray | list[int], in_steady_state: bool) -> None:
         """Into the period's histogram and, in the steady state, the steady one (`values_ns`
@@ -216,8 +220,12 @@ class LatencyMetrics:
     def snapshot(self) -> dict[str, float]:
         """The period's percentiles (nothing if no record arrived), then a fresh period."""
         summary = self.period.summary_ms()
+        now = round(self._clock(), 9)
         if summary is not None:
-            self.periods.append((round(self._clock(), 9), self.period.to_message()))
+            self.periods.append((now, self.period.to_message()))
+        # one period's margin: a TaskManager's job time may run ahead of the JobManager's
+        del self.periods[:bisect_left(self.periods, self._last_snapshot / 2, key=lambda entry: entry[0])]
+        self._last_snapshot = now
         self.period = LatencyHistogram()
         if summary is None:
             return {}
