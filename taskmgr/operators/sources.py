@@ -140,7 +140,7 @@ class SourceOperator(StreamOperator):
         self.ctx.records_emitted += count
         cost = self.cost_per_record()
         if cost > 0:
-            await kernel.sleep(count * cost)
+            await self.ctx.spend(count * cost)
         await self.output.emit(records)
         return True
 
