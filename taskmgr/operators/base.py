@@ -64,7 +64,9 @@ class RunControl:
             self.attempt_start = self.t0
 
     def in_steady_state(self, job_time: float) -> bool:
-        return self.duration / 2 <= job_time <= self.duration
+        """In the second half of the run's duration, and not draining: what the pipeline
+        holds when the JobManager ends the run reaches the sinks after it (costs off)."""
+        return self.costs_enabled and self.duration / 2 <= job_time <= self.duration
 
     def job_time(self) -> float:
         return kernel.current_time() - self.t0
