@@ -86,5 +86,47 @@ class RunClock(trio.abc.Clock):
         return deadline - self.current_time()
 
 
+#: Cancels the realtime run in progress (None: none runs); see `abort_run`.
+_abort: Callable[[], None] | None = None
+
+
 def run(async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-    return trio.run(async_fn, *args, clock=RunClock())
+    """`async_fn(*args)` under trio on a `RunClock`; `KeyboardInterrupt` once it has
+    unwound, if `abort_run` cancelled it."""
+    global _abort
+    scope = trio.CancelScope()
+    aborted = False
+
+    async def main() -> Any:
+        global _abort
+        token = trio.lowlevel.current_trio_token()
+
+        def abort() -> None:
+            nonlocal aborted
+            aborted = True
+            token.run_sync_soon(scope.cancel)
+
+        _abort = abort
+        with scope:
+            return await async_fn(*args)
+
+    try:
+        result = trio.run(main, clock=RunClock())
+    finally:
+        _abort = None
+    if aborted:
+        raise KeyboardInterrupt
+    return result
+
+
+def abort_run() -> bool:
+    """From a signal handler: cancel the realtime run in progress, which then unwinds (its
+    tasks' cleanups run) and `run` raises `KeyboardInterrupt`. False if none runs. A
+    KeyboardInterrupt raised in the handler instead lands anywhere in trio, whose run is
+    then abandoned: its tasks' coroutines, collected at exit, print hundreds of lines of
+    'Exception ignored' tracebacks."""
+    abort = _abort
+    if abort is None:
+        return False
+    abort()
+    return True
