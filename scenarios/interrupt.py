@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
 
+from shuffle.kernel import realtime
+
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
@@ -32,7 +34,12 @@ class StopRequest:
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:
+            # A realtime run unwinds by cancellation, then raises KeyboardInterrupt; a sim run,
+            # or one already aborted (a third signal), at once.
+            first_abort = not self.aborted
             self.aborted = True
+            if first_abort and realtime.abort_run():
+                return
             raise KeyboardInterrupt
         self.requested = True
         print(f"\nshufflesim: {signal.Signals(signum).name}: stopping the run and writing its outputs "

@@ -713,15 +713,27 @@ class Scenario:
             raise ScenarioError(f"{self.source_path}: {e}") from None
 
 
+#: What summary.json and the report show for a secret that was set (`[cluster] secret`).
+HIDDEN = "(hidden)"
+
+
 def settings_of(value: Any) -> Any:
     """Settings as plain JSON values keyed as in scenario files (defaults included; times in
-    seconds, sizes in bytes, bandwidth in bytes/s; None: not set, the API's default applies)."""
+    seconds, sizes in bytes, bandwidth in bytes/s; None: not set, the API's default applies).
+    A secret (a field kept out of its repr) shows as `HIDDEN`: whoever holds it can run code
+    in the cluster's TaskManagers, and run outputs are shared."""
     if is_dataclass(value):
-        return {f.metadata.get("key") or f.name: settings_of(getattr(value, f.name))
+        return {f.metadata.get("key") or f.name: _shown(f, getattr(value, f.name))
                 for f in fields(value) if "parse" in f.metadata}
     if isinstance(value, tuple):
         return [settings_of(item) for item in value]
     return value
+
+
+def _shown(field_: Any, value: Any) -> Any:
+    if not field_.repr and value is not None:
+        return HIDDEN
+    return settings_of(value)
 
 
 #: Metric samples a run may take (duration / metrics.sample_period): more is a typo, not a study.

@@ -24,7 +24,8 @@ from scenarios.scenario_file import Scenario, ScenarioError
 from scenarios.spark_session import SparkJob, is_local, task_slots
 from shuffle import kernel
 from shuffle.transport.auth import generate_secret
-from taskmgr.cluster import ClusterConfig, ProgressCallback, StopCheck, create_transport, report_progress
+from taskmgr.cluster import (ClusterConfig, ProgressCallback, StopCheck, create_transport, report_end,
+                             report_progress)
 from taskmgr.faults import Fault
 from taskmgr.jobmanager import JobConfig, JobManager
 from taskmgr.results import JobResult, JobStatus
@@ -139,6 +140,7 @@ async def _run_job(jobmanager: JobManager, stage: SparkJob, graph: ExecutionGrap
                 nursery.start_soon(report_progress, jobmanager, job, progress, should_stop, lambda: None)
             result = await jobmanager.submit_job(graph, job)
             nursery.cancel_scope.cancel()
+        report_end(progress, result)
         return result
     return JobResult("job-0", JobStatus.FAILED, 0.0,
                      error=TaskManagerFailure(f"a TaskManager's Spark task failed: {stage.error}"))

@@ -158,17 +158,26 @@ async def run_job(program: StreamExecutionEnvironment | ExecutionGraph, cluster:
 
 async def report_progress(jobmanager: JobManager, job: JobConfig, progress: ProgressCallback | None,
                           should_stop: StopCheck | None, records_emitted: Callable[[], int | None]) -> None:
-    """Call `progress` and ask `should_stop` PROGRESS_STEPS times over the job's duration
-    (from now); stop the JobManager's jobs early when it says so."""
+    """Call `progress` and ask `should_stop` every PROGRESS_STEPS-th of the job's duration
+    (from now) until its end, exclusive; stop the JobManager's jobs early when it says so.
+    The line at the end comes from the job's result (`report_end`): a tick at the end
+    itself would race the job's release in realtime (the sources' counts gone: "0
+    records"), or come after it and be cancelled."""
     start = kernel.current_time()
     step = job.duration / PROGRESS_STEPS
-    for k in range(1, PROGRESS_STEPS + 1):
+    for k in range(1, PROGRESS_STEPS):
         await kernel.sleep_until(start + k * step)
         if progress is not None:
             progress(k * step, records_emitted())
         if should_stop is not None and should_stop():
             jobmanager.stop_jobs_early()
             return
+
+
+def report_end(progress: ProgressCallback | None, result: JobResult) -> None:
+    """The last progress report: how long the job ran and what its sources emitted."""
+    if progress is not None:
+        progress(result.duration, result.records_emitted)
 
 
 async def _run_on_new_cluster(graph: ExecutionGraph, cluster: ClusterConfig, job: JobConfig, tracer: Tracer,
@@ -182,6 +191,7 @@ async def _run_on_new_cluster(graph: ExecutionGraph, cluster: ClusterConfig, job
         if faults:
             nursery.start_soon(inject_faults, mini, faults)
         result = await mini.execute(graph, job)
+        report_end(progress, result)
         result.task_managers = list(mini.jobmanager.registrations)
         await mini.shutdown()
         nursery.cancel_scope.cancel()

@@ -54,6 +54,12 @@ GENERIC_BATCH = 512
 #: this many seconds' worth of records, as Flink's rate limiter (Guava's SmoothBursty
 #: `RateLimiter.create(rate)`) stores at most one second of unused permits.
 MAX_BURST_SECONDS = 1.0
+#: Realtime mode: how long before a flush or a metrics reading a source that slept through
+#: pacing steps wakes to write them (seconds). Two timers due within the same millisecond
+#: wake in one batch of trio's scheduler, whose order within a batch is random: a source
+#: due just before the flush would miss it half the time and its records wait a whole
+#: buffer timeout more. (Sim mode wakes tasks in the order of their times: no margin.)
+REALTIME_WAKE_MARGIN = 0.002
 
 
 class SourceOperator(StreamOperator):
@@ -134,7 +140,7 @@ class SourceOperator(StreamOperator):
         self.ctx.records_emitted += count
         cost = self.cost_per_record()
         if cost > 0:
-            await kernel.sleep(count * cost)
+            await self.ctx.spend(count * cost)
         await self.output.emit(records)
         return True
 
@@ -242,11 +248,12 @@ class GeneratorSourceOperator(SourceOperator):
         them: no full buffer, no flush, no metrics reading (at least one step)."""
         room = min(writer.partition.room_bytes() for writer in self.writers) // self.wire_size
         steps = min(room, self.max_burst) // self.quantum
+        margin = REALTIME_WAKE_MARGIN if kernel.current_mode() == "realtime" else 0.0
         flush_at = min(writer.next_flush_at for writer in self.writers)
         if flush_at < math.inf:
-            steps = min(steps, self._steps_before(flush_at, count))
+            steps = min(steps, self._steps_before(flush_at - margin, count))
         reading_at = self.ctx.services.sampler.next_reading_at(kernel.current_time())
-        steps = min(steps, self._steps_before(reading_at, count))
+        steps = min(steps, self._steps_before(reading_at - margin, count))
         remaining = self.state.remaining
         if remaining is not None:  # a bounded source ends at the step after its last record
             steps = min(steps, -(-remaining // self.quantum))

@@ -27,6 +27,20 @@ def test_the_runtime_reports_progress_over_the_whole_duration():
     assert 1900 <= records[-1] <= outcome.records_emitted
 
 
+def test_the_last_report_is_the_jobs_end():
+    """It used to be the last tick before the end: in realtime that tick raced the job's
+    release (every CLI run of the library with --set mode=realtime ended its progress on a
+    line before the end, or on "6.0/6 s  0 records"); a job that ends early stopped the
+    ticks before its last records."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator(rate=1000, count=500).name("Gen").sink_to(DiscardingSink())
+    seen = []
+    outcome = kernel.run(run_job, env, ClusterConfig(), JobConfig(duration=2.0), NULL_TRACER,
+                         lambda job_time, records: seen.append((job_time, records)), mode="sim")
+    assert outcome.records_emitted == 500 and outcome.duration < 1.0
+    assert seen[-1] == (outcome.duration, 500)
+
+
 def test_a_log_gets_plain_lines_and_a_terminal_a_redrawn_bar():
     log = io.StringIO()
     printer = ProgressPrinter("job", 10.0, log)

@@ -1,5 +1,6 @@
 """The cluster secret (`[cluster] secret` or $SHUFFLESIM_SECRET) and `network.max_frame_size`."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,15 @@ def test_max_frame_size():
     assert load_scenario(SLOW_MAP, ["network.max_frame_size=4mb"]).network_config().frame_size_limit == 4 << 20
     with pytest.raises(ScenarioError, match="network.max_frame_size: must hold one buffer plus"):
         load_scenario(SLOW_MAP, ["network.max_frame_size=64kb"])
+
+
+def test_a_runs_outputs_do_not_show_the_secret(tmp_path):
+    """summary.json's settings (and the report's table of them) once held the secret as
+    given: whoever reads a shared run folder could run code in that cluster's TaskManagers."""
+    out = tmp_path / "out"
+    assert main(["run", str(SLOW_MAP), "--out", str(out), "--quiet", "--set", "duration=0.5s",
+                 "--set", f"cluster.secret={SECRET}"]) == 0
+    for path in out.iterdir():
+        assert SECRET.encode() not in path.read_bytes(), path.name
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["settings"]["cluster"]["secret"] == "(hidden)"
