@@ -403,12 +403,16 @@ def _check_master(master: str, serial_ok: bool = False) -> None:
 
 
 def _start_spark(master: str, verbose: bool = False) -> Any:
-    """A SparkSession on `master`; a master Spark cannot start on is the user's mistake."""
+    """A SparkSession on `master`; a master Spark cannot start on (or that does not answer) is the user's mistake."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
+    from scenarios.spark_master import unreachable_master
     from scenarios.spark_session import root_cause, spark_session
 
+    problem = unreachable_master(master)
+    if problem is not None:
+        raise UserError(f"--master {master}: {problem}")
     try:
         return spark_session(master, verbose=verbose)
     except (Py4JError, PySparkException, RuntimeError) as e:
