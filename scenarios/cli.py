@@ -352,7 +352,6 @@ def _trace(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from scenarios.run import OutputDirError, make_out_dir
-    from scenarios.spark_session import SparkJobError
     from scenarios.sweep import POINTS_DIR, run_sweep
     from scenarios.sweep_file import load_sweep
     from scenarios.sweep_report import SweepProgress, format_results_table
@@ -373,9 +372,6 @@ def _sweep(args: argparse.Namespace) -> int:
     progress = None if args.quiet else SweepProgress()
     try:
         outcome = run_sweep(sweep, Path(args.out), spark, progress)
-    except SparkJobError as e:
-        print(f"shufflesim: the Spark job failed: {e}", file=sys.stderr)
-        return EXIT_FAILED
     finally:
         if progress is not None:
             progress.close()
