@@ -352,7 +352,6 @@ def _trace(args: argparse.Namespace) -> int:
 
 def _sweep(args: argparse.Namespace) -> int:
     from scenarios.run import OutputDirError, make_out_dir
-    from scenarios.spark_session import SparkJobError
     from scenarios.sweep import POINTS_DIR, run_sweep
     from scenarios.sweep_file import load_sweep
     from scenarios.sweep_report import SweepProgress, format_results_table
@@ -373,9 +372,6 @@ def _sweep(args: argparse.Namespace) -> int:
     progress = None if args.quiet else SweepProgress()
     try:
         outcome = run_sweep(sweep, Path(args.out), spark, progress)
-    except SparkJobError as e:
-        print(f"shufflesim: the Spark job failed: {e}", file=sys.stderr)
-        return EXIT_FAILED
     finally:
         if progress is not None:
             progress.close()
@@ -403,12 +399,16 @@ def _check_master(master: str, serial_ok: bool = False) -> None:
 
 
 def _start_spark(master: str, verbose: bool = False) -> Any:
-    """A SparkSession on `master`; a master Spark cannot start on is the user's mistake."""
+    """A SparkSession on `master`; a master Spark cannot start on (or that does not answer) is the user's mistake."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
+    from scenarios.spark_master import unreachable_master
     from scenarios.spark_session import root_cause, spark_session
 
+    problem = unreachable_master(master)
+    if problem is not None:
+        raise UserError(f"--master {master}: {problem}")
     try:
         return spark_session(master, verbose=verbose)
     except (Py4JError, PySparkException, RuntimeError) as e:

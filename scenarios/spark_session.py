@@ -26,10 +26,12 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -275,4 +277,52 @@ def run_tasks(spark: SparkSession, fn: Callable[[T], R], items: Sequence[T],
     results = job.results()
     if on_progress is not None:
         on_progress(len(items), len(items))
+    return results
+
+
+@dataclass(frozen=True)
+class TaskFailed:
+    """An item of `run_isolated` whose task failed (e.g. its Python worker died): the root cause."""
+
+    cause: str
+
+
+def run_isolated(spark: SparkSession, fn: Callable[[T], R], items: Sequence[T],
+                 on_progress: Callable[[int, int], None] | None = None,
+                 poll_seconds: float = 0.5) -> list[R | TaskFailed]:
+    """`[fn(item) for item in items]` as `run_tasks`, but each item a Spark job of its own, so
+    that a task that fails (its Python worker crashed, was killed for memory) is only that
+    item's `TaskFailed` and the others run. Twice as many jobs as the cluster has slots are
+    submitted at once, so that a freed slot takes the next one without waiting for the driver.
+    Ctrl-C cancels the jobs running, then raises KeyboardInterrupt.
+    """
+    sc = spark.sparkContext
+    total = len(items)
+    width = 2 * max(1, task_slots(spark))
+    waiting = list(enumerate(items))
+    running: dict[int, SparkJob] = {}
+    results: list[Any] = [None] * total
+    done, shown_at = 0, -float("inf")
+    with _sigint_flag() as interrupted:
+        while (waiting or running) and not interrupted.is_set():
+            while waiting and len(running) < width:
+                i, item = waiting.pop(0)
+                running[i] = SparkJob(spark, sc.parallelize([item], 1).map(fn),
+                                      f"shufflesim: task {i + 1} of {total}")
+            interrupted.wait(0.05)
+            for i, job in list(running.items()):
+                if not job.running:
+                    del running[i]
+                    results[i] = TaskFailed(job.error) if job.error is not None else job.results()[0]
+                    done += 1
+            if on_progress is not None and not interrupted.is_set() \
+                    and (not (waiting or running) or time.monotonic() - shown_at >= poll_seconds):
+                shown_at = time.monotonic()
+                on_progress(done, total)
+    if interrupted.is_set():
+        for job in running.values():
+            job.cancel()
+        for job in running.values():
+            job.join()
+        raise KeyboardInterrupt
     return results

@@ -11,7 +11,8 @@ summary.json: a vertex's value is the mean over its subtasks). A point that did 
 into the folder of an earlier one first removes that one's points, table and plot.
 
 Statuses: the job's (`FINISHED`, `FAILED`, `CANCELED`), `INVALID` (the scenario or the
-runtime rejects the point's overrides) or `ERROR` (the run crashed). A point failed if
+runtime rejects the point's overrides) or `ERROR` (the run crashed, or its Spark task failed:
+its Python worker died). A point failed if
 its status is not FINISHED or it has an error (e.g. a broken end-of-run invariant).
 """
 
@@ -21,7 +22,7 @@ import functools
 import math
 import shutil
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -82,12 +83,15 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def _swept_values(sweep: Sweep, point: SweepPoint) -> dict[str, str]:
+    return {key: value for key, value in point.written().items() if key in sweep.keys}
+
+
 def run_point(sweep: Sweep, point: SweepPoint, points_dir: str,
               progress: ProgressCallback | None = None) -> PointResult:
     """Run one point into `points_dir/<point id>/`; every failure becomes the result's status.
     `progress` is the run's (virtual time, records emitted)."""
-    values = {key: value for key, value in point.written().items() if key in sweep.keys}
-    result = functools.partial(PointResult, point.id, point.seed, values)
+    result = functools.partial(PointResult, point.id, point.seed, _swept_values(sweep, point))
     try:
         outcome = run_scenario(sweep.scenario(point), Path(points_dir) / point.id, progress=progress)
     except ScenarioError as e:
@@ -162,17 +166,18 @@ class SweepOutcome:
 
 def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
               on_progress: Progress | None = None) -> SweepOutcome:
-    """Run every point of `sweep`, one Spark task each (in this process, in order, if `spark` is None).
+    """Run every point of `sweep`, one Spark job each (in this process, in order, if `spark` is None);
+    a point whose Spark task failed (its Python worker died) is an `ERROR` row, the others run.
 
     Writes `out_dir/points/<point>/` per point, `out_dir/results.parquet` and the plot
     `out_dir/sweep.png`, having first removed those of an earlier sweep (`clear_earlier_sweep`).
-    Raises `OutputDirError` (before running) if `out_dir` cannot be written, `SparkJobError`
-    if the Spark job fails.
+    Raises `OutputDirError` (before running) if `out_dir` cannot be written.
     """
     out_dir = Path(out_dir).resolve()
     make_out_dir(out_dir)
     clear_earlier_sweep(out_dir)
-    task = functools.partial(run_point, sweep, points_dir=str(out_dir / POINTS_DIR))
+    # each Spark job ships the task: without the other points, not a sweep's worth per point
+    task = functools.partial(run_point, replace(sweep, points=()), points_dir=str(out_dir / POINTS_DIR))
     try:
         if spark is None:
             results = []
@@ -183,9 +188,13 @@ def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
                 if on_progress is not None:
                     on_progress(len(results), total)
         else:
-            from scenarios.spark_session import run_tasks
+            from scenarios.spark_session import TaskFailed, run_isolated
 
-            results = run_tasks(spark, task, sweep.points, on_progress)
+            results = [
+                PointResult(point.id, point.seed, _swept_values(sweep, point), ERROR,
+                            f"its Spark task failed: {outcome.cause}") if isinstance(outcome, TaskFailed) else outcome
+                for point, outcome in zip(sweep.points, run_isolated(spark, task, sweep.points, on_progress))
+            ]
     finally:  # also on Ctrl-C: the points done keep their folders, the point running loses its
         _remove_points_without_outputs(out_dir / POINTS_DIR)
     # The rows are on the driver already: write them here, so that results.parquet is the

@@ -161,3 +161,42 @@ def test_cli_on_spark_end_to_end(sweep_path: Path, tmp_path: Path) -> None:
                    if not line.startswith(("shufflesim: 2 of 6 points failed", "  p04: ", "  p05: "))]
     assert len(spark_lines) <= 1, done.stderr  # Spark's log: one line at most
     assert len(read_results(tmp_path)) == 11
+
+
+CRASHING_PROGRAM = '''
+import os
+from graph import DiscardingSink, StreamExecutionEnvironment
+
+
+def build(env: StreamExecutionEnvironment) -> None:
+    seen = [0]
+
+    def crash_after_3000(record):  # as a native crash or the kernel's OOM killer would
+        seen[0] += 1
+        if seen[0] > 3000:
+            os._exit(137)
+        return record
+
+    env.set_parallelism(1)
+    env.from_generator(rate=1000, record_size=32).map(crash_after_3000).sink_to(DiscardingSink())
+'''
+
+
+def test_a_point_whose_python_worker_dies_is_an_error_row_and_the_others_run(
+        spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One Spark job per point: a crashed worker failed the sweep's only job, and with it
+    every point's result (no results.parquet, no table)."""
+    module = tmp_path / "sweep_crash_program.py"
+    module.write_text(CRASHING_PROGRAM)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spark.sparkContext.addPyFile(str(module))
+    (tmp_path / "crash.toml").write_text('duration = "1s"\n[job]\nprogram = "sweep_crash_program:build"\n')
+    (tmp_path / "sweep.toml").write_text('scenario = "crash.toml"\n[grid]\nduration = ["1s", "10s", "2s"]\n')
+    outcome = run_sweep(load_sweep(tmp_path / "sweep.toml"), tmp_path / "out", spark)
+    assert [(r.point, r.status) for r in outcome.results] == [("p00", "FINISHED"), ("p01", "ERROR"),
+                                                               ("p02", "FINISHED")]
+    assert outcome.results[1].error.startswith("its Spark task failed: ")
+    assert "Python worker exited unexpectedly" in outcome.results[1].error
+    assert {(row["point"], row["status"]) for row in read_results(tmp_path / "out").to_pylist()} == \
+        {("p00", "FINISHED"), ("p01", "ERROR"), ("p02", "FINISHED")}
+    assert sorted(path.name for path in (tmp_path / "out" / "points").iterdir()) == ["p00", "p02"]
