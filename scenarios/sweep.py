@@ -166,8 +166,9 @@ class SweepOutcome:
 
 def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
               on_progress: Progress | None = None) -> SweepOutcome:
-    """Run every point of `sweep`, one Spark job each (in this process, in order, if `spark` is None);
-    a point whose Spark task failed (its Python worker died) is an `ERROR` row, the others run.
+    """Run every point of `sweep`, one Spark task each (in this process, in order, if `spark` is
+    None); a point whose Spark task failed (its Python worker died) is an `ERROR` row, the others
+    run (after such a failure, which ends the Spark job, the points run again, a job each).
 
     Writes `out_dir/points/<point>/` per point, `out_dir/results.parquet` and the plot
     `out_dir/sweep.png`, having first removed those of an earlier sweep (`clear_earlier_sweep`).
@@ -188,12 +189,19 @@ def run_sweep(sweep: Sweep, out_dir: Path, spark: SparkSession | None = None,
                 if on_progress is not None:
                     on_progress(len(results), total)
         else:
-            from scenarios.spark_session import TaskFailed, run_isolated
+            from scenarios.spark_session import SparkJobError, TaskFailed, run_isolated, run_tasks
 
+            try:  # one Spark job for all points: the fastest way
+                outcomes: Sequence[PointResult | TaskFailed] = run_tasks(spark, task, sweep.points, on_progress)
+            except SparkJobError:
+                # a point's task failed (its Python worker died) and took the job with it: the
+                # points again, a job each, so that it fails alone (runs are deterministic:
+                # the points done give the same results again)
+                outcomes = run_isolated(spark, task, sweep.points, on_progress)
             results = [
                 PointResult(point.id, point.seed, _swept_values(sweep, point), ERROR,
                             f"its Spark task failed: {outcome.cause}") if isinstance(outcome, TaskFailed) else outcome
-                for point, outcome in zip(sweep.points, run_isolated(spark, task, sweep.points, on_progress))
+                for point, outcome in zip(sweep.points, outcomes)
             ]
     finally:  # also on Ctrl-C: the points done keep their folders, the point running loses its
         _remove_points_without_outputs(out_dir / POINTS_DIR)
