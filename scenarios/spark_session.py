@@ -115,11 +115,16 @@ def spark_session(master: str = "local[*]", app_name: str = "shufflesim", verbos
         zygote = start_zygote(verbose) if SparkContext._active_spark_context is None else None
         builder = builder.config(f"spark.executorEnv.{ZYGOTE_VARIABLE}", zygote or "")
     try:
-        spark = builder.getOrCreate()
+        spark, interrupted = _start_uninterrupted(builder.getOrCreate)
     except BaseException:
         if zygote:
             stop_zygotes()
         raise
+    if interrupted:  # Ctrl-C while Spark started: stop what started, then give way to it
+        spark.stop()
+        if zygote:
+            stop_zygotes()
+        raise KeyboardInterrupt
     if not verbose:
         spark.sparkContext.setLogLevel("ERROR")
     if not is_local(master):
@@ -253,6 +258,30 @@ def _sigint_flag() -> Iterator[threading.Event]:
         yield flag
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _start_uninterrupted(start: Callable[[], T]) -> tuple[T, bool]:
+    """`start()` run to its end in a thread of its own while SIGINT only sets a flag; its
+    result and whether SIGINT came. Interrupted midway, pyspark leaves its JVM running; and
+    in the main thread it installs a SIGINT handler of its own, which calls the JVM from the
+    signal handler (py4j fails re-entered) or loses the signal."""
+    outcome: list[tuple[bool, Any]] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, start()))
+        except BaseException as e:  # handed to the caller
+            outcome.append((False, e))
+
+    thread = threading.Thread(target=target, name="shufflesim-spark-start", daemon=True)
+    with _sigint_flag() as interrupted:
+        thread.start()
+        while thread.is_alive():
+            thread.join(0.1)
+    started, value = outcome[0]
+    if not started:
+        raise value
+    return value, interrupted.is_set()
 
 
 def run_tasks(spark: SparkSession, fn: Callable[[T], R], items: Sequence[T],
