@@ -48,23 +48,22 @@ class KeySampler:
             cdf = np.cumsum(weights)
             self._zipf_cdf = cdf / cdf[-1]
 
-    @property
-    def splittable(self) -> bool:
-        """Whether n draws equal the concatenation of draws that add up to n (one random
-        stream per key: numpy's bounded integers and uniform doubles are drawn one value after
-        the other); hot_key interleaves two streams per call, so its draws are not."""
-        return self.distribution.kind != "hot_key"
-
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """`n` keys, each from one value of `rng`'s stream (a uniform double, or a bounded
+        integer), so that n draws equal the concatenation of draws that add up to n: which
+        key a record gets does not depend on how its source batches its records."""
         num_keys = self.distribution.num_keys
         if self._zipf_cdf is not None:
             keys = np.searchsorted(self._zipf_cdf, rng.random(n), side="right")
             return np.minimum(keys, num_keys - 1).astype(np.int64)
         if self.distribution.kind == "hot_key" and num_keys > 1:
-            hot = rng.random(n) < self.distribution.hot_key_fraction
-            keys = rng.integers(1, num_keys, n, dtype=np.int64)
-            keys[hot] = 0
-            return keys
+            hot = self.distribution.hot_key_fraction
+            u = rng.random(n)
+            if hot >= 1.0:
+                return np.zeros(n, dtype=np.int64)
+            # below `hot`: key 0; above, the rest of [0, 1) spread evenly over keys 1..num_keys-1
+            others = 1 + ((u - hot) / (1.0 - hot) * (num_keys - 1)).astype(np.int64)
+            return np.where(u < hot, 0, np.minimum(others, num_keys - 1))
         return rng.integers(0, num_keys, n, dtype=np.int64)
 
 
@@ -82,8 +81,8 @@ class GeneratorState:
     #: Records this subtask still emits; None: unbounded.
     remaining: int | None = None
     next_seq: int = 0
-    #: Keys drawn ahead: a block at a time for splittable distributions (the same keys as
-    #: drawn batch by batch), and those of records peeked but not handed out yet.
+    #: Keys drawn ahead: a block at a time (the same keys as drawn batch by batch), and
+    #: those of records peeked but not handed out yet.
     _ahead: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64), init=False, repr=False,
                                compare=False)
     _ahead_pos: int = field(default=0, init=False, repr=False, compare=False)
@@ -130,14 +129,14 @@ class GeneratorState:
         self._ahead_pos += n
 
     def _peek_keys(self, n: int) -> np.ndarray:
-        """The next n keys. Splittable distributions draw KEY_BLOCK at a time (the same keys as
-        drawn batch by batch), since a paced source asks for a few keys per wakeup and a draw
-        costs ~7 us however small; others draw what is missing."""
+        """The next n keys, drawn KEY_BLOCK at a time (the same keys as drawn batch by batch,
+        `KeySampler.sample`), since a paced source asks for a few keys per wakeup and a draw
+        costs ~7 us however small."""
         start = self._ahead_pos
         missing = start + n - len(self._ahead)
         if missing > 0:
             rest = self._ahead[start:]
-            block = max(KEY_BLOCK, missing) if self.keys.splittable else missing
+            block = max(KEY_BLOCK, missing)
             self._ahead = np.concatenate([rest, self.keys.sample(self.rng, block)])
             self._ahead_pos = start = 0
         return self._ahead[start:start + n]
