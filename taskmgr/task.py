@@ -99,10 +99,17 @@ class TaskMetrics:
         io.num_bytes_out = sum(p.num_bytes_out for p in self.partitions)
         io.num_buffers_out = sum(p.num_buffers_out for p in self.partitions)
         values = io.snapshot()
+        values["isBackPressured"] = float(self.is_back_pressured())
         values.update(self._input_channel_counters())
         values.update(self._gauges())
         values.update(self._debloat_gauges())
         return values
+
+    def is_back_pressured(self) -> bool:
+        """Flink's task gauge ``isBackPressured`` (`Task.isBackPressured`): some output
+        partition has no buffer to give right now, whatever the task is doing (a task busy
+        with a record whose output pool just ran dry reads true, before it waits)."""
+        return not self.finished and any(not partition.is_available() for partition in self.partitions)
 
     def _input_channel_counters(self) -> dict[str, float]:
         """Flink's InputChannelMetrics of the task: its channels' counts, by kind."""

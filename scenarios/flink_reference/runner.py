@@ -35,7 +35,9 @@ START_TIMEOUT = 120.0
 REST_TIMEOUT = 10.0
 #: Flink's metric names (REST) as shufflesim names them (the part after the last prefix).
 PREFIXES = ("Shuffle.Netty.Input.Buffers.", "Shuffle.Netty.Output.Buffers.", "Shuffle.Netty.Input.0.")
-METRICS = ("busyTimeMsPerSecond", "backPressuredTimeMsPerSecond", "idleTimeMsPerSecond", "numRecordsInPerSecond",
+METRICS = ("busyTimeMsPerSecond", "backPressuredTimeMsPerSecond", "softBackPressuredTimeMsPerSecond",
+           "hardBackPressuredTimeMsPerSecond", "maxSoftBackPressureTimeMs", "maxHardBackPressureTimeMs",
+           "isBackPressured", "idleTimeMsPerSecond", "numRecordsInPerSecond",
            "numRecordsOutPerSecond", "numBytesInPerSecond", "numBytesOutPerSecond", "numBuffersOutPerSecond",
            "numBuffersInLocalPerSecond", "numBuffersInRemotePerSecond", "outPoolUsage", "inPoolUsage",
            "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage", "inputQueueLength", "outputQueueLength",
@@ -174,7 +176,7 @@ async def _read_metrics(rest: RestClient, job_id: str, latency_operator: str, re
                       if (name := short_name(m["id"], latency_operator)) is not None}
             if not wanted:
                 continue
-            values = {wanted[m["id"]]: float(m["value"]) for m in await rest.get(f"{path}?get={','.join(wanted)}")}
+            values = {wanted[m["id"]]: _number(m["value"]) for m in await rest.get(f"{path}?get={','.join(wanted)}")}
             # an empty histogram (records of 8 bytes carry no creation time) has no mean
             timed = math.isfinite(values.get("latencyMeanMs", math.nan))
             for name, value in values.items():
@@ -183,6 +185,12 @@ async def _read_metrics(rest: RestClient, job_id: str, latency_operator: str, re
                         readings.append([round(t, 3), vertex["name"], index, name, value / 1000])
                 elif math.isfinite(value) and value > -1e18:  # Flink's "no value" is Long.MIN_VALUE
                     readings.append([round(t, 3), vertex["name"], index, name, value])
+
+
+def _number(value: str) -> float:
+    """A REST metric value as a number; a boolean gauge (`isBackPressured`) reads "true" or "false"."""
+    word = str(value).lower()
+    return float(word == "true") if word in ("true", "false") else float(value)
 
 
 async def _placement(rest: RestClient, job_id: str) -> dict[str, list[str]]:

@@ -80,10 +80,6 @@ class TaskIOMetricGroup:
         busy = max(0.0, elapsed - idle - soft - hard)
         return AccumulatedTimes(busy, idle, soft + hard, soft, hard)
 
-    def is_back_pressured(self) -> bool:
-        """Flink's ``isBackPressured``: the task is waiting on its output right now."""
-        return self.soft_backpressure.is_measuring or self.hard_backpressure.is_measuring
-
     def snapshot(self) -> dict[str, float]:
         """Flink-named values; times in milliseconds as Flink reports them."""
         times = self.accumulated_times()
@@ -100,5 +96,4 @@ class TaskIOMetricGroup:
             "accumulateBusyTimeMs": times.busy * 1000.0,
             "maxSoftBackPressureTimeMs": self.soft_backpressure.max_single() * 1000.0,
             "maxHardBackPressureTimeMs": self.hard_backpressure.max_single() * 1000.0,
-            "isBackPressured": float(self.is_back_pressured()),
         }
