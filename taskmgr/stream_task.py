@@ -32,6 +32,11 @@ from taskmgr.task_input import InputStatus, TaskInput
 
 #: Turns of the loop after which a task lets others run even if it never had to wait.
 YIELD_EVERY = 32
+#: Flink's `MailboxMetricsController.defaultLatencyMeasurementInterval` (ms).
+MAILBOX_LATENCY_MEASUREMENT_INTERVAL_MS = 1000
+#: Flink's `pipeline.auto-watermark-interval` default (ms): a streaming job's sources
+#: emit periodic watermarks this often; a BATCH job's do not.
+AUTO_WATERMARK_INTERVAL_MS = 200
 
 
 class PriorityInput(Protocol):
@@ -130,22 +135,56 @@ class StreamTask:
                 self._wait_scope = None
 
     async def run_buffer_debloater(self, gates: Sequence[SingleInputGate], period: float) -> None:
-        """Flink's `scheduleBufferDebloater`: a processing-time timer `period` ahead of the
-        clock at the last recalculation (so firing `period` + 1 ms after it) puts a mail in
-        the mailbox that asks every gate to recalculate its buffer size."""
-        period_ms = round(period * 1000)
+        """Flink's `scheduleBufferDebloater`: every `period` (a timer mail, `_run_timer_mails`)
+        every gate recalculates its buffer size."""
+        async def debloat() -> None:
+            for gate in gates:
+                gate.trigger_debloating()
+
+        await self._run_timer_mails(round(period * 1000), debloat)
+
+    async def run_mailbox_latency_measurement(self) -> None:
+        """Flink's `MailboxMetricsController`: every task measures its mailbox's latency with
+        a timer mail every `MAILBOX_LATENCY_MEASUREMENT_INTERVAL_MS` (1,001 ms apart while the
+        mailbox is free). Its histogram (`mailboxLatencyMs`) is not reported here, but like
+        every mail it ends an idle or soft back-pressured period of the task, so Flink's
+        longest back-pressured period (`maxSoftBackPressureTimeMs`) is never much above it."""
+        async def measure() -> None:
+            """The measurement itself (a reading of the clock) costs no modelled time."""
+
+        await self._run_timer_mails(MAILBOX_LATENCY_MEASUREMENT_INTERVAL_MS, measure)
+
+    async def run_periodic_watermark_emits(self, interval_ms: int) -> None:
+        """A FLIP-27 source's `ProgressiveTimestampsAndWatermarks`: a mail every `interval_ms`
+        (`pipeline.auto-watermark-interval`, 200 ms by default; a fixed delay, no timer's
+        extra millisecond) that emits the periodic watermark. No watermark is modelled (no
+        event time here); the mail still ends the source's idle or soft back-pressured
+        period, so a back-pressured Flink source reads `maxSoftBackPressureTimeMs` ~200."""
+        async def emit_watermark() -> None:
+            """Nothing to emit: records carry no event time here."""
+
+        while True:
+            await kernel.sleep(interval_ms / 1000)
+            if not self.send_mail(emit_watermark):
+                return
+
+    async def _run_timer_mails(self, period_ms: int, action: Callable[[], Awaitable[None]]) -> None:
+        """Flink's pattern of a processing-time timer `period_ms` ahead of the millisecond
+        clock (so firing `period_ms` + 1 ms after it) whose callback puts `action` in the
+        mailbox as a mail; the mail, once run, registers the next timer. Ends when the
+        mailbox closes."""
         while True:
             now = kernel.current_time()
             await kernel.sleep(timer_delay(absolute_time_millis(now) + period_ms, now))
-            done = kernel.Event()
+            ran = kernel.Event()
 
-            async def debloat() -> None:
-                for gate in gates:
-                    gate.trigger_debloating()
-                done.set()
+            async def mail() -> None:
+                await action()
+                ran.set()
 
-            self.send_mail(debloat)
-            await done.wait()
+            if not self.send_mail(mail):
+                return
+            await ran.wait()
 
     def _outputs_available(self) -> bool:
         for writer in self.writers:  # a loop, not all(): asked before every chunk of records

@@ -48,7 +48,7 @@ from taskmgr.operators.formats import output_format
 from taskmgr.operators.records import reads_key_field, synthetic_records
 from taskmgr.operators.sources import SourceOperator
 from taskmgr.payloads import load_object
-from taskmgr.stream_task import StreamTask
+from taskmgr.stream_task import AUTO_WATERMARK_INTERVAL_MS, StreamTask
 from taskmgr.task_services import TaskServices
 
 #: Subtasks per vertex a source origin id leaves room for (see OperatorContext.origin).
@@ -408,6 +408,9 @@ class Task:
                     await self._restore_output_state(restore)
                 if env.config.debloat and self._gates:
                     nursery.start_soon(self._stream_task.run_buffer_debloater, self._gates, env.config.debloat_period)
+                nursery.start_soon(self._stream_task.run_mailbox_latency_measurement)
+                if self._source is not None and self.job_graph.job_type == "STREAMING":
+                    nursery.start_soon(self._stream_task.run_periodic_watermark_emits, AUTO_WATERMARK_INTERVAL_MS)
                 await self._stream_task.invoke()
                 for partition in self._partitions:
                     partition.finish()

@@ -17,7 +17,8 @@ from graph import DiscardingSink, StreamExecutionEnvironment
 from shuffle import kernel
 from shuffle.trace import Tracer
 from taskmgr.cluster import execute
-from taskmgr.operators.sources import DEFAULT_SOURCE_COST, REALTIME_WAKE_MARGIN, GeneratorSourceOperator
+from taskmgr.operators.sources import (DEFAULT_SOURCE_COST, RATE_QUANTUM, REALTIME_WAKE_MARGIN,
+                                       GeneratorSourceOperator)
 from taskmgr.workloads import RateSchedule
 
 CASES = {
@@ -27,10 +28,9 @@ CASES = {
     "keyed4_r2000_t100_ckpt": dict(rate=2000, timeout=0.1, keyed=True, parallelism=4, checkpoint=0.25),
     "r3000_none": dict(rate=3000, timeout=-1),
 }
-#: Percentiles may move by one histogram bucket (~1.6 %); means and counts by less.
+#: Percentiles may move by one histogram bucket (~1.6 %); means by less.
 PERCENTILE_TOLERANCE = 0.02
 MEAN_TOLERANCE = 0.005
-COUNT_TOLERANCE = 0.0001
 
 
 def paced(rate: int, timeout: float, keyed: bool = False, parallelism: int = 1,
@@ -63,8 +63,17 @@ def test_latency_and_throughput_match_per_step_pacing(case: str, monkeypatch: py
     assert summary["mean"] == pytest.approx(expected["mean"], rel=MEAN_TOLERANCE)
     for q in ("p50", "p90", "p99", "max"):
         assert summary[q] == pytest.approx(expected[q], rel=PERCENTILE_TOLERANCE), q
-    assert result.records_emitted == pytest.approx(reference.records_emitted, rel=COUNT_TOLERANCE)
+    assert abs(result.records_emitted - reference.records_emitted) <= last_step_records(case)
     assert result.records_received == result.records_emitted
+
+
+def last_step_records(case: str) -> int:
+    """The records of one pacing step of every source subtask: the last step before the
+    end of the run may go out in one run and not the other (the source sleeping through
+    it, or woken for it by a mail, when the run stops)."""
+    kw = CASES[case]
+    step = RATE_QUANTUM if kw["timeout"] < 0 else min(RATE_QUANTUM, kw["timeout"] / 100)
+    return max(1, int(kw["rate"] * step)) * kw.get("parallelism", 1)
 
 
 def test_a_flush_sees_every_record_due_before_it() -> None:
@@ -89,7 +98,9 @@ def test_a_source_sleeps_through_the_steps_between_flushes(monkeypatch: pytest.M
     monkeypatch.setattr(GeneratorSourceOperator, "_hand_out", counting)
     result = run("keyed4_r2000_t100_ckpt")
     per_source_second = len(emissions) / 4 / 3
-    assert per_source_second < 40  # flushes, metric samples and checkpoints; per-step: ~1,000
+    # flushes (10/s), metric samples, checkpoints (4/s) and the mails that wake it (a periodic
+    # watermark every 200 ms, the mailbox latency measurement every second); per-step: ~1,000
+    assert per_source_second < 50
     assert sum(emissions) == result.records_emitted
 
 
