@@ -422,7 +422,7 @@ def _checkpoints(value: Any, where: Where) -> CheckpointSettings:
     return settings
 
 
-RESTART_STRATEGIES = ("none", "fixed_delay", "exponential_delay")
+RESTART_STRATEGIES = ("none", "fixed_delay", "failure_rate", "exponential_delay")
 
 
 @dataclass(frozen=True)
@@ -435,8 +435,11 @@ class RestartSettings:
     #: fixed_delay: restart-strategy.fixed-delay.attempts (default 1); exponential_delay:
     #: .exponential-delay.attempts-before-reset-backoff (default unlimited).
     attempts: int | None = field(default=None, metadata=_opt(_int_from(0)))
-    #: restart-strategy.fixed-delay.delay.
+    #: restart-strategy.fixed-delay.delay, restart-strategy.failure-rate.delay.
     delay: float = field(default=1.0, metadata=_opt(DURATION))
+    #: restart-strategy.failure-rate.max-failures-per-interval, .failure-rate-interval.
+    max_failures_per_interval: int = field(default=1, metadata=_opt(_int_from(1)))
+    failure_rate_interval: float = field(default=60.0, metadata=_opt(POSITIVE_DURATION))
     #: restart-strategy.exponential-delay.*: initial-backoff, max-backoff, backoff-multiplier,
     #: reset-backoff-threshold, jitter-factor.
     initial_backoff: float = field(default=1.0, metadata=_opt(POSITIVE_DURATION))
@@ -450,6 +453,7 @@ class RestartSettings:
 RESTART_KEYS = {
     "none": (),
     "fixed_delay": ("attempts", "delay"),
+    "failure_rate": ("max_failures_per_interval", "failure_rate_interval", "delay"),
     "exponential_delay": ("attempts", "initial_backoff", "max_backoff", "backoff_multiplier",
                           "reset_backoff_threshold", "jitter_factor"),
 }

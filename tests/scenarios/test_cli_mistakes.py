@@ -51,7 +51,7 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     # default is exponential_delay, which has no 'delay')
     (["plan", str(LIBRARY / "checkpoints-slow-map.toml"), "--set", "restart.delay=5s"],
      "restart.delay: Flink's default strategy with checkpoints, 'exponential_delay', does not use it "
-     "(a setting of fixed_delay): set restart.strategy (from --set restart.delay)"),
+     "(a setting of fixed_delay, failure_rate): set restart.strategy (from --set restart.delay)"),
     (["plan", str(LIBRARY / "link-failure.toml"), "--set", "restart.strategy=fixed_delay",
       "--set", "restart.initial_backoff=2s"],
      "restart.initial_backoff: the 'fixed_delay' strategy does not use it (a setting of exponential_delay)"),

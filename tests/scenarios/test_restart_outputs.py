@@ -28,6 +28,15 @@ def test_restart_settings_default_to_flinks_and_are_checked() -> None:
     restart = load_scenario(LINK_FAILURE, ["restart.strategy=fixed_delay", "restart.attempts=3",
                                            "restart.delay=250ms"]).restart
     assert (restart.strategy, restart.attempts, restart.delay) == ("fixed_delay", 3, 0.25)
+    restart = load_scenario(LINK_FAILURE, ["restart.strategy=failure_rate"]).restart
+    assert (restart.max_failures_per_interval, restart.failure_rate_interval, restart.delay) == (1, 60.0, 1.0)
+    restart = load_scenario(LINK_FAILURE, ["restart.strategy=failure_rate", "restart.max_failures_per_interval=3",
+                                           "restart.failure_rate_interval=10s", "restart.delay=0s"]).restart
+    assert (restart.max_failures_per_interval, restart.failure_rate_interval, restart.delay) == (3, 10.0, 0.0)
+    with pytest.raises(ScenarioError, match="restart.max_failures_per_interval"):
+        load_scenario(LINK_FAILURE, ["restart.strategy=failure_rate", "restart.max_failures_per_interval=0"])
+    with pytest.raises(ScenarioError, match="restart.attempts: the 'failure_rate' strategy does not use it"):
+        load_scenario(LINK_FAILURE, ["restart.strategy=failure_rate", "restart.attempts=3"])
     with pytest.raises(ScenarioError, match="restart.strategy"):
         load_scenario(LINK_FAILURE, ["restart.strategy=exponential"])
     with pytest.raises(ScenarioError, match="restart.attempts"):

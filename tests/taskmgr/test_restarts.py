@@ -125,6 +125,25 @@ def test_a_failure_beyond_the_attempts_fails_the_job_with_its_cause() -> None:
     assert result.invariants["buffers_leaked"] == 0
 
 
+def test_failure_rate_restarts_until_more_failures_than_its_maximum_fall_in_its_interval() -> None:
+    two_failures = (fail_work(2.0, "first"), fail_work(4.0, "second"))
+    # Flink's defaults: at most 1 failure per minute; the second, 2 s after the first, fails the job
+    result = run(RestartStrategy("failure_rate"), *two_failures)
+    assert result.status is JobStatus.FAILED
+    assert f"{type(result.error).__name__}: {result.error}" == "InjectedFailure: second"
+    assert [r.cause for r in result.restart_history] == ["InjectedFailure: first"]
+    assert result.restart_history[0].downtime_ms == pytest.approx(1000, abs=50)
+    assert result.recovery_suppressed_by == (
+        "FailureRateRestartBackoffTimeStrategy(FailureRateRestartBackoffTimeStrategy(failuresIntervalMS=60000,"
+        "backoffTimeMS=1000,maxFailuresPerInterval=1)")
+    assert result.invariants["buffers_leaked"] == 0
+    # at most 1 per second: the failures are 2 s apart, the job restarts after each
+    result = run(RestartStrategy("failure_rate", failure_rate_interval=1.0, delay=0.5), *two_failures)
+    assert result.status is JobStatus.FINISHED, result.error
+    assert [r.cause for r in result.restart_history] == ["InjectedFailure: first", "InjectedFailure: second"]
+    assert result.verifications["check"]["ok"] and result.verifications["check"]["received"] == RECORDS
+
+
 def test_each_restart_deploys_new_partition_ids() -> None:
     """A new attempt's partitions carry new random attempt ids: the old ones name nothing."""
     seen: list[set[str]] = []
