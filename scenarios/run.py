@@ -101,9 +101,16 @@ def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
         # The scenario as it ran (defaults and --set applied), for reports and `shufflesim compare`.
         "settings": settings_of(scenario),
     }
+    for vertex in summary["vertices"]:
+        states = result.task_states.get(vertex["name"], [])
+        for subtask in vertex.get("subtasks", []):
+            subtask["state"] = states[subtask["index"]] if subtask["index"] < len(states) else None
     summary |= restarts_summary(result)
     if result.error is not None:
         summary["error"] = failure_text(scenario, result.error)
+        # Flink's exception history entry of the root cause: which task, where, when
+        summary["failure"] = {"cause": summary["error"], "task": result.failed_task,
+                              "task_manager": result.failed_task_manager, "failed_at_s": result.failed_at}
     if result.ended_early:
         # The steady state (vertex metrics and latency_ms) is then the samples of the second half
         # of what ran, not of the planned duration.

@@ -69,6 +69,11 @@ class RestartRecord:
     attempt: int
     failed_at_s: float
     cause: str
+    #: The task that failed, as Flink names it (``SlowMap -> Sink: Writer (1/1)``), and its
+    #: TaskManager (Flink's exception history: taskName, location); None for a failure of
+    #: the job itself (e.g. too many failed checkpoints).
+    task: str | None
+    task_manager: str | None
     restarted_at_s: float
     downtime_ms: float
     #: Records the failed attempt's sources emitted after the checkpoint the job restarts
@@ -142,12 +147,13 @@ class Failover:
         job, backoff = self.job, self.backoff
         if job.failure is None or job.stopped_early:
             return False
-        failed_at = self._job_time()
+        failed_at = job.failed_at - self.start
         backoff.notify_failure(failed_at)
         if not backoff.can_restart():
             job.recovery_suppressed_by = str(backoff)
             return False
         cause = job.failure
+        task, task_manager = job.failure_origin(self.graph)
         log.info("job %s attempt %d failed at %.3f s (%s); restarting in %g s", job.job_id, job.attempt,
                  failed_at, describe_error(cause), backoff.backoff_time)
         emitted = await self._cancel_attempt()
@@ -163,12 +169,11 @@ class Failover:
         try:
             placement = self._allocate()
         except NoResourceAvailableError as exc:
-            exc.__cause__ = cause
-            job.failure = exc
+            job.supersede_failure(exc)
             return False
         restarted_at = self._job_time()
         job.restart_history.append(RestartRecord(
-            job.attempt, round(failed_at, 6), describe_error(cause), round(restarted_at, 6),
+            job.attempt, round(failed_at, 6), describe_error(cause), task, task_manager, round(restarted_at, 6),
             round((restarted_at - failed_at) * 1000, 3), replayed))
         job.new_attempt(placement)
         self.next_restore = restore
@@ -191,10 +196,8 @@ class Failover:
             await job.wait_for(lambda: all(tm in job.cancelled_attempt or not jobmanager.is_reachable(tm)
                                            for tm in hosts))
             return sum(job.cancelled_attempt.values())
-        cause = TimeoutError(f"the tasks of attempt {job.attempt} did not end within "
-                             f"{self.config.cancel_timeout:g} s of their cancellation")
-        cause.__cause__ = job.failure
-        job.failure = cause
+        job.supersede_failure(TimeoutError(f"the tasks of attempt {job.attempt} did not end within "
+                                           f"{self.config.cancel_timeout:g} s of their cancellation"))
         return None
 
     def _allocate(self) -> dict[str, str]:

@@ -81,6 +81,7 @@ def test_a_restarted_run_shows_its_restarts(tmp_path: Path, capsys: pytest.Captu
     [restart] = summary["restart_history"]
     assert restart["cause"].startswith("RemoteTransportError: Lost connection to task manager 'tm-0'")
     assert restart["attempt"] == 0 and 5.0 < restart["failed_at_s"] < 6.0
+    assert (restart["task"], restart["task_manager"]) == ("SlowMap -> Sink: Writer (1/1)", "tm-1")
     assert restart["downtime_ms"] == pytest.approx(1000, abs=10)
     assert summary["records_replayed"] == restart["records_replayed"] > 0
     assert f"restarts 1 (failed at {restart['failed_at_s']:.3f} s; downtime 1000 ms" in printed
@@ -88,13 +89,19 @@ def test_a_restarted_run_shows_its_restarts(tmp_path: Path, capsys: pytest.Captu
     assert 'id="restarts"' in report and "Restarted 1 time(s)" in report
 
 
-def test_a_failure_without_restarts_says_recovery_was_suppressed(tmp_path: Path) -> None:
+def test_a_failure_without_restarts_says_recovery_was_suppressed(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     assert main(["run", LINK_FAILURE, "--out", str(out), "--set", "duration=8s"]) == 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "FAILED" and summary["restarts"] == 0 and summary["restart_history"] == []
     assert summary["recovery_suppressed_by"] == "NoRestartBackoffTimeStrategy"
-    assert "Recovery is suppressed by NoRestartBackoffTimeStrategy" in (out / "report.html").read_text()
+    report = (out / "report.html").read_text()
+    assert "Recovery is suppressed by NoRestartBackoffTimeStrategy" in report
+    # which task failed, where and when: printed, and in the report's lead
+    origin = f"at {summary['failure']['failed_at_s']:.3f} s in SlowMap -&gt; Sink: Writer (1/1) on tm-1"
+    assert f"failed {origin.replace('&gt;', '>')}\n" in capsys.readouterr().out
+    assert f"Failed {origin}: RemoteTransportError" in report
 
 
 def test_a_run_with_checkpoints_restarts_from_the_last_one(tmp_path: Path) -> None:

@@ -49,6 +49,7 @@ def test_fixed_delay_restarts_the_job_and_its_last_attempt_counts_every_record_o
     assert restart.attempt == 0
     assert restart.failed_at_s == pytest.approx(2.0, abs=0.01)
     assert restart.cause == "InjectedFailure: bad record"
+    assert (restart.task, restart.task_manager) == ("Work (2/2)", result.placement["Work"][1])
     # Cancelling takes a few link round trips, then the 1 s delay.
     assert 1000 <= restart.downtime_ms < 1050
     assert restart.restarted_at_s == pytest.approx(restart.failed_at_s + restart.downtime_ms / 1000)
