@@ -461,17 +461,21 @@ RESTART_KEYS = {
 
 def _check_restart_keys(restart: RestartSettings, checkpointing: bool, table: Mapping[str, Any],
                         where: Where) -> None:
-    """A `[restart]` key the job's strategy does not read is an error: it would do nothing."""
+    """A `[restart]` key the job's strategy does not read is an error: it would do nothing.
+    Without a strategy that is every key: Flink's default strategy takes its default
+    settings (RestartBackoffTimeStrategyFactoryLoader reads restart-strategy.<type>.* only
+    for the type set)."""
     strategy = restart.strategy or ("exponential_delay" if checkpointing else "none")
     for key in table:
-        if key != "strategy" and key not in RESTART_KEYS[strategy]:
-            owners = ", ".join(name for name, keys in RESTART_KEYS.items() if key in keys)
-            if restart.strategy:
-                message = f"the {strategy!r} strategy does not use it (a setting of {owners})"
-            else:
-                message = (f"Flink's default strategy {'with' if checkpointing else 'without'} checkpoints, "
-                           f"{strategy!r}, does not use it (a setting of {owners}): set restart.strategy")
-            raise where.child(key).error(message)
+        if key == "strategy":
+            continue
+        owners = ", ".join(name for name, keys in RESTART_KEYS.items() if key in keys)
+        if not restart.strategy:
+            raise where.child(key).error(
+                f"Flink's default strategy {'with' if checkpointing else 'without'} checkpoints, {strategy!r}, "
+                f"takes its default settings and does not read it (a setting of {owners}): set restart.strategy")
+        if key not in RESTART_KEYS[strategy]:
+            raise where.child(key).error(f"the {strategy!r} strategy does not use it (a setting of {owners})")
 
 
 @dataclass(frozen=True)

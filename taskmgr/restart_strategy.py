@@ -20,7 +20,8 @@ which hears of every failure and answers whether the job may restart and after h
 
 Unset (`strategy = None`), the strategy is Flink's default for the job
 (`RestartBackoffTimeStrategyFactoryLoader`): `exponential_delay` with checkpointing on,
-`none` without.
+`none` without, with its default settings: Flink reads restart-strategy.<type>.* only for
+the type set, so a setting without a strategy would do nothing and is an error here.
 """
 
 from __future__ import annotations
@@ -63,6 +64,12 @@ class RestartStrategy:
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in STRATEGIES:
             raise ValueError(f"restart strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.strategy is None:
+            changed = [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
+            if changed:
+                raise ValueError(f"restart {', '.join(changed)} without a strategy would do nothing: Flink's "
+                                 "default strategy (exponential_delay with checkpointing, none without) takes "
+                                 "its default settings; set the strategy")
         if (self.attempts is not None and self.attempts < 0) or self.delay < 0:
             raise ValueError(f"restart attempts and delay must be >= 0, got {self.attempts} and {self.delay}")
         if self.strategy == "failure_rate":
@@ -70,9 +77,9 @@ class RestartStrategy:
                 raise ValueError(f"restart max_failures_per_interval must be >= 1, got {self.max_failures_per_interval}")
             if not self.failure_rate_interval >= 0.001:
                 raise ValueError(f"restart failure_rate_interval must be >= 1 ms, got {self.failure_rate_interval:g} s")
-        if self.strategy in (None, "exponential_delay"):  # unset: exponential_delay with checkpointing
+        if self.strategy == "exponential_delay":
             # Flink's checks (in milliseconds: at least 1 ms)
-            if self.strategy is not None and self.attempts == 0:
+            if self.attempts == 0:
                 raise ValueError("restart attempts must be >= 1 for exponential_delay (Flink's "
                                  "attempts-before-reset-backoff), got 0")
             if not 0.001 <= self.initial_backoff <= self.max_backoff:
@@ -87,10 +94,11 @@ class RestartStrategy:
                 raise ValueError(f"restart jitter_factor must be between 0 and 1, got {self.jitter_factor:g}")
 
     def resolve(self, checkpointing: bool) -> RestartStrategy:
-        """This strategy, or, if unset, Flink's default for a job with or without checkpointing."""
+        """This strategy, or, if unset, Flink's default for a job with or without checkpointing
+        (with its default settings, the only ones an unset strategy can have)."""
         if self.strategy is not None:
             return self
-        return dataclasses.replace(self, strategy="exponential_delay" if checkpointing else "none")
+        return RestartStrategy("exponential_delay" if checkpointing else "none")
 
     @property
     def restarts(self) -> bool:

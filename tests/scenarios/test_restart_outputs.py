@@ -43,10 +43,13 @@ def test_restart_settings_default_to_flinks_and_are_checked() -> None:
         load_scenario(LINK_FAILURE, ["restart.attempts=-1"])
     with pytest.raises(ScenarioError, match="restart.backoff"):
         load_scenario(LINK_FAILURE, ["restart.backoff=1s"])
-    with pytest.raises(ScenarioError, match="restart.jitter_factor"):
-        load_scenario(LINK_FAILURE, ["restart.jitter_factor=1.5"])
-    with pytest.raises(ScenarioError, match="restart.backoff_multiplier"):
-        load_scenario(LINK_FAILURE, ["restart.backoff_multiplier=1"])
+    with pytest.raises(ScenarioError, match="restart.jitter_factor: .* must be"):
+        load_scenario(LINK_FAILURE, ["restart.strategy=exponential_delay", "restart.jitter_factor=1.5"])
+    with pytest.raises(ScenarioError, match="restart.backoff_multiplier: .* must be"):
+        load_scenario(LINK_FAILURE, ["restart.strategy=exponential_delay", "restart.backoff_multiplier=1"])
+    # without a strategy, Flink's default one takes its default settings: a setting would do nothing
+    with pytest.raises(ScenarioError, match="restart.initial_backoff: Flink's default strategy without checkpoints"):
+        load_scenario(LINK_FAILURE, ["restart.initial_backoff=5s"])
 
 
 def test_restart_settings_that_do_not_fit_together_are_one_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -106,7 +106,9 @@ def test_exponential_delay_saturates_at_its_maximum_after_many_failures() -> Non
     ({"strategy": "failure_rate", "failure_rate_interval": 0.0}, "failure_rate_interval must be >= 1 ms"),
     ({"strategy": "fixed_delay", "attempts": -1}, ">= 0"),
     ({"strategy": "exponential_delay", "attempts": 0}, "attempts must be >= 1 for exponential_delay"),
-    ({"initial_backoff": 120.0}, "initial_backoff must be >= 1 ms and <= max_backoff"),  # unset: checked as well
+    # unset: Flink's default strategy takes its default settings, whatever restart-strategy.*.* says
+    ({"initial_backoff": 5.0}, "restart initial_backoff without a strategy would do nothing"),
+    ({"attempts": 3, "delay": 2.0}, "restart attempts, delay without a strategy would do nothing"),
     ({"strategy": "exponential_delay", "initial_backoff": 120.0}, "initial_backoff must be >= 1 ms and <= max_backoff"),
     ({"strategy": "exponential_delay", "backoff_multiplier": 1.0}, "backoff_multiplier must be > 1"),
     ({"strategy": "exponential_delay", "jitter_factor": 1.5}, "jitter_factor must be between 0 and 1"),
