@@ -285,7 +285,8 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
                             scenario.cluster.heartbeat_timeout)
     job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers,
                     checkpoint_costs=scenario.checkpoints.costs(),
-                    restart=restart_strategy(scenario), placement=scenario.cluster.placement)
+                    restart=restart_strategy(scenario), placement=scenario.cluster.placement,
+                    task_cancellation_timeout=scenario.cluster.task_cancellation_timeout)
     with contextlib.ExitStack() as stack:
         tracer = NULL_TRACER
         if trace:

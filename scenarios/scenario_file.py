@@ -309,6 +309,9 @@ class ClusterConfig:
     #: Flink's heartbeat.interval / heartbeat.timeout: a TaskManager silent for the timeout is lost.
     heartbeat_interval: float = field(default=10.0, metadata=_opt(POSITIVE_DURATION))
     heartbeat_timeout: float = field(default=50.0, metadata=_opt(POSITIVE_DURATION))
+    #: Flink's task.cancellation.timeout: a cancelled task still running this long after
+    #: (user code that ignores interrupts) ends its TaskManager's process; 0: never.
+    task_cancellation_timeout: float = field(default=180.0, metadata=_opt(DURATION))
     #: How shared slots land on TaskManagers: "ordered" (one fixed placement) or "random"
     #: (drawn from the seed, as a Flink run picks its own; taskmgr.scheduler).
     placement: str = field(default="ordered", metadata=_opt(_leaf(_choice(*PLACEMENTS))))
@@ -634,6 +637,7 @@ FAULT_KEYS = {
     "pause_link": ({"between", "duration"}, set()),
     "slow_link": ({"between", "duration", "bandwidth"}, {"latency"}),
     "pause_task": ({"vertex", "duration"}, {"subtask"}),
+    "block_task": ({"vertex", "duration"}, {"subtask"}),
     "fail_task": ({"vertex"}, {"subtask", "message"}),
     "corrupt_frame": ({"between"}, set()),
 }

@@ -183,21 +183,24 @@ class Failover:
         return kernel.current_time() - self.start
 
     async def _cancel_attempt(self) -> int | None:
-        """Cancel the job's tasks on every TaskManager and wait until each has answered that
-        they ended (or is lost); the records their sources had emitted since the job began
-        (a restored position included), None if that took too long."""
+        """Cancel the job's tasks on every TaskManager and wait, as Flink's scheduler does
+        before a restart, until each has answered that they ended or is lost; the records
+        their sources had emitted since the job began (a restored position included). None
+        if that did not happen within the run (a task stuck in user code that ignores the
+        cancellation, on a TaskManager whose watchdog has not ended it yet)."""
         job, jobmanager = self.job, self.jobmanager
-        hosts = [tm for tm in dict.fromkeys(job.placement.values()) if jobmanager.is_reachable(tm)]
+        hosts = []
         job.cancelled_attempt.clear()
-        for task_manager in hosts:
-            await jobmanager._send(task_manager, CancelAttempt(job.job_id, job.attempt))
-        with kernel.move_on_after(self.config.cancel_timeout):
-            # an unreachable TaskManager's cancel RPC fails at once: Flink counts its tasks cancelled
-            await job.wait_for(lambda: all(tm in job.cancelled_attempt or not jobmanager.is_reachable(tm)
-                                           for tm in hosts))
-            return sum(job.cancelled_attempt.values())
-        job.supersede_failure(TimeoutError(f"the tasks of attempt {job.attempt} did not end within "
-                                           f"{self.config.cancel_timeout:g} s of their cancellation"))
+        for task_manager in dict.fromkeys(job.placement.values()):
+            # a cancel RPC that fails (an unreachable TaskManager) ends the cancelling at once, as in Flink
+            if await jobmanager._send(task_manager, CancelAttempt(job.job_id, job.attempt)):
+                hosts.append(task_manager)
+        with kernel.move_on_at(self.start + self.config.duration):
+            # a TaskManager that dies now is waited for until the JobManager finds it lost
+            await job.wait_for(lambda: job.stopped_early or all(
+                tm in job.cancelled_attempt or tm not in jobmanager.task_managers for tm in hosts))
+            if not job.stopped_early:
+                return sum(job.cancelled_attempt.values())
         return None
 
     def _allocate(self) -> dict[str, str]:

@@ -64,6 +64,8 @@ class JobConfig:
     registration_timeout: float = 10.0
     drain_timeout: float = 30.0
     cancel_timeout: float = 10.0
+    #: Flink's task.cancellation.timeout (taskmgr.taskmanager); 0: off.
+    task_cancellation_timeout: float = 180.0
     checkpoint_costs: CheckpointCosts = field(default_factory=CheckpointCosts)
     restart: RestartStrategy = RestartStrategy()
     #: How shared slots land on TaskManagers: "ordered" or "random" (taskmgr.scheduler).
@@ -533,8 +535,11 @@ class JobManager:
                 job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s"))
         if not job.all_terminal:
             for eid, state in job.states.items():
-                if not state.is_terminal and not await self._send(job.placement[eid], CancelTask(eid)):
-                    job.states[eid] = ExecutionState.CANCELED  # Flink: a cancel RPC that fails ends the cancelling
+                if state.is_terminal:
+                    continue
+                # Flink: a cancel RPC that fails ends the cancelling
+                sent = await self._send(job.placement[eid], CancelTask(eid))
+                job.states[eid] = ExecutionState.CANCELING if sent else ExecutionState.CANCELED
             with kernel.move_on_after(config.cancel_timeout):
                 await job.wait_for(lambda: job.all_terminal)
         return duration
@@ -551,7 +556,8 @@ class JobManager:
         for vertex in graph.all_execution_vertices:
             eid = execution_id(vertex)
             info = JobInformation(job.job_id, config.seed, kernel.current_time() - start, config.duration,
-                                  config.sample_period, asdict(config.checkpoint_costs), job.attempt)
+                                  config.sample_period, asdict(config.checkpoint_costs), job.attempt,
+                                  config.task_cancellation_timeout)
             descriptor = create_descriptor(vertex, info, addresses, attempts,
                                            None if restore is None else restore.get(eid))
             if not await self._send(job.placement[eid], DeployTask(descriptor.to_message())):

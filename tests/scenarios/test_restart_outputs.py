@@ -122,3 +122,20 @@ def test_a_run_with_checkpoints_restarts_from_the_last_one(tmp_path: Path) -> No
     # the source had emitted ~30,000 records by the failure (the map's 5 s and the
     # buffers in flight); only those after the last checkpoint's barriers come again
     assert 0 < summary["records_replayed"] < 5000
+
+
+def test_a_restart_waits_for_a_task_stuck_in_user_code(tmp_path: Path) -> None:
+    """`block_task`: the source's user code ignores interrupts from 4 s to 8 s; the map fails
+    at 5.645 s (the dropped connection) and Flink restarts once the source has ended too."""
+    blocked = tmp_path / "blocked.toml"
+    blocked.write_text(Path(LINK_FAILURE).read_text() + '\n[[faults]]\nat = "4s"\nkind = "block_task"\n'
+                       'vertex = "Source: Seq"\nduration = "4s"\n')
+    scenario = load_scenario(blocked, ["restart.strategy=fixed_delay", "cluster.task_cancellation_timeout=30s"])
+    assert scenario.cluster.task_cancellation_timeout == 30.0
+    from scenarios.run import run_scenario
+
+    summary = run_scenario(scenario, tmp_path / "out").summary
+    assert summary["status"] == "FINISHED"
+    [restart] = summary["restart_history"]
+    assert restart["failed_at_s"] == pytest.approx(5.645, abs=0.001)
+    assert restart["restarted_at_s"] == pytest.approx(8.0, abs=0.001)  # not 6.645: 1 s after the failure
