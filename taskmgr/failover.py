@@ -7,8 +7,11 @@ restarts and after how long. If it does:
 1. every task of the job is cancelled: each TaskManager cancels its tasks of the job,
    waits until they have ended and released their partitions (every network buffer back
    in its pool), ends the attempt's accounting, and answers `attempt_cancelled` with the
-   records its sources emitted in the attempt;
-2. the strategy's backoff time passes;
+   records its sources emitted in the attempt (a task in user code that ignores the
+   cancellation ends when that code returns; one still running the job's task
+   cancellation timeout later ends its TaskManager, which the JobManager then finds lost:
+   the restart waits for either, as Flink's scheduler waits for every cancelled task);
+2. the strategy's backoff time passes (at the same time as step 1);
 3. slots are allocated again (a lost TaskManager's slots are gone: too few slots fail the
    job with `NoResourceAvailableError`; a dead one not yet found lost still offers its
    slots, and a deployment there fails at once), and every subtask is deployed as the
