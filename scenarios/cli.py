@@ -222,6 +222,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from scenarios.report import REPORT_FILE
+    from scenarios.outputs import failure_origin
     from scenarios.run import OutputDirError, format_checkpoints, format_restarts, format_table, run_scenario
 
     scenario = load_scenario(args.scenario, args.overrides)
@@ -270,6 +271,9 @@ def _run(args: argparse.Namespace) -> int:
     restarts = format_restarts(summary)
     if restarts is not None:
         print(restarts)
+    origin = failure_origin(summary["failure"]) if "failure" in summary else ""
+    if origin:
+        print(f"failed{origin}")
     for violation in summary["invariants"]["violations"]:
         print(f"invariant broken: {violation}")
     print(f"outputs in {args.out}")

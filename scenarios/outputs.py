@@ -112,3 +112,12 @@ def write_trace(out_dir: Path, events: Iterable[Mapping[str, Any]]) -> Path:
         for event in events:
             out.write(json.dumps(event, separators=(",", ":")) + "\n")
     return path
+
+
+def failure_origin(failure: Mapping[str, Any]) -> str:
+    """Where and when the failure of summary.json's `failure` came from, as " at T s in TASK
+    on TM" (" at T s (the job, not a task)" for a failure of no task); empty when it does not say."""
+    at = f" at {failure['failed_at_s']:.3f} s" if failure.get("failed_at_s") is not None else ""
+    if failure.get("task") is None:
+        return f"{at} (the job, not a task)" if at else ""
+    return f"{at} in {failure['task']} on {failure['task_manager']}"

@@ -101,9 +101,16 @@ def summary_of(scenario: Scenario, result: JobResult, engine: str = "local",
         # The scenario as it ran (defaults and --set applied), for reports and `shufflesim compare`.
         "settings": settings_of(scenario),
     }
+    for vertex in summary["vertices"]:
+        states = result.task_states.get(vertex["name"], [])
+        for subtask in vertex.get("subtasks", []):
+            subtask["state"] = states[subtask["index"]] if subtask["index"] < len(states) else None
     summary |= restarts_summary(result)
     if result.error is not None:
         summary["error"] = failure_text(scenario, result.error)
+        # Flink's exception history entry of the root cause: which task, where, when
+        summary["failure"] = {"cause": summary["error"], "task": result.failed_task,
+                              "task_manager": result.failed_task_manager, "failed_at_s": result.failed_at}
     if result.ended_early:
         # The steady state (vertex metrics and latency_ms) is then the samples of the second half
         # of what ran, not of the planned duration.
@@ -278,7 +285,8 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
                             scenario.cluster.heartbeat_timeout)
     job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers,
                     checkpoint_costs=scenario.checkpoints.costs(),
-                    restart=restart_strategy(scenario), placement=scenario.cluster.placement)
+                    restart=restart_strategy(scenario), placement=scenario.cluster.placement,
+                    task_cancellation_timeout=scenario.cluster.task_cancellation_timeout)
     with contextlib.ExitStack() as stack:
         tracer = NULL_TRACER
         if trace:

@@ -309,6 +309,9 @@ class ClusterConfig:
     #: Flink's heartbeat.interval / heartbeat.timeout: a TaskManager silent for the timeout is lost.
     heartbeat_interval: float = field(default=10.0, metadata=_opt(POSITIVE_DURATION))
     heartbeat_timeout: float = field(default=50.0, metadata=_opt(POSITIVE_DURATION))
+    #: Flink's task.cancellation.timeout: a cancelled task still running this long after
+    #: (user code that ignores interrupts) ends its TaskManager's process; 0: never.
+    task_cancellation_timeout: float = field(default=180.0, metadata=_opt(DURATION))
     #: How shared slots land on TaskManagers: "ordered" (one fixed placement) or "random"
     #: (drawn from the seed, as a Flink run picks its own; taskmgr.scheduler).
     placement: str = field(default="ordered", metadata=_opt(_leaf(_choice(*PLACEMENTS))))
@@ -422,7 +425,7 @@ def _checkpoints(value: Any, where: Where) -> CheckpointSettings:
     return settings
 
 
-RESTART_STRATEGIES = ("none", "fixed_delay", "exponential_delay")
+RESTART_STRATEGIES = ("none", "fixed_delay", "failure_rate", "exponential_delay")
 
 
 @dataclass(frozen=True)
@@ -435,8 +438,11 @@ class RestartSettings:
     #: fixed_delay: restart-strategy.fixed-delay.attempts (default 1); exponential_delay:
     #: .exponential-delay.attempts-before-reset-backoff (default unlimited).
     attempts: int | None = field(default=None, metadata=_opt(_int_from(0)))
-    #: restart-strategy.fixed-delay.delay.
+    #: restart-strategy.fixed-delay.delay, restart-strategy.failure-rate.delay.
     delay: float = field(default=1.0, metadata=_opt(DURATION))
+    #: restart-strategy.failure-rate.max-failures-per-interval, .failure-rate-interval.
+    max_failures_per_interval: int = field(default=1, metadata=_opt(_int_from(1)))
+    failure_rate_interval: float = field(default=60.0, metadata=_opt(POSITIVE_DURATION))
     #: restart-strategy.exponential-delay.*: initial-backoff, max-backoff, backoff-multiplier,
     #: reset-backoff-threshold, jitter-factor.
     initial_backoff: float = field(default=1.0, metadata=_opt(POSITIVE_DURATION))
@@ -450,6 +456,7 @@ class RestartSettings:
 RESTART_KEYS = {
     "none": (),
     "fixed_delay": ("attempts", "delay"),
+    "failure_rate": ("max_failures_per_interval", "failure_rate_interval", "delay"),
     "exponential_delay": ("attempts", "initial_backoff", "max_backoff", "backoff_multiplier",
                           "reset_backoff_threshold", "jitter_factor"),
 }
@@ -457,17 +464,21 @@ RESTART_KEYS = {
 
 def _check_restart_keys(restart: RestartSettings, checkpointing: bool, table: Mapping[str, Any],
                         where: Where) -> None:
-    """A `[restart]` key the job's strategy does not read is an error: it would do nothing."""
+    """A `[restart]` key the job's strategy does not read is an error: it would do nothing.
+    Without a strategy that is every key: Flink's default strategy takes its default
+    settings (RestartBackoffTimeStrategyFactoryLoader reads restart-strategy.<type>.* only
+    for the type set)."""
     strategy = restart.strategy or ("exponential_delay" if checkpointing else "none")
     for key in table:
-        if key != "strategy" and key not in RESTART_KEYS[strategy]:
-            owners = ", ".join(name for name, keys in RESTART_KEYS.items() if key in keys)
-            if restart.strategy:
-                message = f"the {strategy!r} strategy does not use it (a setting of {owners})"
-            else:
-                message = (f"Flink's default strategy {'with' if checkpointing else 'without'} checkpoints, "
-                           f"{strategy!r}, does not use it (a setting of {owners}): set restart.strategy")
-            raise where.child(key).error(message)
+        if key == "strategy":
+            continue
+        owners = ", ".join(name for name, keys in RESTART_KEYS.items() if key in keys)
+        if not restart.strategy:
+            raise where.child(key).error(
+                f"Flink's default strategy {'with' if checkpointing else 'without'} checkpoints, {strategy!r}, "
+                f"takes its default settings and does not read it (a setting of {owners}): set restart.strategy")
+        if key not in RESTART_KEYS[strategy]:
+            raise where.child(key).error(f"the {strategy!r} strategy does not use it (a setting of {owners})")
 
 
 @dataclass(frozen=True)
@@ -626,6 +637,7 @@ FAULT_KEYS = {
     "pause_link": ({"between", "duration"}, set()),
     "slow_link": ({"between", "duration", "bandwidth"}, {"latency"}),
     "pause_task": ({"vertex", "duration"}, {"subtask"}),
+    "block_task": ({"vertex", "duration"}, {"subtask"}),
     "fail_task": ({"vertex"}, {"subtask", "message"}),
     "corrupt_frame": ({"between"}, set()),
 }

@@ -21,7 +21,7 @@ from shuffle.transport.auth import AuthenticatedTransport, generate_secret
 from taskmgr.faults import Fault, inject_faults
 from taskmgr.jobmanager import JobConfig, JobManager, JobResult
 from taskmgr.task import Task
-from taskmgr.taskmanager import TaskManager
+from taskmgr.taskmanager import TaskManager, TaskManagerFatalError
 
 LOOPBACK = "127.0.0.1:0"
 #: Progress is reported this many times over a run's duration.
@@ -98,6 +98,8 @@ class MiniCluster:
             with kernel.CancelScope() as scope:
                 self._scopes[tm.name] = scope
                 await tm.run(task_status=task_status)
+        except TaskManagerFatalError:
+            pass  # its process ended (logged): as a killed one, the JobManager finds it lost
         finally:
             self._stopped[tm.name].set()
 

@@ -53,6 +53,9 @@ class JobInformation:
     checkpoint_costs: dict[str, float] = field(default_factory=dict)
     #: The job's attempt (0, then one more per restart): all its tasks are redeployed together.
     attempt: int = 0
+    #: Flink's task.cancellation.timeout (s): a cancelled task that has not ended by then is
+    #: a fatal error of its TaskManager, whose process ends (0: no such watchdog).
+    task_cancellation_timeout: float = 180.0
 
 
 @dataclass(frozen=True)

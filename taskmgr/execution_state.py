@@ -13,6 +13,8 @@ class ExecutionState(str, enum.Enum):
     DEPLOYING = "DEPLOYING"
     INITIALIZING = "INITIALIZING"
     RUNNING = "RUNNING"
+    #: The JobManager asked it to cancel and waits for it to end (set by the JobManager only).
+    CANCELING = "CANCELING"
     FINISHED = "FINISHED"
     CANCELED = "CANCELED"
     FAILED = "FAILED"

@@ -7,8 +7,11 @@ restarts and after how long. If it does:
 1. every task of the job is cancelled: each TaskManager cancels its tasks of the job,
    waits until they have ended and released their partitions (every network buffer back
    in its pool), ends the attempt's accounting, and answers `attempt_cancelled` with the
-   records its sources emitted in the attempt;
-2. the strategy's backoff time passes;
+   records its sources emitted in the attempt (a task in user code that ignores the
+   cancellation ends when that code returns; one still running the job's task
+   cancellation timeout later ends its TaskManager, which the JobManager then finds lost:
+   the restart waits for either, as Flink's scheduler waits for every cancelled task);
+2. the strategy's backoff time passes (at the same time as step 1);
 3. slots are allocated again (a lost TaskManager's slots are gone: too few slots fail the
    job with `NoResourceAvailableError`; a dead one not yet found lost still offers its
    slots, and a deployment there fails at once), and every subtask is deployed as the
@@ -69,6 +72,11 @@ class RestartRecord:
     attempt: int
     failed_at_s: float
     cause: str
+    #: The task that failed, as Flink names it (``SlowMap -> Sink: Writer (1/1)``), and its
+    #: TaskManager (Flink's exception history: taskName, location); None for a failure of
+    #: the job itself (e.g. too many failed checkpoints).
+    task: str | None
+    task_manager: str | None
     restarted_at_s: float
     downtime_ms: float
     #: Records the failed attempt's sources emitted after the checkpoint the job restarts
@@ -142,12 +150,13 @@ class Failover:
         job, backoff = self.job, self.backoff
         if job.failure is None or job.stopped_early:
             return False
-        failed_at = self._job_time()
+        failed_at = job.failed_at - self.start
         backoff.notify_failure(failed_at)
         if not backoff.can_restart():
             job.recovery_suppressed_by = str(backoff)
             return False
         cause = job.failure
+        task, task_manager = job.failure_origin(self.graph)
         log.info("job %s attempt %d failed at %.3f s (%s); restarting in %g s", job.job_id, job.attempt,
                  failed_at, describe_error(cause), backoff.backoff_time)
         emitted = await self._cancel_attempt()
@@ -163,12 +172,11 @@ class Failover:
         try:
             placement = self._allocate()
         except NoResourceAvailableError as exc:
-            exc.__cause__ = cause
-            job.failure = exc
+            job.supersede_failure(exc)
             return False
         restarted_at = self._job_time()
         job.restart_history.append(RestartRecord(
-            job.attempt, round(failed_at, 6), describe_error(cause), round(restarted_at, 6),
+            job.attempt, round(failed_at, 6), describe_error(cause), task, task_manager, round(restarted_at, 6),
             round((restarted_at - failed_at) * 1000, 3), replayed))
         job.new_attempt(placement)
         self.next_restore = restore
@@ -178,23 +186,24 @@ class Failover:
         return kernel.current_time() - self.start
 
     async def _cancel_attempt(self) -> int | None:
-        """Cancel the job's tasks on every TaskManager and wait until each has answered that
-        they ended (or is lost); the records their sources had emitted since the job began
-        (a restored position included), None if that took too long."""
+        """Cancel the job's tasks on every TaskManager and wait, as Flink's scheduler does
+        before a restart, until each has answered that they ended or is lost; the records
+        their sources had emitted since the job began (a restored position included). None
+        if that did not happen within the run (a task stuck in user code that ignores the
+        cancellation, on a TaskManager whose watchdog has not ended it yet)."""
         job, jobmanager = self.job, self.jobmanager
-        hosts = [tm for tm in dict.fromkeys(job.placement.values()) if jobmanager.is_reachable(tm)]
+        hosts = []
         job.cancelled_attempt.clear()
-        for task_manager in hosts:
-            await jobmanager._send(task_manager, CancelAttempt(job.job_id, job.attempt))
-        with kernel.move_on_after(self.config.cancel_timeout):
-            # an unreachable TaskManager's cancel RPC fails at once: Flink counts its tasks cancelled
-            await job.wait_for(lambda: all(tm in job.cancelled_attempt or not jobmanager.is_reachable(tm)
-                                           for tm in hosts))
-            return sum(job.cancelled_attempt.values())
-        cause = TimeoutError(f"the tasks of attempt {job.attempt} did not end within "
-                             f"{self.config.cancel_timeout:g} s of their cancellation")
-        cause.__cause__ = job.failure
-        job.failure = cause
+        for task_manager in dict.fromkeys(job.placement.values()):
+            # a cancel RPC that fails (an unreachable TaskManager) ends the cancelling at once, as in Flink
+            if await jobmanager._send(task_manager, CancelAttempt(job.job_id, job.attempt)):
+                hosts.append(task_manager)
+        with kernel.move_on_at(self.start + self.config.duration):
+            # a TaskManager that dies now is waited for until the JobManager finds it lost
+            await job.wait_for(lambda: job.stopped_early or all(
+                tm in job.cancelled_attempt or tm not in jobmanager.task_managers for tm in hosts))
+            if not job.stopped_early:
+                return sum(job.cancelled_attempt.values())
         return None
 
     def _allocate(self) -> dict[str, str]:

@@ -12,6 +12,7 @@ fails the job with Flink's cause, a paused or slow link only slows it.
 | `pause_link` | `between`, `duration` | their connections take no writes for `duration` (sim) |
 | `slow_link` | `between`, `duration`, `bandwidth`, `latency` | their connections run at that speed for `duration` (sim) |
 | `pause_task` | `vertex`, `subtask`, `duration` | the subtask processes nothing for `duration` (a GC pause) |
+| `block_task` | `vertex`, `subtask`, `duration` | its user function blocks for `duration`, ignoring interrupts: a cancellation waits for it |
 | `fail_task` | `vertex`, `subtask`, `message` | the subtask's user function raises `InjectedFailure` |
 | `corrupt_frame` | `between` (producer, consumer) | the next message from producer to consumer arrives corrupted |
 """
@@ -32,8 +33,8 @@ log = logging.getLogger(__name__)
 
 #: Kinds that need the simulated link (they impair it).
 SIM_ONLY = ("pause_link", "slow_link")
-FAULT_KINDS = ("kill_task_manager", "drop_connection", "pause_link", "slow_link", "pause_task", "fail_task",
-               "corrupt_frame")
+FAULT_KINDS = ("kill_task_manager", "drop_connection", "pause_link", "slow_link", "pause_task", "block_task",
+               "fail_task", "corrupt_frame")
 
 
 class InjectedFailure(RuntimeError):
@@ -92,6 +93,8 @@ def _apply(mini: MiniCluster, fault: Fault, nursery: Any) -> None:
             log.warning("fault %s: no running subtask %s of %r", kind, fault.subtask, fault.vertex)
         elif kind == "pause_task":
             task.send_mail(lambda: kernel.sleep(fault.duration))
+        elif kind == "block_task":
+            task.send_mail(lambda: task.run_uninterruptibly(fault.duration))
         else:
             task.send_mail(_raiser(InjectedFailure(fault.message)))
 

@@ -64,6 +64,8 @@ class JobConfig:
     registration_timeout: float = 10.0
     drain_timeout: float = 30.0
     cancel_timeout: float = 10.0
+    #: Flink's task.cancellation.timeout (taskmgr.taskmanager); 0: off.
+    task_cancellation_timeout: float = 180.0
     checkpoint_costs: CheckpointCosts = field(default_factory=CheckpointCosts)
     restart: RestartStrategy = RestartStrategy()
     #: How shared slots land on TaskManagers: "ordered" or "random" (taskmgr.scheduler).
@@ -121,6 +123,10 @@ class _JobExecution:
         #: When each task of the current attempt finished (kernel time).
         self.finished_at: dict[str, float] = {}
         self.failure: BaseException | None = None
+        #: The execution whose failure `failure` is (None: a failure of the job, not of a
+        #: task) and when it came (kernel time): Flink's exception history entry.
+        self.failed_execution: str | None = None
+        self.failed_at: float | None = None
         self.reports: dict[str, dict[str, Any]] = {}
         self._changed = kernel.Event()
         self.stopped_early = False
@@ -162,12 +168,32 @@ class _JobExecution:
         """Flink's job status RUNNING: no failure, and not every task has ended."""
         return self.failure is None and not self.all_terminal
 
-    def fail(self, cause: BaseException) -> None:
+    def fail(self, cause: BaseException, execution_id: str | None = None) -> None:
+        """The job fails with `cause`, of the task `execution_id` (None: of no task), unless
+        it failed already: the first failure is the root cause, as in Flink's exception history."""
         if self.failure is None:
             self.failure = cause
+            self.failed_execution = execution_id
+            self.failed_at = kernel.current_time()
         if self.checkpoint_deactivator is not None:
             self.checkpoint_deactivator.job_status_changes(running=False)
         self._notify()
+
+    def failure_origin(self, graph: ExecutionGraph) -> tuple[str | None, str | None]:
+        """The failed task's name with subtask (Flink's taskName) and its TaskManager; None,
+        None for a failure of the job itself (a checkpoint failure, too few slots, ...)."""
+        for vertex in graph.all_execution_vertices:
+            eid = execution_id(vertex)
+            if eid == self.failed_execution:
+                return vertex.name, self.placement[eid]
+        return None, None
+
+    def supersede_failure(self, cause: BaseException) -> None:
+        """The failure that stands is now `cause` (chained to the first), of no task."""
+        cause.__cause__ = self.failure
+        self.failure = cause
+        self.failed_execution = None
+        self.failed_at = kernel.current_time()
 
     def new_attempt(self, placement: dict[str, str]) -> None:
         """The job restarts: its next attempt runs on `placement`, without failure yet."""
@@ -176,6 +202,7 @@ class _JobExecution:
         self.states = dict.fromkeys(placement, ExecutionState.DEPLOYING)
         self.finished_at.clear()
         self.failure = None
+        self.failed_execution = self.failed_at = None
         self._notify()
 
     def on_attempt_cancelled(self, task_manager: str, message: AttemptCancelled) -> None:
@@ -208,7 +235,7 @@ class _JobExecution:
             self.checkpoint_deactivator.on_state_update(message.execution_id, state)
             self.checkpoint_deactivator.job_status_changes(self.running)
         if cause is not None:
-            self.fail(cause)
+            self.fail(cause, message.execution_id)
         self._notify()
 
     def on_report(self, task_manager: str, report: dict[str, Any]) -> None:
@@ -223,16 +250,18 @@ class _JobExecution:
         """The JobManager let the TaskManager go (Flink's disconnectTaskManager): its tasks
         of the job fail with `cause`."""
         if name in self.placement.values() and name not in self.reports:
-            self.fail(cause)
-            for eid, task_manager in self.placement.items():  # its tasks are gone with it
-                if task_manager == name and not self.states[eid].is_terminal:
-                    self.states[eid] = ExecutionState.FAILED
+            lost = [eid for eid, task_manager in self.placement.items()
+                    if task_manager == name and not self.states[eid].is_terminal]
+            # its tasks are gone with it: each fails with `cause`, the first is the root
+            self.fail(cause, lost[0] if lost else None)
+            for eid in lost:
+                self.states[eid] = ExecutionState.FAILED
             self._notify()
 
     def on_deployment_failed(self, execution_id: str, cause: BaseException) -> None:
         """The task could not be deployed (its TaskManager is unreachable): it FAILED."""
         self.states[execution_id] = ExecutionState.FAILED
-        self.fail(cause)
+        self.fail(cause, execution_id)
 
 
 class JobManager:
@@ -439,6 +468,12 @@ class JobManager:
             duration = await self._execute(job, graph, config, start)
             result = await self._finish(job, graph, config, duration)
             result.vertex_end_times = _vertex_end_times(job, graph, start)
+            result.task_states = {vertex.name: [job.states[execution_id(ev)].value
+                                                for ev in graph.task_vertices[vertex.id]]
+                                  for vertex in graph.job_graph.vertices}
+            if job.failure is not None:
+                result.failed_task, result.failed_task_manager = job.failure_origin(graph)
+                result.failed_at = round(job.failed_at - start, 6)
             return result
         finally:
             del self._jobs[job_id]
@@ -500,8 +535,11 @@ class JobManager:
                 job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s"))
         if not job.all_terminal:
             for eid, state in job.states.items():
-                if not state.is_terminal and not await self._send(job.placement[eid], CancelTask(eid)):
-                    job.states[eid] = ExecutionState.CANCELED  # Flink: a cancel RPC that fails ends the cancelling
+                if state.is_terminal:
+                    continue
+                # Flink: a cancel RPC that fails ends the cancelling
+                sent = await self._send(job.placement[eid], CancelTask(eid))
+                job.states[eid] = ExecutionState.CANCELING if sent else ExecutionState.CANCELED
             with kernel.move_on_after(config.cancel_timeout):
                 await job.wait_for(lambda: job.all_terminal)
         return duration
@@ -518,7 +556,8 @@ class JobManager:
         for vertex in graph.all_execution_vertices:
             eid = execution_id(vertex)
             info = JobInformation(job.job_id, config.seed, kernel.current_time() - start, config.duration,
-                                  config.sample_period, asdict(config.checkpoint_costs), job.attempt)
+                                  config.sample_period, asdict(config.checkpoint_costs), job.attempt,
+                                  config.task_cancellation_timeout)
             descriptor = create_descriptor(vertex, info, addresses, attempts,
                                            None if restore is None else restore.get(eid))
             if not await self._send(job.placement[eid], DeployTask(descriptor.to_message())):

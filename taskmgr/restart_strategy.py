@@ -7,6 +7,9 @@ which hears of every failure and answers whether the job may restart and after h
 - `none` (`NoRestartBackoffTimeStrategy`): a task failure fails the job.
 - `fixed_delay` (`FixedDelayRestartBackoffTimeStrategy`): restart after `delay`, at most
   `attempts` times (Flink's defaults: 1 attempt, 1 s).
+- `failure_rate` (`FailureRateRestartBackoffTimeStrategy`): restart after `delay` unless
+  this failure is the `max_failures_per_interval + 1`-th within `failure_rate_interval`
+  (Flink's defaults: 1 failure per 1 min, 1 s).
 - `exponential_delay` (`ExponentialDelayRestartBackoffTimeStrategy`, Flink 2.x): the n-th
   restart waits `initial_backoff * backoff_multiplier**(n-1)`, at most `max_backoff`,
   plus a random jitter of up to `jitter_factor` of it (never below `initial_backoff`); a
@@ -17,7 +20,8 @@ which hears of every failure and answers whether the job may restart and after h
 
 Unset (`strategy = None`), the strategy is Flink's default for the job
 (`RestartBackoffTimeStrategyFactoryLoader`): `exponential_delay` with checkpointing on,
-`none` without.
+`none` without, with its default settings: Flink reads restart-strategy.<type>.* only for
+the type set, so a setting without a strategy would do nothing and is an error here.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections import deque
 from dataclasses import dataclass
 
-STRATEGIES = ("none", "fixed_delay", "exponential_delay")
+STRATEGIES = ("none", "fixed_delay", "failure_rate", "exponential_delay")
 #: Java's Long.MAX_VALUE, where Flink's backoff in milliseconds saturates.
 LONG_MAX = 2**63 - 1
 #: Flink's restart-strategy.fixed-delay.attempts and .delay defaults.
@@ -44,8 +49,11 @@ class RestartStrategy:
     #: fixed_delay: restart-strategy.fixed-delay.attempts (default 1); exponential_delay:
     #: .exponential-delay.attempts-before-reset-backoff (default unlimited). None: the default.
     attempts: int | None = None
-    #: restart-strategy.fixed-delay.delay.
+    #: restart-strategy.fixed-delay.delay and restart-strategy.failure-rate.delay.
     delay: float = DEFAULT_DELAY
+    #: restart-strategy.failure-rate.max-failures-per-interval and .failure-rate-interval.
+    max_failures_per_interval: int = 1
+    failure_rate_interval: float = 60.0
     #: restart-strategy.exponential-delay.*
     initial_backoff: float = 1.0
     max_backoff: float = 60.0
@@ -56,11 +64,22 @@ class RestartStrategy:
     def __post_init__(self) -> None:
         if self.strategy is not None and self.strategy not in STRATEGIES:
             raise ValueError(f"restart strategy must be one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+        if self.strategy is None:
+            changed = [f.name for f in dataclasses.fields(self) if getattr(self, f.name) != f.default]
+            if changed:
+                raise ValueError(f"restart {', '.join(changed)} without a strategy would do nothing: Flink's "
+                                 "default strategy (exponential_delay with checkpointing, none without) takes "
+                                 "its default settings; set the strategy")
         if (self.attempts is not None and self.attempts < 0) or self.delay < 0:
             raise ValueError(f"restart attempts and delay must be >= 0, got {self.attempts} and {self.delay}")
-        if self.strategy in (None, "exponential_delay"):  # unset: exponential_delay with checkpointing
+        if self.strategy == "failure_rate":
+            if self.max_failures_per_interval < 1:
+                raise ValueError(f"restart max_failures_per_interval must be >= 1, got {self.max_failures_per_interval}")
+            if not self.failure_rate_interval >= 0.001:
+                raise ValueError(f"restart failure_rate_interval must be >= 1 ms, got {self.failure_rate_interval:g} s")
+        if self.strategy == "exponential_delay":
             # Flink's checks (in milliseconds: at least 1 ms)
-            if self.strategy is not None and self.attempts == 0:
+            if self.attempts == 0:
                 raise ValueError("restart attempts must be >= 1 for exponential_delay (Flink's "
                                  "attempts-before-reset-backoff), got 0")
             if not 0.001 <= self.initial_backoff <= self.max_backoff:
@@ -75,10 +94,11 @@ class RestartStrategy:
                 raise ValueError(f"restart jitter_factor must be between 0 and 1, got {self.jitter_factor:g}")
 
     def resolve(self, checkpointing: bool) -> RestartStrategy:
-        """This strategy, or, if unset, Flink's default for a job with or without checkpointing."""
+        """This strategy, or, if unset, Flink's default for a job with or without checkpointing
+        (with its default settings, the only ones an unset strategy can have)."""
         if self.strategy is not None:
             return self
-        return dataclasses.replace(self, strategy="exponential_delay" if checkpointing else "none")
+        return RestartStrategy("exponential_delay" if checkpointing else "none")
 
     @property
     def restarts(self) -> bool:
@@ -90,6 +110,9 @@ class RestartStrategy:
         if self.strategy == "fixed_delay":
             return FixedDelayRestartBackoffTimeStrategy(
                 DEFAULT_ATTEMPTS if self.attempts is None else self.attempts, self.delay)
+        if self.strategy == "failure_rate":
+            return FailureRateRestartBackoffTimeStrategy(self.max_failures_per_interval, self.failure_rate_interval,
+                                                         self.delay)
         if self.strategy == "exponential_delay":
             return ExponentialDelayRestartBackoffTimeStrategy(self, rng)
         if self.strategy == "none":
@@ -132,6 +155,38 @@ class FixedDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
     def __str__(self) -> str:
         return (f"FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts={self.max_attempts}, "
                 f"backoffTimeMS={round(self.backoff_time * 1000)})")
+
+
+class FailureRateRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):
+    """Flink's: it keeps the times of the last `max_failures + 1` failures and refuses a
+    restart when the oldest of them is no more than `interval` before the latest, that is,
+    when more than `max_failures` failures fell within `interval` (times in whole ms)."""
+
+    def __init__(self, max_failures: int, interval: float, delay: float) -> None:
+        self.max_failures = max_failures
+        self.interval = interval
+        self.backoff_time = delay
+        self.failure_times: deque[float] = deque()
+        self._now = 0.0
+
+    def notify_failure(self, now: float) -> bool:
+        self._now = _ms(now)
+        if self._queue_full():
+            self.failure_times.popleft()
+        self.failure_times.append(self._now)
+        return True
+
+    def _queue_full(self) -> bool:
+        return len(self.failure_times) > self.max_failures
+
+    def can_restart(self) -> bool:
+        return not self._queue_full() or self._now - self.failure_times[0] > _ms(self.interval)
+
+    def __str__(self) -> str:
+        # Flink's string, its doubled prefix and single closing parenthesis included
+        return (f"FailureRateRestartBackoffTimeStrategy(FailureRateRestartBackoffTimeStrategy("
+                f"failuresIntervalMS={round(self.interval * 1000)},backoffTimeMS={round(self.backoff_time * 1000)},"
+                f"maxFailuresPerInterval={self.max_failures})")
 
 
 class ExponentialDelayRestartBackoffTimeStrategy(RestartBackoffTimeStrategy):

@@ -114,6 +114,15 @@ class JobResult:
     #: The failure stood because the restart strategy allowed no more restarts (Flink's
     #: "Recovery is suppressed by ..."): the strategy, as Flink names it.
     recovery_suppressed_by: str | None = None
+    #: Where the failure that stands (`error`) came from, as Flink's exception history says:
+    #: the task (``SlowMap -> Sink: Writer (1/1)``) and its TaskManager (None, None: a
+    #: failure of the job itself), and when (job time, s).
+    failed_task: str | None = None
+    failed_task_manager: str | None = None
+    failed_at: float | None = None
+    #: Vertex name -> the state each subtask of the last attempt ended in (FINISHED, FAILED,
+    #: CANCELED), as Flink's job details list them.
+    task_states: dict[str, list[str]] = field(default_factory=dict)
 
     def raise_for_status(self) -> JobResult:
         """Raise JobExecutionError (root cause chained) unless the job finished."""

@@ -191,6 +191,11 @@ class Task:
         self._source: SourceOperator | None = None
         self._input_processor: StreamInputProcessor | None = None
         self._cancel_scope = kernel.CancelScope()
+        #: Cancelled (Flink's cancelExecution); it takes effect once no user code ignores it.
+        self.cancel_requested = False
+        self._uninterruptible = 0
+        #: Set when `run` has ended (its resources released).
+        self.ended = kernel.Event()
         self._partitions: list[ResultPartition] = []
         self._gates: list[SingleInputGate] = []
         self._nursery: Any = None
@@ -212,6 +217,12 @@ class Task:
         self.on_state_change(self)
 
     async def run(self) -> None:
+        try:
+            await self._run_cancellably()
+        finally:
+            self.ended.set()
+
+    async def _run_cancellably(self) -> None:
         with self._cancel_scope:
             try:
                 await self._run()
@@ -226,7 +237,22 @@ class Task:
             self._transition(ExecutionState.CANCELED)
 
     def cancel(self) -> None:
-        self._cancel_scope.cancel()
+        """Cancel the task (Flink's TaskCanceler: cancel, then interrupt the task thread): at
+        once, unless user code that ignores interrupts runs; then when it returns."""
+        self.cancel_requested = True
+        if not self._uninterruptible:
+            self._cancel_scope.cancel()
+
+    async def run_uninterruptibly(self, seconds: float) -> None:
+        """User code that ignores interrupts for `seconds` (a busy loop, a call that does not
+        react to Thread.interrupt): a cancellation waits for it, as Flink's does."""
+        self._uninterruptible += 1
+        try:
+            await kernel.sleep(seconds)
+        finally:
+            self._uninterruptible -= 1
+            if self.cancel_requested and not self._uninterruptible:
+                self._cancel_scope.cancel()
 
     def send_mail(self, action: Callable[[], Awaitable[None]]) -> bool:
         """Run `action` in the task's mailbox loop; False if the task is not running or

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import os
 import random
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from graph import JobGraph
@@ -105,12 +105,12 @@ class _JobSession:
             self._task_ended.set()
             self._task_ended = kernel.Event()
 
-    async def cancel_attempt(self) -> int:
-        """End the current attempt (taskmgr.failover): cancel its tasks, wait until they have
+    async def cancel_attempt(self, cancel: Callable[[Task], None]) -> int:
+        """End the current attempt (taskmgr.failover): `cancel` its tasks, wait until they have
         ended, release what they produced, drop what the attempt counted. Returns the records
         its sources had emitted (since the job began: a restored position included)."""
         for task in self.tasks.values():
-            task.cancel()
+            cancel(task)
         while self._running:
             await self._task_ended.wait()
         contexts = [task.context for task in self.tasks.values() if task.context is not None]
@@ -151,6 +151,10 @@ class _JobSession:
         if kernel.current_time() - sampler.last_sample_at >= MIN_LAST_SAMPLE * sampler.period:
             sampler.sample()
         self.sampling_stopped = True
+
+
+class TaskManagerFatalError(RuntimeError):
+    """Flink's TaskExecutor fatal error: the TaskManager's process ends."""
 
 
 class TaskManager:
@@ -294,14 +298,32 @@ class TaskManager:
         for job in self._jobs.values():
             task = job.tasks.get(message.execution_id)
             if task is not None:
-                task.cancel()
+                self._cancel_task(task)
+
+    def _cancel_task(self, task: Task) -> None:
+        """Cancel `task`; if it has not ended `task.cancellation.timeout` later (user code
+        that ignores the interrupts), this TaskManager dies, as Flink's TaskCancelerWatchDog
+        makes it (a fatal error ends the process)."""
+        watched = task.cancel_requested
+        task.cancel()
+        timeout = task.descriptor.job.task_cancellation_timeout
+        if not watched and timeout > 0 and not task.ended.is_set():
+            self._nursery.start_soon(self._cancellation_watchdog, task, timeout)
+
+    async def _cancellation_watchdog(self, task: Task, timeout: float) -> None:
+        with kernel.move_on_after(timeout):
+            await task.ended.wait()
+            return
+        message = f"Task did not exit gracefully within {timeout:g} + seconds."
+        log.error("%s: %s (%s); the TaskManager terminates", self.name, message, task.name)
+        raise TaskManagerFatalError(message)
 
     async def _on_cancel_attempt(self, message: CancelAttempt) -> None:
         self._nursery.start_soon(self._cancel_attempt, message)
 
     async def _cancel_attempt(self, message: CancelAttempt) -> None:
         job = self._jobs.get(message.job_id)
-        records_emitted = 0 if job is None else await job.cancel_attempt()
+        records_emitted = 0 if job is None else await job.cancel_attempt(self._cancel_task)
         self._outbox.put_nowait(AttemptCancelled(message.job_id, message.attempt, records_emitted))
 
     async def _on_trigger_checkpoint(self, message: TriggerCheckpoint) -> None:
@@ -350,7 +372,7 @@ class TaskManager:
         if job is not None:
             job.stop_sampling()
             for task in job.tasks.values():
-                task.cancel()
+                self._cancel_task(task)
                 task.release_partitions()
             for channel in job.services.iteration_channels.values():
                 channel.queue.close()

@@ -38,7 +38,7 @@ NETWORK_OPTIONS = {
 #: timeout is applied, but per operator, as the StreamGraph resolves it.
 NOT_APPLICABLE = {
     "network": {"buffer_timeout", "flusher_sleep_overshoot"},
-    "cluster": {"secret", "heartbeat_interval", "heartbeat_timeout", "placement"},
+    "cluster": {"secret", "heartbeat_interval", "heartbeat_timeout", "task_cancellation_timeout", "placement"},
     "checkpoints": {"trigger_delay", "ack_latency", "sync_snapshot", "async_overhead", "upload_bandwidth",
                     "state_size"},
 }

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from scenarios.channels import channel_timelines, read_trace
-from scenarios.outputs import steady_state_window
+from scenarios.outputs import failure_origin, steady_state_window
 from scenarios.report.data import Run, flat_settings, load_run
 from scenarios.report.figures import (
     BACKPRESSURE,
@@ -66,7 +66,7 @@ def _lead(summary: Mapping[str, Any]) -> str:
     if summary.get("restarts"):
         lead += f" Restarted {summary['restarts']} time(s); the results are those of the last attempt."
     if "error" in summary:
-        lead += f' <span class="bad">Failed: {esc(summary["error"])}</span>'
+        lead += f' <span class="bad">Failed{esc(failure_origin(summary.get("failure", {})))}: {esc(summary["error"])}</span>'
     return lead
 
 
@@ -134,7 +134,8 @@ def _checkpoints_section(summary: Mapping[str, Any]) -> Section:
     return Section("Checkpoints", body, "checkpoints")
 
 
-RESTART_KEYS = ("attempt", "failed_at_s", "cause", "restarted_at_s", "downtime_ms", "records_replayed")
+RESTART_KEYS = ("attempt", "failed_at_s", "task", "task_manager", "cause", "restarted_at_s", "downtime_ms",
+                "records_replayed")
 
 
 def _restarts_section(summary: Mapping[str, Any]) -> Section | None:

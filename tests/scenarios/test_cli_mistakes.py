@@ -50,8 +50,12 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     # a [restart] key the job's strategy does not read would do nothing (with checkpoints the
     # default is exponential_delay, which has no 'delay')
     (["plan", str(LIBRARY / "checkpoints-slow-map.toml"), "--set", "restart.delay=5s"],
-     "restart.delay: Flink's default strategy with checkpoints, 'exponential_delay', does not use it "
-     "(a setting of fixed_delay): set restart.strategy (from --set restart.delay)"),
+     "restart.delay: Flink's default strategy with checkpoints, 'exponential_delay', takes its default settings "
+     "and does not read it (a setting of fixed_delay, failure_rate): set restart.strategy (from --set restart.delay)"),
+    # not even its own: Flink reads restart-strategy.exponential-delay.* only when the type is set
+    (["plan", str(LIBRARY / "checkpoints-slow-map.toml"), "--set", "restart.initial_backoff=5s"],
+     "restart.initial_backoff: Flink's default strategy with checkpoints, 'exponential_delay', takes its default "
+     "settings and does not read it (a setting of exponential_delay): set restart.strategy"),
     (["plan", str(LIBRARY / "link-failure.toml"), "--set", "restart.strategy=fixed_delay",
       "--set", "restart.initial_backoff=2s"],
      "restart.initial_backoff: the 'fixed_delay' strategy does not use it (a setting of exponential_delay)"),

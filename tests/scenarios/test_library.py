@@ -147,6 +147,11 @@ def test_a_dropped_link_fails_the_job_with_flinks_root_cause(tmp_path: Path) -> 
     assert summary["status"] == "FAILED"
     assert summary["error"].startswith("RemoteTransportError: Lost connection to task manager 'tm-0'")
     assert 5.0 <= summary["duration_s"] < 7.0 and summary["invariants"]["buffers_leaked"] == 0
+    # which task failed, where and when (Flink's exception history); the source was cancelled
+    failure = summary["failure"]
+    assert (failure["task"], failure["task_manager"]) == ("SlowMap -> Sink: Writer (1/1)", "tm-1")
+    assert failure["cause"] == summary["error"] and failure["failed_at_s"] == pytest.approx(summary["duration_s"])
+    assert [[s["state"] for s in vertex["subtasks"]] for vertex in summary["vertices"]] == [["CANCELED"], ["FAILED"]]
 
 
 def test_debloating_shrinks_buffers_to_a_second_of_data_and_the_in_flight_bytes_with_them(tmp_path: Path) -> None:

@@ -28,16 +28,28 @@ def test_restart_settings_default_to_flinks_and_are_checked() -> None:
     restart = load_scenario(LINK_FAILURE, ["restart.strategy=fixed_delay", "restart.attempts=3",
                                            "restart.delay=250ms"]).restart
     assert (restart.strategy, restart.attempts, restart.delay) == ("fixed_delay", 3, 0.25)
+    restart = load_scenario(LINK_FAILURE, ["restart.strategy=failure_rate"]).restart
+    assert (restart.max_failures_per_interval, restart.failure_rate_interval, restart.delay) == (1, 60.0, 1.0)
+    restart = load_scenario(LINK_FAILURE, ["restart.strategy=failure_rate", "restart.max_failures_per_interval=3",
+                                           "restart.failure_rate_interval=10s", "restart.delay=0s"]).restart
+    assert (restart.max_failures_per_interval, restart.failure_rate_interval, restart.delay) == (3, 10.0, 0.0)
+    with pytest.raises(ScenarioError, match="restart.max_failures_per_interval"):
+        load_scenario(LINK_FAILURE, ["restart.strategy=failure_rate", "restart.max_failures_per_interval=0"])
+    with pytest.raises(ScenarioError, match="restart.attempts: the 'failure_rate' strategy does not use it"):
+        load_scenario(LINK_FAILURE, ["restart.strategy=failure_rate", "restart.attempts=3"])
     with pytest.raises(ScenarioError, match="restart.strategy"):
         load_scenario(LINK_FAILURE, ["restart.strategy=exponential"])
     with pytest.raises(ScenarioError, match="restart.attempts"):
         load_scenario(LINK_FAILURE, ["restart.attempts=-1"])
     with pytest.raises(ScenarioError, match="restart.backoff"):
         load_scenario(LINK_FAILURE, ["restart.backoff=1s"])
-    with pytest.raises(ScenarioError, match="restart.jitter_factor"):
-        load_scenario(LINK_FAILURE, ["restart.jitter_factor=1.5"])
-    with pytest.raises(ScenarioError, match="restart.backoff_multiplier"):
-        load_scenario(LINK_FAILURE, ["restart.backoff_multiplier=1"])
+    with pytest.raises(ScenarioError, match="restart.jitter_factor: .* must be"):
+        load_scenario(LINK_FAILURE, ["restart.strategy=exponential_delay", "restart.jitter_factor=1.5"])
+    with pytest.raises(ScenarioError, match="restart.backoff_multiplier: .* must be"):
+        load_scenario(LINK_FAILURE, ["restart.strategy=exponential_delay", "restart.backoff_multiplier=1"])
+    # without a strategy, Flink's default one takes its default settings: a setting would do nothing
+    with pytest.raises(ScenarioError, match="restart.initial_backoff: Flink's default strategy without checkpoints"):
+        load_scenario(LINK_FAILURE, ["restart.initial_backoff=5s"])
 
 
 def test_restart_settings_that_do_not_fit_together_are_one_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -72,6 +84,7 @@ def test_a_restarted_run_shows_its_restarts(tmp_path: Path, capsys: pytest.Captu
     [restart] = summary["restart_history"]
     assert restart["cause"].startswith("RemoteTransportError: Lost connection to task manager 'tm-0'")
     assert restart["attempt"] == 0 and 5.0 < restart["failed_at_s"] < 6.0
+    assert (restart["task"], restart["task_manager"]) == ("SlowMap -> Sink: Writer (1/1)", "tm-1")
     assert restart["downtime_ms"] == pytest.approx(1000, abs=10)
     assert summary["records_replayed"] == restart["records_replayed"] > 0
     assert f"restarts 1 (failed at {restart['failed_at_s']:.3f} s; downtime 1000 ms" in printed
@@ -79,13 +92,19 @@ def test_a_restarted_run_shows_its_restarts(tmp_path: Path, capsys: pytest.Captu
     assert 'id="restarts"' in report and "Restarted 1 time(s)" in report
 
 
-def test_a_failure_without_restarts_says_recovery_was_suppressed(tmp_path: Path) -> None:
+def test_a_failure_without_restarts_says_recovery_was_suppressed(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
     assert main(["run", LINK_FAILURE, "--out", str(out), "--set", "duration=8s"]) == 1
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "FAILED" and summary["restarts"] == 0 and summary["restart_history"] == []
     assert summary["recovery_suppressed_by"] == "NoRestartBackoffTimeStrategy"
-    assert "Recovery is suppressed by NoRestartBackoffTimeStrategy" in (out / "report.html").read_text()
+    report = (out / "report.html").read_text()
+    assert "Recovery is suppressed by NoRestartBackoffTimeStrategy" in report
+    # which task failed, where and when: printed, and in the report's lead
+    origin = f"at {summary['failure']['failed_at_s']:.3f} s in SlowMap -&gt; Sink: Writer (1/1) on tm-1"
+    assert f"failed {origin.replace('&gt;', '>')}\n" in capsys.readouterr().out
+    assert f"Failed {origin}: RemoteTransportError" in report
 
 
 def test_a_run_with_checkpoints_restarts_from_the_last_one(tmp_path: Path) -> None:
@@ -103,3 +122,20 @@ def test_a_run_with_checkpoints_restarts_from_the_last_one(tmp_path: Path) -> No
     # the source had emitted ~30,000 records by the failure (the map's 5 s and the
     # buffers in flight); only those after the last checkpoint's barriers come again
     assert 0 < summary["records_replayed"] < 5000
+
+
+def test_a_restart_waits_for_a_task_stuck_in_user_code(tmp_path: Path) -> None:
+    """`block_task`: the source's user code ignores interrupts from 4 s to 8 s; the map fails
+    at 5.645 s (the dropped connection) and Flink restarts once the source has ended too."""
+    blocked = tmp_path / "blocked.toml"
+    blocked.write_text(Path(LINK_FAILURE).read_text() + '\n[[faults]]\nat = "4s"\nkind = "block_task"\n'
+                       'vertex = "Source: Seq"\nduration = "4s"\n')
+    scenario = load_scenario(blocked, ["restart.strategy=fixed_delay", "cluster.task_cancellation_timeout=30s"])
+    assert scenario.cluster.task_cancellation_timeout == 30.0
+    from scenarios.run import run_scenario
+
+    summary = run_scenario(scenario, tmp_path / "out").summary
+    assert summary["status"] == "FINISHED"
+    [restart] = summary["restart_history"]
+    assert restart["failed_at_s"] == pytest.approx(5.645, abs=0.001)
+    assert restart["restarted_at_s"] == pytest.approx(8.0, abs=0.001)  # not 6.645: 1 s after the failure

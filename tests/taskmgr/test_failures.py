@@ -31,6 +31,25 @@ def test_failing_task_fails_job_with_root_cause() -> None:
     assert info.value.__cause__ is result.error
 
 
+def test_the_failure_names_its_task_and_task_manager_and_the_others_are_cancelled() -> None:
+    """As Flink's exception history: the root cause is the first failure, of the task
+    (name with subtask) on its TaskManager; the tasks the JobManager cancelled are CANCELED."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_sequence(1, 1000).rebalance().map(explode).set_parallelism(2).sink_to(CollectSink("out"))
+    result = execute(env, duration=30, task_managers=2)
+    # 50 goes to one of the map subtasks (rebalance from a random start): it alone fails
+    [failed] = [(vertex, index) for vertex, states in result.task_states.items()
+                for index, state in enumerate(states) if state == "FAILED"]
+    assert failed[0] == "Map"
+    assert result.failed_task == f"Map ({failed[1] + 1}/2)"
+    assert result.failed_task_manager == result.placement["Map"][failed[1]]
+    assert 0 < result.failed_at <= result.duration
+    other = 1 - failed[1]
+    # the bounded source had finished; the other map and the sink were cancelled
+    assert result.task_states["Source: Sequence Source"] == ["FINISHED"]
+    assert result.task_states["Map"][other] == "CANCELED" and result.task_states["Sink: Writer"] == ["CANCELED"]
+
+
 def test_not_enough_slots_fails_with_clear_message() -> None:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.from_generator().set_parallelism(3).sink_to(DiscardingSink())
@@ -86,6 +105,10 @@ def test_a_killed_task_manager_nobody_reads_from_is_lost_after_two_failed_heartb
         "JobMasterError: TaskManager with id tm-1 is no longer reachable.")
     assert 19.9 <= result.duration <= 20.0
     assert result.invariants["buffers_leaked"] == 0
+    # Flink fails every task of the lost TaskManager with that cause; its task is the root's
+    assert (result.failed_task, result.failed_task_manager) == ("Map -> Sink: Writer (1/1)", "tm-1")
+    assert result.failed_at == pytest.approx(result.duration, abs=1e-6)
+    assert result.task_states == {"Source: Generator": ["CANCELED"], "Map -> Sink: Writer": ["FAILED"]}
 
 
 def run_with_hung_task_manager(heartbeat_interval: float, heartbeat_timeout: float, hang_at: float,

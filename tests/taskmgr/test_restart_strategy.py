@@ -31,6 +31,19 @@ def test_none_never_restarts_and_fixed_delay_restarts_its_attempts() -> None:
     assert [can for _, can, _ in failures(RestartStrategy("fixed_delay"), [1.0, 5.0])] == [True, False]  # 1 attempt
 
 
+def test_failure_rate_refuses_a_restart_once_more_than_its_maximum_failures_fell_in_its_interval() -> None:
+    """Flink's FailureRateRestartBackoffTimeStrategy: it keeps the last max + 1 failure times
+    and restarts unless the oldest is within the interval of the latest (strictly more)."""
+    default = RestartStrategy("failure_rate")  # Flink's defaults: 1 failure per 1 min, 1 s delay
+    assert failures(default, [10.0, 20.0]) == [(True, True, 1.0), (True, False, 1.0)]
+    assert [can for _, can, _ in failures(default, [10.0, 71.0])] == [True, True]
+    two = RestartStrategy("failure_rate", max_failures_per_interval=2, failure_rate_interval=10.0, delay=0.0)
+    assert [can for _, can, _ in failures(two, [1.0, 2.0, 3.0])] == [True, True, False]
+    assert [can for _, can, _ in failures(two, [1.0, 2.0, 11.0])] == [True, True, False]  # 10 s: not more
+    assert [can for _, can, _ in failures(two, [1.0, 2.0, 11.001, 12.5])] == [True, True, True, True]
+    assert {delay for *_, delay in failures(two, [1.0])} == {0.0}
+
+
 def test_exponential_delay_grows_by_its_multiplier_up_to_its_maximum() -> None:
     strategy = RestartStrategy("exponential_delay", jitter_factor=0, max_backoff=5)
     # failures each after the previous restart: 1 s, 1.5 s, 2.25 s, 3.375 s, then 5 s (the maximum)
@@ -88,10 +101,14 @@ def test_exponential_delay_saturates_at_its_maximum_after_many_failures() -> Non
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"strategy": "failure_rate"}, "one of none, fixed_delay, exponential_delay"),
+    ({"strategy": "failurerate"}, "one of none, fixed_delay, failure_rate, exponential_delay"),
+    ({"strategy": "failure_rate", "max_failures_per_interval": 0}, "max_failures_per_interval must be >= 1"),
+    ({"strategy": "failure_rate", "failure_rate_interval": 0.0}, "failure_rate_interval must be >= 1 ms"),
     ({"strategy": "fixed_delay", "attempts": -1}, ">= 0"),
     ({"strategy": "exponential_delay", "attempts": 0}, "attempts must be >= 1 for exponential_delay"),
-    ({"initial_backoff": 120.0}, "initial_backoff must be >= 1 ms and <= max_backoff"),  # unset: checked as well
+    # unset: Flink's default strategy takes its default settings, whatever restart-strategy.*.* says
+    ({"initial_backoff": 5.0}, "restart initial_backoff without a strategy would do nothing"),
+    ({"attempts": 3, "delay": 2.0}, "restart attempts, delay without a strategy would do nothing"),
     ({"strategy": "exponential_delay", "initial_backoff": 120.0}, "initial_backoff must be >= 1 ms and <= max_backoff"),
     ({"strategy": "exponential_delay", "backoff_multiplier": 1.0}, "backoff_multiplier must be > 1"),
     ({"strategy": "exponential_delay", "jitter_factor": 1.5}, "jitter_factor must be between 0 and 1"),
@@ -104,5 +121,8 @@ def test_a_restart_strategy_checks_its_settings(settings: dict, message: str) ->
 def test_a_strategy_names_itself_as_flink_does_when_it_suppresses_recovery() -> None:
     backoff = RestartStrategy("fixed_delay", attempts=1, delay=1.0).create(random.Random(0))
     assert str(backoff) == "FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts=1, backoffTimeMS=1000)"
+    assert str(RestartStrategy("failure_rate").create(random.Random(0))) == (
+        "FailureRateRestartBackoffTimeStrategy(FailureRateRestartBackoffTimeStrategy(failuresIntervalMS=60000,"
+        "backoffTimeMS=1000,maxFailuresPerInterval=1)")
     assert str(RestartStrategy("exponential_delay").create(random.Random(0))).startswith(
         "ExponentialDelayRestartBackoffTimeStrategy(initialBackoffMS=1000, maxBackoffMS=60000, backoffMultiplier=1.5")

@@ -27,8 +27,10 @@ def pipeline() -> StreamExecutionEnvironment:
     return env
 
 
-def run(restart: RestartStrategy, *faults: Fault, duration: float = 20.0, task_managers: int = 2) -> JobResult:
-    job = JobConfig(duration, task_managers=task_managers, restart=restart)
+def run(restart: RestartStrategy, *faults: Fault, duration: float = 20.0, task_managers: int = 2,
+        task_cancellation_timeout: float = 180.0) -> JobResult:
+    job = JobConfig(duration, task_managers=task_managers, restart=restart,
+                    task_cancellation_timeout=task_cancellation_timeout)
     return kernel.run(run_job, pipeline(), ClusterConfig(task_managers=task_managers), job,
                       NULL_TRACER, None, None, faults, mode="sim")
 
@@ -49,6 +51,7 @@ def test_fixed_delay_restarts_the_job_and_its_last_attempt_counts_every_record_o
     assert restart.attempt == 0
     assert restart.failed_at_s == pytest.approx(2.0, abs=0.01)
     assert restart.cause == "InjectedFailure: bad record"
+    assert (restart.task, restart.task_manager) == ("Work (2/2)", result.placement["Work"][1])
     # Cancelling takes a few link round trips, then the 1 s delay.
     assert 1000 <= restart.downtime_ms < 1050
     assert restart.restarted_at_s == pytest.approx(restart.failed_at_s + restart.downtime_ms / 1000)
@@ -123,6 +126,66 @@ def test_a_failure_beyond_the_attempts_fails_the_job_with_its_cause() -> None:
                                              "backoffTimeMS=500)")
     assert result.duration < 4.5
     assert result.invariants["buffers_leaked"] == 0
+
+
+def test_failure_rate_restarts_until_more_failures_than_its_maximum_fall_in_its_interval() -> None:
+    two_failures = (fail_work(2.0, "first"), fail_work(4.0, "second"))
+    # Flink's defaults: at most 1 failure per minute; the second, 2 s after the first, fails the job
+    result = run(RestartStrategy("failure_rate"), *two_failures)
+    assert result.status is JobStatus.FAILED
+    assert f"{type(result.error).__name__}: {result.error}" == "InjectedFailure: second"
+    assert [r.cause for r in result.restart_history] == ["InjectedFailure: first"]
+    assert result.restart_history[0].downtime_ms == pytest.approx(1000, abs=50)
+    assert result.recovery_suppressed_by == (
+        "FailureRateRestartBackoffTimeStrategy(FailureRateRestartBackoffTimeStrategy(failuresIntervalMS=60000,"
+        "backoffTimeMS=1000,maxFailuresPerInterval=1)")
+    assert result.invariants["buffers_leaked"] == 0
+    # at most 1 per second: the failures are 2 s apart, the job restarts after each
+    result = run(RestartStrategy("failure_rate", failure_rate_interval=1.0, delay=0.5), *two_failures)
+    assert result.status is JobStatus.FINISHED, result.error
+    assert [r.cause for r in result.restart_history] == ["InjectedFailure: first", "InjectedFailure: second"]
+    assert result.verifications["check"]["ok"] and result.verifications["check"]["received"] == RECORDS
+
+
+def block_work(at: float, duration: float) -> Fault:
+    """Work (1/2)'s user function blocks, ignoring interrupts (on tm-0, with the source)."""
+    return Fault(at, "block_task", vertex="Work", subtask=0, duration=duration)
+
+
+def test_a_restart_waits_for_a_task_stuck_in_user_code() -> None:
+    """Flink's scheduler restarts once every task it cancelled has ended: a task whose user
+    code ignores the interrupt ends only when that code returns (here 7 s, 4 s after the
+    failure), so the downtime is that, not the 0.5 s delay."""
+    result = run(RestartStrategy("fixed_delay", delay=0.5), block_work(2.0, 5.0), fail_work(3.0))
+    assert result.status is JobStatus.FINISHED, result.error
+    [restart] = result.restart_history
+    assert (restart.failed_at_s, restart.task) == (pytest.approx(3.0, abs=0.01), "Work (2/2)")
+    assert restart.restarted_at_s == pytest.approx(7.0, abs=0.01)
+    assert result.verifications["check"]["ok"] and result.verifications["check"]["received"] == RECORDS
+    assert result.invariants["buffers_leaked"] == 0
+
+
+def test_a_task_stuck_past_the_cancellation_timeout_ends_its_task_manager() -> None:
+    """task.cancellation.timeout (5 s here) after the cancellation, Flink's watchdog makes
+    the stuck task's TaskManager a fatal error: its process ends, the JobManager finds it
+    lost after two failed heartbeat RPCs (20 s), and the job restarts on the others."""
+    result = run(RestartStrategy("fixed_delay", delay=0.5), block_work(2.0, 100.0), fail_work(3.0),
+                 task_managers=3, duration=40.0, task_cancellation_timeout=5.0)
+    assert result.status is JobStatus.FINISHED, result.error
+    [restart] = result.restart_history
+    assert restart.restarted_at_s == pytest.approx(20.0, abs=0.01)  # tm-0 died at 8 s, lost at 20 s
+    assert "tm-0" not in {tm for tms in result.placement.values() for tm in tms}
+    assert result.verifications["check"]["ok"] and result.verifications["check"]["received"] == RECORDS
+    assert result.invariants["task_managers_reported"] == 2
+
+
+def test_a_task_stuck_when_the_job_fails_is_left_cancelling() -> None:
+    """No restart: the job fails; the stuck task has not ended when the run ends (Flink
+    reports it CANCELING until it does), holding its buffer."""
+    result = run(RestartStrategy("none"), block_work(2.0, 100.0), fail_work(3.0))
+    assert result.status is JobStatus.FAILED and result.failed_task == "Work (2/2)"
+    assert result.task_states["Work"] == ["CANCELING", "FAILED"]
+    assert result.task_states["Source: Gen"] == result.task_states["Check: Writer"] == ["CANCELED"]
 
 
 def test_each_restart_deploys_new_partition_ids() -> None:

@@ -60,6 +60,7 @@ def test_an_expired_checkpoint_fails_the_job_which_restarts_by_flinks_default() 
     restart = result.restart_history[0]
     assert restart.cause.startswith("FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold")
     assert 1000 <= restart.downtime_ms <= 1110  # exponential-delay's first backoff
+    assert (restart.task, restart.task_manager) == (None, None)  # the job's failure, no task's
     tolerant = execute(slow_map(10), duration=30, task_managers=2).raise_for_status()
     assert tolerant.restart_history == [] and any(c["failure"] == "CHECKPOINT_EXPIRED" for c in tolerant.checkpoints)
 
