@@ -59,8 +59,9 @@ class StreamTask:
         self.writers = list(writers)
         self.io = io
         self._wait_scope: kernel.CancelScope | None = None  # an idle or back-pressured wait
-        #: Actions for the task's own thread (Flink's mailbox mails), run between records.
-        self._mail: deque[Callable[[], Awaitable[None]]] = deque()
+        #: Actions for the task's own thread, run between records: Flink's mails (True) and
+        #: follow-ups of the work in hand, such as a checkpoint's synchronous part (False).
+        self._mail: deque[tuple[Callable[[], Awaitable[None]], bool]] = deque()
         self._closed = False  # the mailbox refuses new mails (Flink's prepareClose)
         #: Flink's areCheckpointsWithFinishedTasksEnabled (checkpointing on, option on).
         self.checkpoints_after_tasks_finish = False
@@ -77,13 +78,17 @@ class StreamTask:
         False once the mailbox is closed (the task is finishing)."""
         if self._closed:
             return False
-        self.run_later(action)
+        self._queue(action, True)
         return True
 
     def run_later(self, action: Callable[[], Awaitable[None]]) -> None:
-        """Queue a follow-up of the task's own thread (a checkpoint's synchronous part):
-        taken even while a closed mailbox drains."""
-        self._mail.append(action)
+        """Queue a follow-up of the task's own thread (a checkpoint's synchronous part,
+        which Flink runs within the mail or record that started it, so no mail of its
+        own): taken even while a closed mailbox drains."""
+        self._queue(action, False)
+
+    def _queue(self, action: Callable[[], Awaitable[None]], is_mail: bool) -> None:
+        self._mail.append((action, is_mail))
         self.wake()
 
     # -- checkpoints after the end of data (Flink's StreamTask, FLIP-147) -----------------------
@@ -113,18 +118,25 @@ class StreamTask:
             conditions = [writer.partition.all_data_processed for writer in self.writers]
             await self._run_mails_until(conditions + [self.final_checkpoint_completed])
         self._closed = True
-        while self._mail:
-            await self._mail.popleft()()
+        await self._run_queued_mails()
         if waiting and self.wait_for_pending_checkpoints is not None:
             await self.wait_for_pending_checkpoints()
+
+    async def _run_queued_mails(self) -> None:
+        """Run the mails queued (and those they queue), counting each as Flink's
+        `numMailsProcessed` (the `mailboxMailsPerSecond` meter)."""
+        mail, io = self._mail, self.io
+        while mail:
+            action, is_mail = mail.popleft()
+            io.num_mails_processed += is_mail
+            await action()
 
     async def _run_mails_until(self, conditions: Sequence[kernel.Event]) -> None:
         """Run mails until every event of `conditions` is set. No timer runs while waiting:
         Flink suspends the default action at END_OF_INPUT without one, so this wait (for the
         final checkpoint) counts as busy time, as busyTimeMsPerSecond = 1000 - idle - back-pressured."""
         while True:
-            while self._mail:
-                await self._mail.popleft()()
+            await self._run_queued_mails()
             unmet = [event.wait for event in conditions if not event.is_set()]
             if not unmet:
                 return
@@ -212,9 +224,9 @@ class StreamTask:
         while True:
             if mail:
                 await task_input.before_mail()
-            while mail:
-                await mail.popleft()()
+                await self._run_queued_mails()
             if priority is not None and priority.has_priority_events:
+                io.num_mails_processed += 1  # Flink's "process priority event" mail
                 priority.process_priority_events()
                 continue  # as in Flink's priority mail: the snapshot it starts runs before the next record
             if not self._outputs_available():

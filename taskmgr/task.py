@@ -291,13 +291,19 @@ class Task:
         self.checkpointing.checkpoint_state(barrier, metrics, wait_for_inputs=wait_for_inputs)
 
     def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
-        """Checkpoint `checkpoint_id` completed: it may be this task's final checkpoint."""
+        """Checkpoint `checkpoint_id` completed: it may be this task's final checkpoint.
+        Flink's TaskExecutor.confirmCheckpoint then also notifies the task of the checkpoint
+        it subsumed (or none yet), a mail of its own that changes nothing here."""
         stream_task = self._stream_task
 
         async def notify() -> None:
             stream_task.notify_checkpoint_complete(checkpoint_id)
+
+        async def subsumed() -> None:
+            """Operators would drop state kept for the subsumed checkpoint: ours keep none."""
         if stream_task is not None:
             self.send_mail(notify)
+            self.send_mail(subsumed)
 
     def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
         if self.checkpointing is not None:

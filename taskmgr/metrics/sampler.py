@@ -9,8 +9,8 @@ Flink's per-second metrics derived from the counters' change since the previous 
   ``hardBackPressuredTimeMsPerSecond``, ``accumulateBackPressuredTimeMs`` ->
   ``backPressuredTimeMsPerSecond`` (each clamped to [0, 1000]), and with idle and
   backpressure both known ``busyTimeMsPerSecond`` = 1000 - min(idle + backPressured, 1000);
-- any other counter ``numX`` -> ``numXPerSecond`` (``numRecordsInPerSecond``,
-  ``numBytesOutPerSecond``, ...).
+- any other counter ``X`` -> ``XPerSecond`` (``numRecordsInPerSecond``,
+  ``numBytesOutPerSecond``, ``mailboxMailsPerSecond``, ...).
 
 Counters are read at the end of each period (t0 + k * period), so rates cover whole periods.
 Gauges are instantaneous, and a reporter or the web UI reads Flink's at wall-clock moments

@@ -29,6 +29,7 @@ COUNTERS = frozenset(
         "accumulateSoftBackPressuredTimeMs",
         "accumulateHardBackPressuredTimeMs",
         "accumulateBusyTimeMs",
+        "mailboxMails",
     }
 )
 
@@ -63,6 +64,9 @@ class TaskIOMetricGroup:
         self.num_bytes_in = 0
         self.num_bytes_out = 0
         self.num_buffers_out = 0
+        #: Flink's `numMailsProcessed`: mails the task's mailbox ran (its per-second rate is
+        #: Flink's `mailboxMailsPerSecond`).
+        self.num_mails_processed = 0
         self.idle = TimerGauge(clock)
         self.soft_backpressure = TimerGauge(clock)
         self.hard_backpressure = TimerGauge(clock)
@@ -89,6 +93,7 @@ class TaskIOMetricGroup:
             "numBytesIn": float(self.num_bytes_in),
             "numBytesOut": float(self.num_bytes_out),
             "numBuffersOut": float(self.num_buffers_out),
+            "mailboxMails": float(self.num_mails_processed),
             "accumulateIdleTimeMs": times.idle * 1000.0,
             "accumulateBackPressuredTimeMs": times.backpressured * 1000.0,
             "accumulateSoftBackPressuredTimeMs": times.soft_backpressured * 1000.0,
