@@ -167,6 +167,12 @@ def _parser() -> argparse.ArgumentParser:
                            help="seconds before the first reading (default 60: Flink's rates are 60 s meters)")
     reference.add_argument("--seconds", type=float, default=30.0, metavar="S",
                            help="seconds of readings, one a second (default 30)")
+    reference.add_argument("--jvm-warm-up", type=int, default=0, metavar="N",
+                           help="first run the job bounded to N records, without costs, in the same JVM "
+                                "(default 0: none): the job then starts in a warm JVM")
+    reference.add_argument("--flink-log", choices=("error", "info", "debug"), default="error",
+                           help="what Flink writes to DIR/flink.log: errors (default); info (task states, "
+                                "deployment); debug (info, and the network stack's partition requests)")
     reference.add_argument("--compare", type=_path, metavar="RUN_DIR",
                            help="a shufflesim run of the scenario (its --out folder) to print beside Flink's means")
     reference.add_argument("--quiet", action="store_true", help="print no progress")
@@ -477,8 +483,10 @@ def _flink_reference(args: argparse.Namespace) -> int:
 
     if args.warmup < 0 or args.seconds <= 0:
         raise UserError("--warmup must be >= 0 and --seconds positive")
+    if args.jvm_warm_up < 0:
+        raise UserError("--jvm-warm-up must be >= 0")
     scenario = load_scenario(args.scenario, args.overrides)
-    job_args = reference_args(scenario)
+    job_args = reference_args(scenario) + [f"warmUpRecords={args.jvm_warm_up}"]
     with compile_errors_named(scenario.source_path):
         check_runnable(scenario, build_program(scenario).get_execution_graph())
     summary = None if args.compare is None else load_summary(args.compare)
@@ -499,7 +507,7 @@ def _flink_reference(args: argparse.Namespace) -> int:
 
     try:
         result = trio.run(run_reference, job_args, latency_operator(job_args), args.warmup, args.seconds,
-                          out / "flink.log", say)
+                          out / "flink.log", say, args.flink_log)
     except FlinkReferenceError as e:
         raise UserError(str(e)) from None
     finally:

@@ -33,7 +33,9 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
  * a dot are Flink configuration options. The JVM ends when its standard input closes. Records are what shufflesim's fixed-width rows are on
  * the wire: a Long (8 B), Tuple2 of key and creation time (16 B), or Tuple3 with padding (20 B
  * and more). The sink records each record's latency (creation to the end of its cost, in
- * microseconds) in the histogram "latencyUs", as shufflesim's sinks measure it.
+ * microseconds) in the histogram "latencyUs", as shufflesim's sinks measure it. With
+ * warmUpRecords=N (N > 0) it first runs the same job bounded to N records, without costs, named
+ * "<jobName> (JVM warm-up)", to its end.
  */
 public class FlinkReferenceJob {
 
@@ -130,46 +132,60 @@ public class FlinkReferenceJob {
             }
         }
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(1, conf);
+        long warmUpRecords = Long.parseLong(a.getOrDefault("warmUpRecords", "0"));
+        if (warmUpRecords > 0) {
+            // the same job, bounded and without costs, run to its end first: the JVM has then
+            // loaded and compiled the code the job runs (its first Netty connection included)
+            build(env, a, warmUpRecords, false);
+            env.execute(a.get("jobName") + " (JVM warm-up)");
+        }
+        build(env, a, Long.MAX_VALUE, true);
+        env.execute(a.get("jobName"));
+    }
+
+    /** The job of `count` records of the size asked for; with the stages' costs, or none. */
+    static void build(StreamExecutionEnvironment env, Map<String, String> a, long count, boolean costed) {
         int size = Integer.parseInt(a.get("recordSize"));
         int keys = Integer.parseInt(a.get("keys"));
         double hot = Double.parseDouble(a.get("hotFraction"));
         if (size == 8) {
-            build(env, a, i -> i, Types.LONG);
+            build(env, a, i -> i, Types.LONG, count, costed);
         } else if (size == 16) {
-            build(env, a, i -> Tuple2.of(key(i, keys, hot), System.nanoTime()), Types.TUPLE(Types.LONG, Types.LONG));
+            build(env, a, i -> Tuple2.of(key(i, keys, hot), System.nanoTime()), Types.TUPLE(Types.LONG, Types.LONG),
+                    count, costed);
         } else {
             build(env, a, i -> Tuple3.of(key(i, keys, hot), System.nanoTime(), new byte[size - 20]),
-                    Types.TUPLE(Types.LONG, Types.LONG, Types.PRIMITIVE_ARRAY(Types.BYTE)));
+                    Types.TUPLE(Types.LONG, Types.LONG, Types.PRIMITIVE_ARRAY(Types.BYTE)), count, costed);
         }
-        env.execute(a.get("jobName"));
     }
 
     static <T> void build(StreamExecutionEnvironment env, Map<String, String> a, GeneratorFunction<Long, T> generator,
-                          TypeInformation<T> type) {
+                          TypeInformation<T> type, long count, boolean costed) {
         int sourceParallelism = Integer.parseInt(a.get("sourceParallelism"));
-        double rate = Double.parseDouble(a.get("rate"));
+        double rate = costed ? Double.parseDouble(a.get("rate")) : 0;
         // DataGeneratorSource shares its rate over the source's subtasks: ours is per subtask
         DataGeneratorSource<T> source = rate > 0
-                ? new DataGeneratorSource<>(generator, Long.MAX_VALUE,
+                ? new DataGeneratorSource<>(generator, count,
                         RateLimiterStrategy.perSecond(rate * sourceParallelism), type)
-                : new DataGeneratorSource<>(generator, Long.MAX_VALUE, type);
+                : new DataGeneratorSource<>(generator, count, type);
         DataStream<T> records = env.fromSource(source, WatermarkStrategy.noWatermarks(), a.get("sourceName"))
                 .setParallelism(sourceParallelism)
                 .slotSharingGroup(a.get("sourceSlotSharingGroup"));
-        CostedStage<T> costed = new CostedStage<>(Long.parseLong(a.get("costNanos")));
+        CostedStage<T> stageFunction = new CostedStage<>(costed ? Long.parseLong(a.get("costNanos")) : 0);
         String partitioner = a.get("partitioner");
         SingleOutputStreamOperator<T> stage;
         if (partitioner.equals("HASH")) {
             KeyedStream<T, Long> keyed = records.keyBy(
                     value -> value instanceof Tuple ? ((Tuple) value).<Long>getField(0) : (Long) value, Types.LONG);
-            stage = a.get("stageKind").equals("keyed_reduce") ? keyed.reduce(costed) : keyed.map(costed);
+            stage = a.get("stageKind").equals("keyed_reduce")
+                    ? keyed.reduce(stageFunction) : keyed.map(stageFunction);
         } else {
-            stage = partitioned(records, partitioner).map(costed);
+            stage = partitioned(records, partitioner).map(stageFunction);
         }
         stage.returns(type).name(a.get("stageName")).setParallelism(Integer.parseInt(a.get("stageParallelism")))
                 .slotSharingGroup(a.get("stageSlotSharingGroup"));
         DataStream<T> toSink = a.get("sinkPartitioner").equals("REBALANCE") ? stage.rebalance() : stage.forward();
-        toSink.sinkTo(new CostedSink<>(Long.parseLong(a.get("sinkCostNanos")))).name(a.get("sinkName"))
+        toSink.sinkTo(new CostedSink<>(costed ? Long.parseLong(a.get("sinkCostNanos")) : 0)).name(a.get("sinkName"))
                 .setParallelism(Integer.parseInt(a.get("sinkParallelism")))
                 .slotSharingGroup(a.get("sinkSlotSharingGroup"));
     }

@@ -158,9 +158,14 @@ def _cost_nanos(node: StreamNode) -> int:
     return round(node.cost.per_record * 1e9) if node.cost is not None else 0
 
 
+def job_arg(args: list[str], key: str) -> str:
+    """The value of the reference job's argument `key`."""
+    return next(arg.partition("=")[2] for arg in args if arg.startswith(f"{key}="))
+
+
 def latency_operator(args: list[str]) -> str:
     """The operator whose latency histogram the job reports: its sink's writer, named as Flink does."""
-    return next(arg.partition("=")[2] for arg in args if arg.startswith("sinkName=")) + ": Writer"
+    return job_arg(args, "sinkName") + ": Writer"
 
 
 def reference_args(scenario: Scenario) -> list[str]:

@@ -28,8 +28,13 @@ from typing import Any
 
 import trio
 
+from scenarios.flink_reference.job_args import job_arg
+
 FLINK_VERSION = "2.3.0"
 JOB_SOURCE = Path(__file__).with_name("FlinkReferenceJob.java")
+LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
+#: `--flink-log` levels: Flink's root logger's, and its network stack's and Task's.
+LOG_LEVELS = {"error": ("error", "error"), "info": ("info", "info"), "debug": ("info", "debug")}
 #: Longest wait for the job to be running, and for one REST answer (seconds).
 START_TIMEOUT = 120.0
 REST_TIMEOUT = 10.0
@@ -152,11 +157,13 @@ def short_name(flink_name: str, latency_operator: str) -> str | None:
     return LATENCY.get(flink_name.removeprefix(f"{scope}."))
 
 
-async def _running_job(rest: RestClient, process: trio.Process, log_path: Path) -> str:
+async def running_job(rest: RestClient, name: str, process: trio.Process, log_path: Path) -> str:
+    """The id of the job called `name` once it runs (not its JVM warm-up job's, run before it)."""
     with trio.move_on_after(START_TIMEOUT):
         while process.returncode is None:
             try:
-                running = [job["id"] for job in (await rest.get("/jobs"))["jobs"] if job["status"] == "RUNNING"]
+                running = [job["jid"] for job in (await rest.get("/jobs/overview"))["jobs"]
+                           if job["name"] == name and job["state"] == "RUNNING"]
             except (OSError, FlinkReferenceError):  # the REST server is not listening, or not ready, yet
                 running = []
             if running:
@@ -219,9 +226,10 @@ def subtask_means(readings: list[list[Any]]) -> dict[str, dict[int, dict[str, fl
 
 
 async def run_reference(args: list[str], latency_operator: str, warmup: float, seconds: float, log_path: Path,
-                        say: Callable[[str], None]) -> dict[str, Any]:
+                        say: Callable[[str], None], log_level: str = "error") -> dict[str, Any]:
     """Run the job on Flink for `warmup` + `seconds`, reading its metrics every second after the
-    warm-up; the readings, their means per subtask and the checkpoint statistics."""
+    warm-up; the readings, their means per subtask and the checkpoint statistics. Flink logs
+    into `log_path` at `log_level` (a key of LOG_LEVELS)."""
     folder = cache_folder()
     lib = install_flink(folder, say)
     classes = compile_job(folder, lib)
@@ -231,14 +239,18 @@ async def run_reference(args: list[str], latency_operator: str, warmup: float, s
     port = free_port()
     options = [f"rest.port={port}", "rest.bind-address=127.0.0.1", "rest.address=127.0.0.1",
                "metrics.fetcher.update-interval=1000"]
-    command = [java, "-Xmx2g", "-cp", f"{lib}/*{os.pathsep}{classes}", "FlinkReferenceJob", *args, *options]
+    root_level, network_level = LOG_LEVELS[log_level]
+    log_options = [f"-Dlog4j.configurationFile={LOG_CONFIG}", f"-Dshufflesim.flink.log.level={root_level}",
+                   f"-Dshufflesim.flink.network.log.level={network_level}"]
+    command = [java, "-Xmx2g", *log_options, "-cp", f"{lib}/*{os.pathsep}{classes}", "FlinkReferenceJob", *args,
+               *options]
     rest = RestClient(port)
     readings: list[list[Any]] = []
     with open(log_path, "wb") as log:
         # the JVM ends when its stdin closes: with this process, however that ends
         process = await trio.lowlevel.open_process(command, stdin=subprocess.PIPE, stdout=log, stderr=log)
         try:
-            job_id = await _running_job(rest, process, log_path)
+            job_id = await running_job(rest, job_arg(args, "jobName"), process, log_path)
             start = trio.current_time()
             while (t := trio.current_time() - start) < warmup + seconds:
                 if process.returncode is not None:

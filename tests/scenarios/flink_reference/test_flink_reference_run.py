@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -19,7 +20,8 @@ import trio
 
 from scenarios.cli import main
 from scenarios.flink_reference.compare import format_table
-from scenarios.flink_reference.runner import FlinkReferenceError, RestClient, short_name, subtask_means
+from scenarios.flink_reference.runner import (FlinkReferenceError, RestClient, running_job, short_name,
+                                              subtask_means)
 
 LIBRARY = Path(__file__).resolve().parents[3] / "scenarios" / "library"
 
@@ -58,6 +60,7 @@ def test_a_scenario_flink_cannot_run_is_a_usage_error(tmp_path, capsys):
 @pytest.mark.parametrize(("extra", "message"), [
     (["--warmup", "-1"], "--warmup must be >= 0"),
     (["--seconds", "0"], "--seconds positive"),
+    (["--jvm-warm-up", "-1"], "--jvm-warm-up must be >= 0"),
     (["--compare", "no-such-run"], "no-such-run: no such folder"),
 ])
 def test_bad_options_are_usage_errors_before_flink_starts(tmp_path, capsys, extra, message):
@@ -86,8 +89,12 @@ def test_slow_map_on_flink_reports_what_the_scenario_says(tmp_path):
             pytest.fail(f"{tool} not found: the Flink reference needs a JDK 17+ (Debian: openjdk-17-jdk-headless)")
     out = tmp_path / "flink"
     assert main(["flink-reference", str(LIBRARY / "slow-map.toml"), "--out", str(out), "--warmup", "20",
-                 "--seconds", "8", "--quiet"]) == 0
+                 "--seconds", "8", "--quiet", "--flink-log", "info", "--jvm-warm-up", "200"]) == 0
     result = json.loads((out / "flink.json").read_text())
+    # the bounded warm-up job ran to its end before the job read, and the log has what INFO logs
+    log = (out / "flink.log").read_text()
+    assert re.search(r"Job slow-map \(JVM warm-up\) \(\w+\) switched from state RUNNING to FINISHED\.", log)
+    assert re.search(r"Task: SlowMap -> Sink: Writer \(2/2\)#0 \(\w+\) switched from INITIALIZING to RUNNING\.", log)
     # the source shares its slot with map 0; map 1 is on the other TaskManager
     assert result["placement"] == {"Source: Seq": ["tm-0"], "SlowMap -> Sink: Writer": ["tm-0", "tm-1"]}
     means = result["subtasks"]
@@ -119,4 +126,28 @@ async def test_the_rest_client_reads_json_and_names_a_bad_answer():
         assert await rest.get("/jobs") == {"jobs": []}
         with pytest.raises(FlinkReferenceError, match="404 Not Found.*GET /nowhere"):
             await rest.get("/nowhere")
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.tcp
+async def test_the_job_read_is_the_one_named_not_its_jvm_warm_up_job():
+    # /jobs/overview as Flink answers it while the warm-up job runs, and once it has ended
+    overviews = [[("w", "slow-map (JVM warm-up)", "RUNNING"), ("j", "slow-map", "CREATED")],
+                 [("w", "slow-map (JVM warm-up)", "FINISHED"), ("j", "slow-map", "RUNNING")]]
+    asked = []
+
+    async def answer(stream: trio.SocketStream) -> None:
+        asked.append((await stream.receive_some(1024)).split(b" ")[1])
+        jobs = [{"jid": jid, "name": name, "state": state} for jid, name, state in overviews[min(len(asked), 2) - 1]]
+        await stream.send_all(b"HTTP/1.0 200 OK\r\n\r\n" + json.dumps({"jobs": jobs}).encode())
+        await stream.aclose()
+
+    class Running:
+        returncode = None
+
+    async with trio.open_nursery() as nursery:
+        (listener,) = await nursery.start(functools.partial(trio.serve_tcp, answer, 0, host="127.0.0.1"))
+        rest = RestClient(listener.socket.getsockname()[1])
+        assert await running_job(rest, "slow-map", Running(), Path("flink.log")) == "j"
+        assert asked == [b"/jobs/overview", b"/jobs/overview"]
         nursery.cancel_scope.cancel()
