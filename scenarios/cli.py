@@ -170,9 +170,9 @@ def _parser() -> argparse.ArgumentParser:
     reference.add_argument("--jvm-warm-up", type=int, default=0, metavar="N",
                            help="first run the job bounded to N records, without costs, in the same JVM "
                                 "(default 0: none): the job then starts in a warm JVM")
-    reference.add_argument("--flink-log", choices=("error", "info", "debug"), default="error",
-                           help="what Flink writes to DIR/flink.log: errors (default); info (task states, "
-                                "deployment); debug (info, and the network stack's partition requests)")
+    reference.add_argument("--flink-log", choices=("error", "info", "debug"), default="info",
+                           help="what Flink writes to DIR/flink.log: info (default: task states, deployment, "
+                                "checkpoints), debug (also its network stack's partition requests), error")
     reference.add_argument("--compare", type=_path, metavar="RUN_DIR",
                            help="a shufflesim run of the scenario (its --out folder) to print beside Flink's means")
     reference.add_argument("--quiet", action="store_true", help="print no progress")

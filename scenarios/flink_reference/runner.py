@@ -226,7 +226,7 @@ def subtask_means(readings: list[list[Any]]) -> dict[str, dict[int, dict[str, fl
 
 
 async def run_reference(args: list[str], latency_operator: str, warmup: float, seconds: float, log_path: Path,
-                        say: Callable[[str], None], log_level: str = "error") -> dict[str, Any]:
+                        say: Callable[[str], None], log_level: str = "info") -> dict[str, Any]:
     """Run the job on Flink for `warmup` + `seconds`, reading its metrics every second after the
     warm-up; the readings, their means per subtask and the checkpoint statistics. Flink logs
     into `log_path` at `log_level` (a key of LOG_LEVELS)."""
