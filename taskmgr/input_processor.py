@@ -3,7 +3,9 @@
 
 `StreamInputProcessor` takes one buffer at a time per input, as Flink's deserializer of
 each input holds one: the next is polled once every record of the last is processed, and
-a buffer is recycled (which gives credit back) as its last record is done. It hands the
+a buffer is recycled (which gives credit back) when the deserializer is done with it: as
+its last record is read if that record ends the buffer, else once that record is processed
+and the deserializer copies the start of the next record away. It hands the
 records to the operator chain in chunks, the task's steps (`StreamOperator.begin_step`: at
 most the context's `max_step_time` of modelled cost, ending before an output's next
 flush), so that the mailbox checks output availability (and mails, and priority events)
@@ -49,6 +51,10 @@ class _Pending(NamedTuple):
     buffer: Buffer | None
     event: BufferOrEvent | None = None
     source: CheckpointedInputGate | None = None
+    #: The buffer ends inside a record (the start of the next one): Flink's deserializer
+    #: reads its last whole record as INTERMEDIATE_RECORD_FROM_BUFFER and gives the buffer
+    #: back only after processing it, when it copies that start away (PARTIAL_RECORD).
+    ends_mid_record: bool = False
 
 
 class StreamInputProcessor:
@@ -56,8 +62,10 @@ class StreamInputProcessor:
 
     A chunk is at most the context's `max_step_time` of modelled cost, within one buffer: a
     task holds no buffer beyond the one it reads per input (its channels' queues and credit
-    are Flink's), and gives it back as its last record is deserialized, when that record's
-    processing starts (Flink's `SpillingAdaptiveSpanningRecordDeserializer.getNextRecord`).
+    are Flink's), and gives it back when Flink's `SpillingAdaptiveSpanningRecordDeserializer`
+    does: as its last record is deserialized, when that record's processing starts, if the
+    record ends the buffer (LAST_RECORD_FROM_BUFFER); once that record is processed if the
+    buffer goes on with the start of the next record.
     """
 
     def __init__(self, inputs: Sequence[CheckpointedInputGate], formats: dict[int, RecordFormat],
@@ -186,7 +194,8 @@ class StreamInputProcessor:
             buffer.recycle()
             raise
         if len(records):
-            pending.append(_Pending(records, input_index, channel, buffer))
+            pending.append(_Pending(records, input_index, channel, buffer,
+                                    ends_mid_record=deserializer.has_unfinished_data))
         else:
             buffer.recycle()
 
@@ -207,11 +216,12 @@ class StreamInputProcessor:
         self.io.num_records_in += len(chunk)
         self.ctx.current_channel = first.channel
         # The buffer whose last records these are (None: more of it to come, or restored
-        # records in no buffer) goes back as Flink's deserializer gives it back: once its last
-        # record is read, as that record's processing starts, one record's cost before the
-        # chunk's end (an early end of the chunk gives it back then).
+        # records in no buffer) goes back as Flink's deserializer gives it back: if its last
+        # record ends it, once that record is read, as its processing starts, one record's
+        # cost before the chunk's end (an early end of the chunk gives it back then); if it
+        # goes on with the start of the next record, after the chunk.
         held = [] if done is None else [done]
-        if held:
+        if held and not first.ends_mid_record:
             last_starts = len(chunk) - 1
             if last_starts == 0 or self.ctx.step_cost <= 0:
                 held.pop().recycle()

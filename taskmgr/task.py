@@ -81,7 +81,11 @@ class TaskMetrics:
                  gates: list[SingleInputGate], barrier_handler: CheckpointBarrierHandler | None = None,
                  source_checkpoint_start_delay_ns: Callable[[], int] | None = None) -> None:
         """`source_checkpoint_start_delay_ns`: a source task's start delay of its last
-        checkpoint (Flink's source tasks register `checkpointStartDelayNanos` on it)."""
+        checkpoint (Flink's source tasks register `checkpointStartDelayNanos` on it).
+        As Flink's, a task registers its checkpoint gauges whether or not the job
+        checkpoints (`InputProcessorUtil.registerCheckpointMetrics` for a task with inputs,
+        `SourceOperatorStreamTask.init`): without checkpoints, and before the first, they
+        read 0. `barrier_handler` None: a task with inputs in a job without checkpoints."""
         self.io = io
         self.partitions = partitions
         self.gates = gates
@@ -155,6 +159,8 @@ class TaskMetrics:
             }
         elif source_delay is not None:
             checkpoint_gauges = {"checkpointStartDelayNanos": float(source_delay())}
+        elif self.gates:
+            checkpoint_gauges = {"checkpointAlignmentTime": 0.0, "checkpointStartDelayNanos": 0.0}
         return checkpoint_gauges | {
             "outPoolUsage": _ratio(out_used, out_size),
             "outputQueueLength": float(sum(p.output_queue_length for p in self.partitions)),
@@ -422,8 +428,7 @@ class Task:
                 operator.restore_state(restore.operator_state)
             if self._input_processor is not None:
                 self._input_processor.restore_input_state(restore.input_state)
-        source_delay = (lambda: self.async_checkpoint_start_delay_ns) if (
-            self._source is not None and self.checkpointing is not None) else None
+        source_delay = (lambda: self.async_checkpoint_start_delay_ns) if self._source is not None else None
         metrics = TaskMetrics(io, self._partitions, self._gates, self._barrier_handler, source_delay)
         self.services.register_metrics(vertex.name, descriptor.subtask_index, metrics)
         self._transition(ExecutionState.RUNNING)

@@ -47,7 +47,7 @@ METRICS = ("busyTimeMsPerSecond", "backPressuredTimeMsPerSecond", "softBackPress
            "numBuffersInLocalPerSecond", "numBuffersInRemotePerSecond", "outPoolUsage", "inPoolUsage",
            "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage", "inputQueueLength", "outputQueueLength",
            "inputQueueSize", "outputQueueSize", "debloatedBufferSize", "estimatedTimeToConsumeBuffersMs",
-           "mailboxMailsPerSecond")
+           "mailboxMailsPerSecond", "checkpointAlignmentTime", "checkpointStartDelayNanos")
 #: The sink's latency histogram (microseconds) and shufflesim's names for its statistics (ms).
 LATENCY = {"latencyUs_mean": "latencyMeanMs", "latencyUs_median": "latencyP50Ms", "latencyUs_p90": "latencyP90Ms",
            "latencyUs_p99": "latencyP99Ms", "latencyUs_max": "latencyMaxMs"}

@@ -45,8 +45,10 @@ def test_the_announced_size_converges_to_target_times_throughput_over_buffers_in
     predicted = fmean(max(config.min_segment_size, e["throughput"] * config.debloat_target / e["buffers_in_use"])
                       for e in steady)
     assert fmean(e["size"] for e in steady) == pytest.approx(predicted, rel=0.1)
-    if predicted > 1.2 * config.min_segment_size:  # not held up by the minimum: 1 s of data in flight
-        assert slow["metrics"]["estimatedTimeToConsumeBuffersMs"] == pytest.approx(1000, rel=0.1)
+    if predicted > 1.2 * config.min_segment_size:  # not held up by the minimum: 1 s of data in flight,
+        # within the threshold band the announced size may rest in (5 ms: 412 B against ~322)
+        band = config.debloat_threshold_percentages / 100
+        assert slow["metrics"]["estimatedTimeToConsumeBuffersMs"] == pytest.approx(1000, rel=band)
     # The gate announces a new size only when it differs from the last announced one by
     # more than the threshold; the gauge shows the last announced size (Flink's
     # getLastBufferSize), and the source's buffers are cut to it from its next buffer on.

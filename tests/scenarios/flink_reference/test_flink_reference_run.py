@@ -33,6 +33,7 @@ def test_flink_metric_names_become_ours():
         "inputExclusiveBuffersUsage")
     assert short_name("Shuffle.Netty.Input.0.debloatedBufferSize", sink) == "debloatedBufferSize"
     assert short_name("busyTimeMsPerSecond", sink) == "busyTimeMsPerSecond"
+    assert short_name("checkpointStartDelayNanos", sink) == "checkpointStartDelayNanos"
     assert short_name("Sink__Writer.latencyUs_p99", sink) == "latencyP99Ms"  # as Flink's REST names it
     assert short_name("SlowMap.latencyUs_p99", sink) is None
     assert short_name("numRecordsIn", sink) is None  # counters: we compare their rates
