@@ -123,8 +123,8 @@ class StreamTask:
             await self.wait_for_pending_checkpoints()
 
     async def _run_queued_mails(self) -> None:
-        """Run the mails queued (and those they queue), counting each as Flink's
-        `numMailsProcessed` (the `mailboxMailsPerSecond` meter)."""
+        """Run what is queued (and what that queues), counting the mails, not the
+        follow-ups, as Flink's `numMailsProcessed` (the `mailboxMailsPerSecond` meter)."""
         mail, io = self._mail, self.io
         while mail:
             action, is_mail = mail.popleft()
