@@ -115,6 +115,13 @@ class JobVertex:
     def is_input_vertex(self) -> bool:
         return not self.inputs
 
+    def is_named(self, name: str) -> bool:
+        """Whether `name` names this vertex (as faults name the task they hit): its name or
+        the start of it (a chain `A -> B` by `A`), or one of its chained operators by its
+        node name or the name the program gave it (`Source: Seq` also as `Seq`)."""
+        return (self.name.startswith(name)
+                or any(name in (operator.name, operator.operator_name) for operator in self.operators))
+
     def __repr__(self) -> str:
         return f"JobVertex({self.name!r}, p={self.parallelism})"
 

@@ -208,18 +208,18 @@ def cluster_secret(scenario: Scenario) -> bytes | None:
 def _check_faults(scenario: Scenario, graph: ExecutionGraph) -> None:
     """Faults must name TaskManagers and vertices the run has; link faults need sim mode."""
     names = {f"tm-{i}" for i in range(scenario.cluster.task_managers)}
-    vertices = {vertex.name: vertex.parallelism for vertex in graph.job_graph.vertices}
+    vertices = {vertex.name: vertex for vertex in graph.job_graph.vertices}
     for i, fault in enumerate(scenario.faults):
         where = f"{scenario.source_path}: faults[{i}]"
         for tm in (fault.task_manager, *(fault.between or ())):
             if tm is not None and tm not in names:
                 raise ScenarioError(f"{where}: no TaskManager {tm!r} (the cluster has {', '.join(sorted(names))})")
         if fault.vertex is not None:
-            matches = [n for n in vertices if n == fault.vertex or n.startswith(fault.vertex)]
+            matches = [vertex for vertex in vertices.values() if vertex.is_named(fault.vertex)]
             if not matches:
                 raise ScenarioError(f"{where}: no vertex {fault.vertex!r} (vertices: {', '.join(vertices)})")
-            if fault.subtask >= vertices[matches[0]]:
-                raise ScenarioError(f"{where}: {matches[0]!r} has {vertices[matches[0]]} subtasks, "
+            if fault.subtask >= matches[0].parallelism:
+                raise ScenarioError(f"{where}: {matches[0].name!r} has {matches[0].parallelism} subtasks, "
                                     f"no subtask {fault.subtask}")
         if fault.kind in SIM_ONLY and scenario.mode != "sim":
             raise ScenarioError(f"{where}: a {fault.kind!r} fault needs the simulated link (mode = \"sim\")")

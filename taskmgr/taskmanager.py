@@ -202,11 +202,10 @@ class TaskManager:
                     await self._connection.aclose()
 
     def find_task(self, vertex: str, subtask: int) -> Task | None:
-        """The running subtask `subtask` of the vertex named `vertex` (or whose chained name starts so)."""
+        """The running subtask `subtask` of the vertex `vertex` names (`JobVertex.is_named`)."""
         for job in self._jobs.values():
             for task in job.tasks.values():
-                name = task.vertex.name
-                if (name == vertex or name.startswith(vertex)) and task.descriptor.subtask_index == subtask:
+                if task.vertex.is_named(vertex) and task.descriptor.subtask_index == subtask:
                     return task
         return None
 

@@ -67,6 +67,14 @@ def test_a_user_function_failure_fails_the_job_with_it() -> None:
     assert_failed_cleanly(result, "InjectedFailure: bad record", before=3.5)
 
 
+@pytest.mark.parametrize("name", ["Source: Gen", "Gen"])
+def test_a_fault_names_a_source_by_its_vertex_or_by_the_name_the_program_gave_it(name: str) -> None:
+    """Flink names the source's vertex `Source: Gen`; the program's own name finds it too."""
+    result = run(Fault(3.0, "fail_task", vertex=name, message="bad record"))
+    assert_failed_cleanly(result, "InjectedFailure: bad record", before=3.5)
+    assert result.failed_task == "Source: Gen (1/1)"
+
+
 def test_a_paused_task_stops_then_catches_up() -> None:
     result = run(Fault(3.0, "pause_task", vertex="Work", subtask=1, duration=3.0))
     assert result.status is JobStatus.FINISHED and result.invariant_violations() == []
