@@ -237,6 +237,8 @@ class StreamTask:
                             await self._wait_outputs()
                         else:
                             await kernel.wait_any([self._wait_outputs, priority.wait_priority_event])
+                    if not self._wait_scope.cancelled_caught and self._outputs_available():
+                        io.num_mails_processed += 1  # Flink's "resume default action" mail, see below
                 finally:
                     self._wait_scope = None
                     io.soft_backpressure.mark_end()
@@ -258,6 +260,11 @@ class StreamTask:
             try:
                 with kernel.CancelScope() as self._wait_scope:
                     await task_input.wait_available()
+                if not self._wait_scope.cancelled_caught:
+                    # What ends a wait (data from Netty's thread, a buffer a consumer gave
+                    # back, a rate limiter's permit) comes from another thread in Flink, whose
+                    # suspended default action it resumes with a control mail, counted too.
+                    io.num_mails_processed += 1
             finally:
                 self._wait_scope = None
                 io.idle.mark_end()

@@ -65,3 +65,15 @@ def test_mailbox_mails_per_second_counts_the_timer_mails():
         latency_mails = 1000 / 1001
         assert source["metrics"]["mailboxMailsPerSecond"] == pytest.approx(5 + latency_mails + 3 * per_second, abs=0.1)
         assert cheap["metrics"]["mailboxMailsPerSecond"] == pytest.approx(latency_mails + 3 * per_second, abs=0.1)
+
+
+def test_an_idle_task_woken_by_data_takes_a_resume_mail_each_time():
+    """Data that ends a wait comes from another thread in Flink (Netty's), which resumes the
+    task's suspended default action with a control mail: a map fed 10 records a second, each
+    flushed on its own, takes 10 of them a second besides its latency mail."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_buffer_timeout(0)
+    (env.from_generator(rate=10).name("Seq").rebalance().map(cost="1ms").name("Map")
+        .sink_to(DiscardingSink()))
+    result = execute(env, duration=20, task_managers=1, seed=7).raise_for_status()
+    assert result.vertex_summary("Map")["metrics"]["mailboxMailsPerSecond"] == pytest.approx(10 + 1000 / 1001, abs=0.1)
