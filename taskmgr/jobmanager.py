@@ -532,7 +532,10 @@ class JobManager:
             with kernel.move_on_after(config.drain_timeout):
                 await job.wait_for(lambda: job.all_terminal or job.failure is not None)
             if not job.all_terminal and job.failure is None:
-                job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s"))
+                running = [vertex.name for vertex in graph.all_execution_vertices
+                           if not job.states[execution_id(vertex)].is_terminal]
+                job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s "
+                                      f"(still running: {', '.join(running)})"))
         if not job.all_terminal:
             for eid, state in job.states.items():
                 if state.is_terminal:

@@ -8,6 +8,7 @@ import pytest
 
 from graph import CollectSink, DiscardingSink, StreamExecutionEnvironment
 from shuffle import kernel
+from shuffle.config import NetworkConfig
 from taskmgr.cluster import ClusterConfig, MiniCluster, execute
 from taskmgr.jobmanager import JobConfig
 from taskmgr.results import JobExecutionError, JobResult, JobStatus
@@ -48,6 +49,18 @@ def test_the_failure_names_its_task_and_task_manager_and_the_others_are_cancelle
     # the bounded source had finished; the other map and the sink were cancelled
     assert result.task_states["Source: Sequence Source"] == ["FINISHED"]
     assert result.task_states["Map"][other] == "CANCELED" and result.task_states["Sink: Writer"] == ["CANCELED"]
+
+
+def test_a_job_that_cannot_drain_names_the_tasks_still_running() -> None:
+    """With one buffer per subpartition the source's writer stalls on the buffer it writes
+    (Flink 1.x's max-buffers-per-channel = 1): after the run the job cannot drain, and the
+    failure says which tasks were still running."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator().name("Gen").rebalance().map(cost="1ms").name("Work").sink_to(DiscardingSink())
+    result = execute(env, duration=2, task_managers=1, network=NetworkConfig(max_buffers_per_channel=1))
+    assert result.status is JobStatus.FAILED
+    assert str(result.error) == ("the job did not drain within 30.0 s (still running: Source: Gen (1/1), "
+                                 "Work -> Sink: Writer (1/1))")
 
 
 def test_not_enough_slots_fails_with_clear_message() -> None:
