@@ -44,7 +44,7 @@ class MemorySegment:
         """Bytes of real memory behind the segment now."""
         return 0 if self._memory is None else self._memory.nbytes
 
-    def adopt(self, data: bytes) -> None:
+    def adopt(self, data: bytes | memoryview) -> None:
         """Hold `data` as the segment's content (no copy; the segment is read, not written)."""
         if len(data) > self.size:
             raise ValueError(f"{len(data)} bytes do not fit a segment of {self.size}")

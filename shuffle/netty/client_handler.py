@@ -192,7 +192,9 @@ class CreditBasedPartitionRequestClientHandler:
             buffer = Buffer.of_event(bytes(msg.buffer), msg.data_type)
         else:
             payload = msg.buffer
-            buffer.segment.adopt(payload if type(payload) is bytes else bytes(payload))
+            if type(payload) is not bytes and not (type(payload) is memoryview and payload.readonly):
+                payload = bytes(payload)  # a frame decoder's buffer, which the next frames overwrite
+            buffer.ref.segment.adopt(payload)
             buffer.size = len(payload)
         channel.on_buffer(buffer, msg.sequence_number, msg.backlog)
 

@@ -7,8 +7,14 @@ while no hop pays for encoding and decoding. The handlers see one interface:
 
 - `seal(msg, buffer)`: what will be sent. The network buffer whose bytes a BufferResponse
   carries passes to the stream, which recycles it once its bytes are taken: on the
-  simulated link at once (a copy travels), over TCP when the write is done (as Netty
-  releases a BufferResponse's buffer after writing it: no copy of the payload);
+  simulated link at once, over TCP when the write is done (as Netty releases a
+  BufferResponse's buffer after writing it: no copy of the payload). On the simulated
+  link the bytes travel without a copy, as a read-only view, when they are the whole of
+  their memory (a full buffer: nothing writes them again once the segment is recycled,
+  which drops its hold on them); a slice of a larger memory is copied, so that the
+  receiver holds only the bytes that arrived, not the sender's whole segment. The
+  receiver keeps a payload that is bytes or a read-only view, and copies a writable one
+  (a frame decoder's buffer, which the next frames overwrite);
 - `await send_sealed(sealed)` (or `await send(msg)` for both steps);
 - `await wait_writable()`: until the connection takes a write at once (Netty's
   `isWritable`); Flink checks it before it takes a reader off the queue or builds an
@@ -234,7 +240,13 @@ class ObjectMessageStream:
 
     def seal(self, msg: NettyMessage, buffer: Buffer | None = None) -> tuple[NettyMessage, int]:
         if type(msg) is BufferResponse and type(msg.buffer) is not bytes:
-            msg.buffer = bytes(msg.buffer)  # a copy, so that the network buffer is recycled now
+            payload = msg.buffer
+            if buffer is not None and type(payload) is memoryview and payload.nbytes == len(payload.obj):
+                # the whole of its memory: nothing writes these bytes again (a writer appends
+                # only at new positions, past this end into new memory); the receiver holds them
+                msg.buffer = payload.toreadonly()
+            else:
+                msg.buffer = bytes(payload)  # the receiver holds only its own bytes
         if buffer is not None:
             buffer.recycle()
         return msg, frame_size(msg)

@@ -37,8 +37,23 @@ async def test_receiving_channels_hold_arrived_bytes_not_whole_segments(credit_f
     await h.settle()
     ((received, _sequence_number),) = h.channel(0).received
     assert 0 < received.segment.allocated < 100
+    assert len(received.segment.memory.obj) == received.size  # its own bytes, not the sender's segment
     h.consume(0, 1)
     assert h.received[0] == [1, 2, 3]
+
+
+async def test_a_full_buffer_crosses_the_simulated_link_without_a_copy_of_its_bytes(credit_flow):
+    h = await credit_flow(config=NetworkConfig(buffer_size=32768), channels=1)
+    partition, index = h.targets[0]
+    await h.emit_buffers(0, 1)
+    ((consumer, _partial),) = partition.subpartitions[index]._buffers
+    written = consumer.builder.segment.memory.obj
+    h.flush(0)
+    await h.settle()
+    assert h.sender(0).pool_buffers == 0  # the sender's buffer was recycled when it left
+    ((received, _sequence_number),) = h.channel(0).received
+    assert received.size == 32768 and received.segment.memory.obj is written
+    assert [c.size for c in h.consume(0, 1)] == [32768]
 
 
 async def test_an_idle_channel_holds_no_queue_list_or_channel_info_until_it_is_used(credit_flow):
