@@ -72,10 +72,11 @@ class BufferBuilder:
 class BufferConsumer:
     """Reads what its builder has committed; `build()` returns the next slice."""
 
-    __slots__ = ("builder", "read_position", "_finished_seen", "_closed")
+    __slots__ = ("builder", "data_type", "read_position", "_finished_seen", "_closed")
 
     def __init__(self, builder: BufferBuilder, read_position: int) -> None:
         self.builder = builder
+        self.data_type = builder.data_type  # the builder's, fixed (read several times per buffer)
         self.read_position = read_position
         # Flink's consumer caches the writer's "finished" flag and refreshes it only when
         # building a slice; the subpartition's notification rules depend on this.
@@ -93,12 +94,8 @@ class BufferConsumer:
         return consumer
 
     @property
-    def data_type(self) -> DataType:
-        return self.builder.data_type
-
-    @property
     def is_buffer(self) -> bool:
-        return self.builder.data_type.is_buffer
+        return self.data_type.is_buffer
 
     def is_finished(self) -> bool:
         return self._finished_seen

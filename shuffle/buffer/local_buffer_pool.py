@@ -157,12 +157,14 @@ class LocalBufferPool:
         if self.is_destroyed or self.num_requested > self.current_pool_size:
             self.num_requested -= 1
             self.network_pool.recycle_pooled_segment(segment)
-        elif not self._offer_to_listeners(segment):
+        elif not self._listeners or not self._offer_to_listeners(segment):
             self._available.append(segment)
         self._update_availability()
-        self._signal_segment()
+        if self._segment_event is not None:
+            self._signal_segment()
 
     def _offer_to_listeners(self, segment: MemorySegment) -> bool:
+        """Lend `segment` to the first queued listener that takes it; False if none did."""
         while self._listeners:
             listener = self._listeners.popleft()
             if listener.notify_buffer_available(Buffer.of_segment(segment, self._untargeted_recycler)):

@@ -87,7 +87,7 @@ class PipelinedSubpartition:
     def get_buffers_in_backlog(self) -> int:
         if self.is_blocked or self.buffers_in_backlog == 0:
             return 0
-        if self.flush_requested or self.is_finished or not self._buffers[-1][0].is_buffer:
+        if self.flush_requested or self.is_finished or not self._buffers[-1][0].data_type.is_buffer:
             return self.buffers_in_backlog
         return self.buffers_in_backlog - 1
 
@@ -115,7 +115,8 @@ class PipelinedSubpartition:
         view = self.read_view
         notify_priority = False
         self._buffers = buffers = own(self._buffers)
-        if consumer.data_type.has_priority:
+        data_type = consumer.data_type
+        if data_type.has_priority:
             buffers.add_priority_element((consumer, partial_record_length))
             notify_priority = buffers.num_priority_elements == 1 and not self.is_blocked
             barrier = _parse_barrier(consumer)
@@ -123,10 +124,10 @@ class PipelinedSubpartition:
                 self._persist_overtaken(barrier.id, len(buffers))
         else:
             buffers.add((consumer, partial_record_length))
-            if consumer.data_type is DataType.TIMEOUTABLE_ALIGNED_CHECKPOINT_BARRIER:
+            if data_type is DataType.TIMEOUTABLE_ALIGNED_CHECKPOINT_BARRIER:
                 self._expect_output(consumer)
         self.total_number_of_buffers += 1
-        if consumer.is_buffer:
+        if data_type.is_buffer:
             self.buffers_in_backlog += 1
         # As Flink: a priority add still runs the data-available check.
         notify_data = finish or (view is not None and not self.flush_requested and not self.is_blocked
@@ -175,7 +176,7 @@ class PipelinedSubpartition:
             if finished:
                 buffers.poll()
                 consumer.close()
-                if consumer.is_buffer:
+                if consumer.data_type.is_buffer:
                     self.buffers_in_backlog -= 1
             if self.receiver_exclusive_buffers == 0 and finished:
                 break
