@@ -80,9 +80,6 @@ class CreditBasedPartitionRequestClientHandler:
 
     def _enqueue(self, message: ClientOutboundMessage | CancelPartitionRequestMessage) -> None:
         self._outbound.append(message)
-        self._wake()
-
-    def _wake(self) -> None:
         self.writer.wake()
 
     def request_subpartition(self, channel: RemoteInputChannel) -> None:
@@ -229,15 +226,11 @@ class CreditBasedPartitionRequestClientHandler:
         self._cancelling.add(receiver_id)
         self._enqueue(CancelPartitionRequestMessage(receiver_id))
 
-    def _next_sealed(self) -> object | None:
-        msg = self._next_message()
-        return None if msg is None else self.connection.seal(msg)
-
     def _has_work(self) -> bool:
         return bool(self._outbound)
 
-    def _next_message(self) -> NettyMessage | None:
-        """Build the next outbound message (None when nothing is left to send)."""
+    def _next_sealed(self) -> object | None:
+        """Build the next outbound message and seal it (None when nothing is left to send)."""
         tracer = self.tracer
         while self._outbound:
             outbound = self._outbound.pop(0)
@@ -248,7 +241,7 @@ class CreditBasedPartitionRequestClientHandler:
                 continue
             if tracer.enabled:
                 outbound.trace(tracer, msg)
-            return msg
+            return self.connection.seal(msg)
         return None
 
     def _fail_all(self, cause: BaseException) -> None:

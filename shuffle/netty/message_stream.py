@@ -233,10 +233,14 @@ class FramedMessageStream:
 class ObjectMessageStream:
     """Messages as objects on the simulated link, each the size of its frame on the wire."""
 
-    __slots__ = ("stream",)
+    __slots__ = ("stream", "run_soon", "ready_to_send", "when_writable")
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
+        # What a stepped writer calls per message is the link's own (no call in between).
+        self.run_soon: Callable[[Callable[[], None]], None] = stream.run_soon
+        self.ready_to_send: Callable[[], bool] = stream.ready_to_send
+        self.when_writable: Callable[[Callable[[], None]], None] = stream.when_writable
 
     def seal(self, msg: NettyMessage, buffer: Buffer | None = None) -> tuple[NettyMessage, int]:
         if type(msg) is BufferResponse and type(msg.buffer) is not bytes:
@@ -274,15 +278,6 @@ class ObjectMessageStream:
 
     def discard_unsent(self) -> None:
         """Nothing: every send is whole."""
-
-    def run_soon(self, fn: Callable[[], None]) -> None:
-        self.stream.run_soon(fn)
-
-    def ready_to_send(self) -> bool:
-        return self.stream.ready_to_send()
-
-    def when_writable(self, step: Callable[[], None]) -> None:
-        self.stream.when_writable(step)
 
     async def receive(self) -> list[NettyMessage]:
         return _checked(await self.stream.receive_messages())

@@ -39,13 +39,10 @@ class PartitionRequestQueue:
         self.fatal_error = False
         self.writer = OutboundWriter(connection, self._next_sealed, self._has_work)
 
-    def _wake(self) -> None:
-        self.writer.wake()
-
     def send_control(self, msg: NettyMessage) -> None:
         """Queue a non-buffer message (error, backlog announcement) ahead of buffers."""
         self._control.append(msg)
-        self._wake()
+        self.writer.wake()
 
     def notify_reader_created(self, reader: CreditBasedSequenceNumberingViewReader) -> None:
         self.all_readers[reader.receiver_id] = reader
@@ -65,7 +62,7 @@ class PartitionRequestQueue:
         self.available_readers.append(reader)
         reader.is_registered_as_available = True
         if len(self.available_readers) == 1:
-            self._wake()
+            self.writer.wake()
 
     def _announce_backlog(self, receiver_id: str, backlog: int) -> None:
         queued = self._queued_announcements.get(receiver_id)

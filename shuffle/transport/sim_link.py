@@ -142,8 +142,9 @@ class SimStream:
     def ready_to_send(self) -> bool:
         """Whether a send now is taken at once; raises as a send would on a closed or broken
         connection. For a writer that runs as steps rather than as a task."""
-        self._check_writable()
         out = self._out
+        if self._closed or out.reader_closed:
+            self._check_writable()
         return not out.paused and out.unread < self._network.send_window_bytes
 
     def when_writable(self, step: Any) -> None:
@@ -187,7 +188,10 @@ class SimStream:
             out.corrupt_next = False
             item = CORRUPTED if self.carries_objects else bytes(size)  # zeros: no frame's magic
         out.unread += size
-        arrival = self._network._schedule(out, size)
+        network = self._network
+        start = max(sim._K.now, out.link_free_at)  # after what the link carries already
+        out.link_free_at = start + size / (out.bandwidth or network.bandwidth_bytes_per_s)
+        arrival = out.link_free_at + (network.latency_s if out.latency is None else out.latency)
         if not out.items:
             if out.reader is not None:
                 sim.wake_at(arrival, *out.reader)
@@ -352,12 +356,6 @@ class SimNetwork:
         self.latency_s = latency_s
         self.send_window_bytes = send_window_bytes
         self._listeners: dict[Hashable, tuple[Any, StreamHandler]] = {}
-
-    def _schedule(self, direction: _Direction, size: int) -> float:
-        """Put `size` bytes on the link now; returns when they arrive."""
-        start = max(sim._K.now, direction.link_free_at)
-        direction.link_free_at = start + size / (direction.bandwidth or self.bandwidth_bytes_per_s)
-        return direction.link_free_at + (self.latency_s if direction.latency is None else direction.latency)
 
     async def serve(
         self, address: Hashable, handler: StreamHandler, *, task_status: Any = kernel.TASK_STATUS_IGNORED
