@@ -43,6 +43,7 @@ class BufferManager:
 
     @property
     def available(self) -> int:
+        """Free buffers: exclusive and floating (read inline where it is asked per buffer)."""
         return self.num_free_exclusive + len(self.floating)
 
     async def request_exclusive_buffers(self, n: int) -> None:
@@ -73,7 +74,8 @@ class BufferManager:
     def _try_request_floating(self) -> int:
         pool = self.floating_pool
         obtained = 0
-        while self.available < self.num_required_buffers and not self.is_waiting_for_floating_buffers:
+        while (not self.is_waiting_for_floating_buffers
+               and self.num_free_exclusive + len(self.floating) < self.num_required_buffers):
             buffer = pool.request_buffer()
             if buffer is not None:
                 self._add_floating(buffer)
@@ -103,10 +105,12 @@ class BufferManager:
         """BufferListener: the gate's pool offers a floating buffer."""
         self.is_waiting_for_floating_buffers = False
         waiting_without_credit = self._buffer_event is not None
-        if self._released or (self.available >= self.num_required_buffers and not waiting_without_credit):
+        if self._released or (self.num_free_exclusive + len(self.floating) >= self.num_required_buffers
+                              and not waiting_without_credit):
             return False
         self._add_floating(buffer)
-        self._signal()
+        if waiting_without_credit:
+            self._signal()
         self.channel.notify_buffer_available(1 + self._try_request_floating())
         return True
 

@@ -122,7 +122,8 @@ class RemoteInputChannel(InputChannel):
             first_priority = received.num_priority_elements == 1
         else:
             received.add((buffer, sequence_number))
-            self.maybe_persist(buffer)
+            if self._persister is not None:
+                self._persister.maybe_persist(buffer)
         if not data_type.is_buffer:
             event = deserialize_event(bytes(buffer.memory()))
             if data_type.requires_announcement:
@@ -139,7 +140,7 @@ class RemoteInputChannel(InputChannel):
         if first_priority:
             self.notify_priority_event(sequence_number)
         if was_empty:
-            self.notify_channel_non_empty()
+            self.gate.notify_channel_non_empty(self)
         if backlog >= 0:
             self.on_sender_backlog(backlog)
 
@@ -190,7 +191,8 @@ class RemoteInputChannel(InputChannel):
     # -- called by the task --------------------------------------------------------------
 
     def get_next_buffer(self) -> BufferAndAvailability | None:
-        self.check_error()
+        if self.error is not None:
+            self.check_error()
         if not self.received:
             if self.is_released:
                 raise CancelTaskError("Queried for a buffer after channel has been released.")

@@ -201,7 +201,7 @@ class SingleInputGate:
             self.throughput_calculator.incoming_data_size(buffer.size)
             more = bool(self._with_data)
             more_priority = self._with_data.num_priority_elements > 0
-            if buffer.is_buffer:
+            if buffer.data_type.is_buffer:
                 return BufferOrEvent(buffer, None, channel.channel_info, more, more_priority, buffer.size)
             event = deserialize_event(bytes(buffer.memory()))
             buffer.recycle()

@@ -265,7 +265,8 @@ class ObjectMessageStream:
         await self.stream.wait_send_all_might_not_block()
 
     def defer(self, fn: Callable[[], None]) -> bool:
-        return _defer(self.stream, fn)
+        self.stream.call_soon(fn)
+        return True
 
     def can_send_now(self) -> bool:
         return self.stream.writable

@@ -75,7 +75,7 @@ class CreditBasedSequenceNumberingViewReader:
         nxt = self.view.get_next_buffer()
         if nxt is None:
             return None
-        if nxt.buffer.is_buffer and self.credit_based:
+        if nxt.buffer.data_type.is_buffer and self.credit_based:
             self.num_credits_available -= 1
             if self.num_credits_available < 0:
                 nxt.buffer.recycle()
