@@ -11,7 +11,7 @@ it has none.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from shuffle import kernel
@@ -220,8 +220,10 @@ class LocalBufferPool:
     def is_available(self) -> bool:
         return self.availability.is_available
 
-    async def wait_available(self) -> None:
-        await self.availability.wait()
+    def wait_available(self) -> Awaitable[None]:
+        """Await it: returns once the pool is available (the helper's wait itself, not a
+        coroutine around it: one frame less to enter and resume per wait)."""
+        return self.availability.wait()
 
     @property
     def num_buffers(self) -> int:

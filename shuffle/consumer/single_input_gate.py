@@ -7,6 +7,7 @@ into events, tracks end of partition per channel, and owns the gate's floating b
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import NamedTuple
 
 from shuffle import kernel
@@ -274,8 +275,10 @@ class SingleInputGate:
     def is_available(self) -> bool:
         return self.availability.is_available
 
-    async def wait_available(self) -> None:
-        await self.availability.wait()
+    def wait_available(self) -> Awaitable[None]:
+        """Await it: returns once a channel has data or the gate finished (the helper's wait
+        itself, not a coroutine around it: one frame less to enter and resume per wait)."""
+        return self.availability.wait()
 
     # -- towards the producers ------------------------------------------------------------
 

@@ -9,7 +9,7 @@ that time is hard back-pressure.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -380,10 +380,11 @@ class ResultPartition:
     def is_available(self) -> bool:
         return self.buffer_pool is not None and self.buffer_pool.is_available()
 
-    async def wait_available(self) -> None:
+    def wait_available(self) -> Awaitable[None]:
+        """Await it: returns once the pool is available (the pool's wait itself)."""
         if self.buffer_pool is None:
             raise RuntimeError(f"result partition {self.partition_id} was not set up")
-        await self.buffer_pool.wait_available()
+        return self.buffer_pool.wait_available()
 
     def on_consumed_subpartition(self, index: int) -> None:
         """Release once every consumer has released its subpartition (release-by-upstream)."""

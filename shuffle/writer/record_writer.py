@@ -10,6 +10,7 @@ buffers and events make data visible), > 0 runs the OutputFlusher.
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable
 from typing import Any
 
 import numpy as np
@@ -157,8 +158,9 @@ class RecordWriter:
         (ResultPartition.records_before_unavailable)."""
         return self.partition.records_before_unavailable(record_size, self.selector.is_broadcast, limit)
 
-    async def wait_available(self) -> None:
-        await self.partition.wait_available()
+    def wait_available(self) -> Awaitable[None]:
+        """Await it: returns once the partition is available (the partition's wait itself)."""
+        return self.partition.wait_available()
 
     async def run_output_flusher(self, phase: float = 0.0, overshoot: float = 0.0) -> None:
         """Flush every `timeout` seconds until cancelled (Flink's OutputFlusher thread), the
