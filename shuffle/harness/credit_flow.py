@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -282,10 +283,14 @@ class CreditFlowHarness:
     def consume(self, channel: int, n: int = 1) -> list[Consumed]:
         """Read up to `n` buffers or events of a channel's gate now, recycling each (creates
         credit); filed under the channel each came from."""
+        return self._consume(channel, n)
+
+    def _consume(self, channel: int, n: int | None) -> list[Consumed]:
+        """`consume` of a channel known to exist; `n` None reads everything there is now."""
         out = []
         gate_index = self._slots[channel][0]
         gate = self.gates[gate_index]
-        for _ in range(n):
+        for _ in itertools.count() if n is None else range(n):
             result = gate.poll_next()
             if result is None:
                 break
@@ -317,14 +322,13 @@ class CreditFlowHarness:
                 while self._stalled[channel]:
                     await self._resumed[channel].wait()
                 if cost:
-                    if self.consume(channel, 1):
+                    if self._consume(channel, 1):
                         await kernel.sleep(cost)
                         continue
                 else:
                     # Free consumption takes everything there is in one wakeup, as a busy
                     # task does (not one scheduler pass per buffer).
-                    while self.consume(channel, 1):
-                        pass
+                    self._consume(channel, None)
                 await gate.wait_available()
 
     @_by_channel
