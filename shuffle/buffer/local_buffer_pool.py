@@ -209,7 +209,10 @@ class LocalBufferPool:
             elif not self._waiting_on_global:
                 self._waiting_on_global = True
                 self.network_pool.when_segment_available(self._on_global_segment)
-        self.availability.set(bool(self._available) and self.unavailable_subpartitions == 0)
+        if self._available and self.unavailable_subpartitions == 0:
+            self.availability.set_available()
+        else:
+            self.availability.set_unavailable()
 
     def _on_global_segment(self) -> None:
         self._waiting_on_global = False
