@@ -80,9 +80,9 @@ class PipelinedSubpartition:
 
     def _number_of_finished_buffers(self) -> int:
         size = len(self._buffers)
-        if size == 1 and self._buffers[0][0].is_finished():
-            return 1
-        return max(0, size - 1)
+        if size > 1:
+            return size - 1
+        return 1 if size == 1 and self._buffers[0][0].is_finished() else 0
 
     def get_buffers_in_backlog(self) -> int:
         if self.is_blocked or self.buffers_in_backlog == 0:

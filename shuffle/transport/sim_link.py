@@ -131,13 +131,10 @@ class SimStream:
         """The next item the peer sends on this connection arrives corrupted."""
         self._in.corrupt_next = True
 
-    def call_soon(self, fn: Any) -> None:
-        """Run `fn()` on the connection's event loop: once every runnable task has yielded."""
-        sim.call_soon(fn)
-
-    def run_soon(self, fn: Any) -> None:
-        """Run `fn()` where a task woken now would run (`sim.run_soon`)."""
-        sim.run_soon(fn)
+    #: `call_soon(fn)`: run `fn()` on the connection's event loop, once every runnable task
+    #: has yielded; `run_soon(fn)`: where a task woken now would run. The kernel's own.
+    call_soon = staticmethod(sim.call_soon)
+    run_soon = staticmethod(sim.run_soon)
 
     def ready_to_send(self) -> bool:
         """Whether a send now is taken at once; raises as a send would on a closed or broken
