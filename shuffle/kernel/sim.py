@@ -281,17 +281,21 @@ def current_time() -> float:
     return _K.now
 
 
-async def sleep_until(deadline: float) -> None:
+@types.coroutine
+def sleep_until(deadline: float) -> Iterator[None]:
+    """Await it: returns at virtual time `deadline`. A generator that yields to the kernel
+    itself, as `park` does (no coroutine frame around `park` to enter and resume)."""
     task, token = block()
     if deadline <= _K.now:
         wake(task, token)
     else:
         _K.call_at(deadline, _wake_timer, (task, token))
-    await park()
+    yield
 
 
-async def sleep(seconds: float) -> None:
-    await sleep_until(_K.now + seconds)
+def sleep(seconds: float) -> Iterator[None]:
+    """Await it: returns `seconds` later (`sleep_until` itself)."""
+    return sleep_until(_K.now + seconds)
 
 
 async def sleep_forever() -> None:
@@ -591,11 +595,13 @@ class Event:
                 wake(task, token)
             self._waiters.clear()
 
-    async def wait(self) -> None:
-        if self._flag:
-            return
-        self._waiters.append(block())
-        await park()
+    @types.coroutine
+    def wait(self) -> Iterator[None]:
+        """Await it: returns once set (at once if it is). A generator that yields to the
+        kernel itself, as `park` does (no coroutine frame around `park` per wait)."""
+        if not self._flag:
+            self._waiters.append(block())
+            yield
 
 
 class Lock:
