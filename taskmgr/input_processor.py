@@ -236,6 +236,9 @@ class StreamInputProcessor:
         return len(chunk)
 
     async def wait_available(self) -> None:
+        if self._single:  # the common case, without wait_any's list (once per idle wait)
+            await self.inputs[0].wait_available()
+            return
         await kernel.wait_any([c.wait_available for c in self.inputs if not c.is_finished])
 
     async def before_mail(self) -> None:

@@ -94,4 +94,9 @@ class CheckpointedInputGate:
         return [channel for gate in self.gates for channel in gate.unfinished_channels()]
 
     async def wait_available(self) -> None:
-        await kernel.wait_any([gate.wait_available for gate in self.gates if not gate.is_finished])
+        gates = self.gates
+        if len(gates) == 1:  # the common case, without wait_any's list (once per idle wait)
+            if not gates[0].is_finished:
+                await gates[0].wait_available()
+            return
+        await kernel.wait_any([gate.wait_available for gate in gates if not gate.is_finished])
