@@ -163,6 +163,16 @@ class FixedWidthRecords:
         self.format = record_format
 
     @classmethod
+    def of_rows(cls, rows: np.ndarray, record_format: FixedWidthFormat) -> FixedWidthRecords:
+        """A batch of rows known to be a contiguous 1-d array of the format's dtype (a slice
+        of another batch's rows, or rows parsed from a buffer): the constructor's checks,
+        skipped on the per-buffer path."""
+        batch = object.__new__(cls)
+        batch.rows = rows
+        batch.format = record_format
+        return batch
+
+    @classmethod
     def make(
         cls,
         keys: Sequence[int] | np.ndarray,
@@ -198,14 +208,14 @@ class FixedWidthRecords:
         """One batch with the records of `batches` in order (all of the same format)."""
         if not batches:
             raise ValueError("concat needs at least one batch")
+        if len(batches) == 1:
+            return batches[0]
         record_format = batches[0].format
         if any(b.format != record_format for b in batches):
             raise ValueError("cannot concat batches of different record sizes")
-        if len(batches) == 1:
-            return batches[0]
         # concatenate the raw bytes: numpy would convert structured fields to native order
         flat = np.concatenate([b.rows.view(np.uint8) for b in batches])
-        return FixedWidthRecords(flat.view(record_format.dtype), record_format)
+        return FixedWidthRecords.of_rows(flat.view(record_format.dtype), record_format)
 
     def take(self, indices_or_mask: np.ndarray | Sequence[int]) -> FixedWidthRecords:
         """The records at the given indices, or where a boolean mask is true."""

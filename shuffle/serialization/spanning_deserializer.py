@@ -80,7 +80,7 @@ class SpanningRecordDeserializer:
         if data:
             rows = np.frombuffer(data, dtype=record_format.dtype)
             check_rows(rows, record_format)
-            self._parsed.append(FixedWidthRecords(rows, record_format))
+            self._parsed.append(FixedWidthRecords.of_rows(rows, record_format))
 
     def _add_generic(self, view: memoryview) -> None:
         pending = self._pending

@@ -120,7 +120,7 @@ class RecordWriter:
             return self.selector.select_channels(batch)
         if len(kept) >= len(batch):
             return kept
-        rest = FixedWidthRecords(batch.rows[len(kept):], batch.format)
+        rest = FixedWidthRecords.of_rows(batch.rows[len(kept):], batch.format)
         return np.concatenate([kept, self.selector.select_channels(rest)])
 
     def _runs(self, targets: np.ndarray, batch: FixedWidthRecords, wire: memoryview) -> list[tuple[int, memoryview]]:

@@ -35,8 +35,8 @@ def as_generic(records: Records) -> GenericRecords:
 def split(records: Records, n: int) -> tuple[Records, Records]:
     """The first `n` records and the rest."""
     if isinstance(records, FixedWidthRecords):
-        return (FixedWidthRecords(records.rows[:n], records.format),
-                FixedWidthRecords(records.rows[n:], records.format))
+        return (FixedWidthRecords.of_rows(records.rows[:n], records.format),
+                FixedWidthRecords.of_rows(records.rows[n:], records.format))
     return records[:n], records[n:]
 
 

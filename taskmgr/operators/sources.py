@@ -210,7 +210,7 @@ class GeneratorSourceOperator(SourceOperator):
     def _hand_out(self, batch: FixedWidthRecords, n: int) -> FixedWidthRecords:
         """The first `n` records of a drawn batch, now emitted (the generator moves past them)."""
         if n < len(batch):
-            batch = FixedWidthRecords(batch.rows[:n], batch.format)
+            batch = FixedWidthRecords.of_rows(batch.rows[:n], batch.format)
         self.state.advance(n)
         self.emitted += n
         self.ctx.services.emitted_per_origin[self.ctx.origin] += n
