@@ -88,15 +88,17 @@ def _apply(mini: MiniCluster, fault: Fault, nursery: Any) -> None:
         if client is not None:
             client.stream.corrupt_next_inbound()
     else:
+        # Task faults run in the task's mailbox, between records, but are none of Flink's
+        # mails: not counted in mailboxMails (a pause stands for a stall, e.g. a GC pause).
         task = mini.find_task(fault.vertex, fault.subtask)
         if task is None:
             log.warning("fault %s: no running subtask %s of %r", kind, fault.subtask, fault.vertex)
         elif kind == "pause_task":
-            task.send_mail(lambda: kernel.sleep(fault.duration))
+            task.send_mail(lambda: kernel.sleep(fault.duration), counted=False)
         elif kind == "block_task":
-            task.send_mail(lambda: task.run_uninterruptibly(fault.duration))
+            task.send_mail(lambda: task.run_uninterruptibly(fault.duration), counted=False)
         else:
-            task.send_mail(_raiser(InjectedFailure(fault.message)))
+            task.send_mail(_raiser(InjectedFailure(fault.message)), counted=False)
 
 
 def _address(mini: MiniCluster, name: str) -> Any:

@@ -73,12 +73,13 @@ class StreamTask:
         self.final_checkpoint_min_id: int | None = None
         self.final_checkpoint_completed = kernel.Event()
 
-    def send_mail(self, action: Callable[[], Awaitable[None]]) -> bool:
+    def send_mail(self, action: Callable[[], Awaitable[None]], counted: bool = True) -> bool:
         """Run `action` in the mailbox loop before the next record (waking an idle task);
-        False once the mailbox is closed (the task is finishing)."""
+        False once the mailbox is closed (the task is finishing). `counted=False`: not one
+        of Flink's mails (an injected fault), so `mailboxMails` does not count it."""
         if self._closed:
             return False
-        self._queue(action, True)
+        self._queue(action, counted)
         return True
 
     def run_later(self, action: Callable[[], Awaitable[None]]) -> None:

@@ -260,12 +260,12 @@ class Task:
             if self.cancel_requested and not self._uninterruptible:
                 self._cancel_scope.cancel()
 
-    def send_mail(self, action: Callable[[], Awaitable[None]]) -> bool:
+    def send_mail(self, action: Callable[[], Awaitable[None]], counted: bool = True) -> bool:
         """Run `action` in the task's mailbox loop; False if the task is not running or
-        its mailbox is closed (it is finishing)."""
+        its mailbox is closed (it is finishing). `counted`: as `StreamTask.send_mail`."""
         if self._stream_task is None or self.state is not ExecutionState.RUNNING:
             return False
-        return self._stream_task.send_mail(action)
+        return self._stream_task.send_mail(action, counted)
 
     # -- checkpoints (Flink's CheckpointableTask) -----------------------------------------------
 

@@ -12,7 +12,11 @@ from __future__ import annotations
 import pytest
 
 from graph import DiscardingSink, RuntimeExecutionMode, StreamExecutionEnvironment
-from taskmgr.cluster import execute
+from shuffle import kernel
+from shuffle.trace import NULL_TRACER
+from taskmgr.cluster import ClusterConfig, execute, run_job
+from taskmgr.faults import Fault
+from taskmgr.jobmanager import JobConfig
 
 
 def behind_a_slow_sink(batch: bool = False) -> StreamExecutionEnvironment:
@@ -77,3 +81,15 @@ def test_an_idle_task_woken_by_data_takes_a_resume_mail_each_time():
         .sink_to(DiscardingSink()))
     result = execute(env, duration=20, task_managers=1, seed=7).raise_for_status()
     assert result.vertex_summary("Map")["metrics"]["mailboxMailsPerSecond"] == pytest.approx(10 + 1000 / 1001, abs=0.1)
+
+
+def test_an_injected_pause_is_no_mail():
+    """A `pause_task` fault runs in the task's mailbox but stands for a stall (a GC pause, say),
+    which Flink's mailbox does not count: a pause of the back-pressured map while its output
+    stays unavailable leaves its mails as they were."""
+    def mails(*faults: Fault) -> float:
+        result = kernel.run(run_job, behind_a_slow_sink(), ClusterConfig(), JobConfig(20, seed=7), NULL_TRACER,
+                            None, None, faults, mode="sim").raise_for_status()
+        return result.vertex_summary("Map")["metrics"]["mailboxMails"]
+
+    assert mails(Fault(5.0005, "pause_task", vertex="Map", duration=0.001)) == mails() > 0
