@@ -44,13 +44,17 @@ from taskmgr.payloads import dump_object, load_object, load_table
 from taskmgr.results import JobResult, JobStatus, merge_reports
 from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.rpc import (FIRST_MESSAGE_TIMEOUT, AbortCheckpoint, AcknowledgeCheckpoint, AttemptCancelled, CancelTask,
-                         DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest, JobReport,
-                         JobReportPart, NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, ReportAssembler,
-                         RpcConnection, RpcError, RpcMessage, Shutdown, StopSources, TaskExecutionState,
-                         TriggerCheckpoint)
+                         DeclineCheckpoint, DeployJob, DeployTask, DescribeTasks, Heartbeat, HeartbeatRequest,
+                         JobReport, JobReportPart, NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob,
+                         ReportAssembler, RpcConnection, RpcError, RpcMessage, Shutdown, StopSources, TaskDescriptions,
+                         TaskExecutionState, TriggerCheckpoint)
 from taskmgr.scheduler import NoResourceAvailableError, SlotOffer, allocate_slots, placement_rng
 
 log = logging.getLogger(__name__)
+
+#: Seconds the JobManager waits for the TaskManagers to say what a job that cannot drain
+#: waits for (`DescribeTasks`).
+DESCRIBE_TIMEOUT = 5.0
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,10 @@ class _JobExecution:
         self.cancelled_attempt: dict[str, int] = {}
         #: TaskManagers that have the job's program (`DeployJob`).
         self.deployed_to: set[str] = set()
+        #: What the tasks still running when the job could not drain wait for, by
+        #: execution id, and the TaskManagers that answered (`DescribeTasks`).
+        self.descriptions: dict[str, str] = {}
+        self.described_by: set[str] = set()
 
     def _notify(self) -> None:
         self._changed.set()
@@ -209,6 +217,11 @@ class _JobExecution:
         if message.attempt == self.attempt:
             self.cancelled_attempt[task_manager] = message.records_emitted
             self._notify()
+
+    def on_descriptions(self, task_manager: str, message: TaskDescriptions) -> None:
+        self.descriptions.update((str(eid), str(text)) for eid, text in message.descriptions.items())
+        self.described_by.add(task_manager)
+        self._notify()
 
     def stop_early(self) -> None:
         """End the run now, as if its duration were over (an interrupted run)."""
@@ -410,6 +423,8 @@ class JobManager:
                     job.on_report(record.name, report | {"metrics": load_table(metrics_bytes)})
                 elif isinstance(message, AttemptCancelled):
                     job.on_attempt_cancelled(record.name, message)
+                elif isinstance(message, TaskDescriptions):
+                    job.on_descriptions(record.name, message)
         except RpcError as exc:
             cause = exc
             raise
@@ -532,10 +547,13 @@ class JobManager:
             with kernel.move_on_after(config.drain_timeout):
                 await job.wait_for(lambda: job.all_terminal or job.failure is not None)
             if not job.all_terminal and job.failure is None:
-                running = [vertex.name for vertex in graph.all_execution_vertices
-                           if not job.states[execution_id(vertex)].is_terminal]
-                job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s "
-                                      f"(still running: {', '.join(running)})"))
+                running = {execution_id(vertex): vertex.name for vertex in graph.all_execution_vertices
+                           if not job.states[execution_id(vertex)].is_terminal}
+                await self._describe_tasks(job, running)
+                lines = [f"\n  {name}: {job.descriptions.get(eid, 'no answer from its TaskManager')}"
+                         for eid, name in running.items()]
+                job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s; still running:"
+                                      + "".join(lines)))
         if not job.all_terminal:
             for eid, state in job.states.items():
                 if state.is_terminal:
@@ -546,6 +564,15 @@ class JobManager:
             with kernel.move_on_after(config.cancel_timeout):
                 await job.wait_for(lambda: job.all_terminal)
         return duration
+
+    async def _describe_tasks(self, job: _JobExecution, running: Mapping[str, str]) -> None:
+        """Ask the TaskManagers of the tasks still running what those wait for; wait for
+        the answers up to `DESCRIBE_TIMEOUT` (one that does not answer is reported so)."""
+        asked = {job.placement[eid] for eid in running}
+        for task_manager in sorted(asked):
+            await self._send(task_manager, DescribeTasks(job.job_id))
+        with kernel.move_on_after(DESCRIBE_TIMEOUT):
+            await job.wait_for(lambda: asked <= job.described_by)
 
     async def _deploy(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig, start: float,
                       serialized: bytes, restore: Mapping[str, Any] | None) -> None:

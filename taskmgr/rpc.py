@@ -137,6 +137,15 @@ class DeclineCheckpoint(RpcMessage):
     reason: str
 
 
+@_message("task_descriptions")
+class TaskDescriptions(RpcMessage):
+    """The answer to `DescribeTasks`: execution id -> what that task waits for
+    (taskmgr.stall_report), for each of the job's tasks here still running."""
+
+    job_id: str
+    descriptions: dict
+
+
 @_message("job_report")
 class JobReport(RpcMessage):
     """What the TaskManager's tasks of a released job gathered (`taskmgr.results.TaskManagerReport`).
@@ -275,6 +284,13 @@ class CancelAttempt(RpcMessage):
 @_message("stop_sources")
 class StopSources(RpcMessage):
     """The run's duration is over: stop sources, drain."""
+
+    job_id: str
+
+
+@_message("describe_tasks")
+class DescribeTasks(RpcMessage):
+    """The job cannot drain: say what its tasks here still wait for (`TaskDescriptions`)."""
 
     job_id: str
 

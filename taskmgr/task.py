@@ -48,6 +48,7 @@ from taskmgr.operators.formats import output_format
 from taskmgr.operators.records import reads_key_field, synthetic_records
 from taskmgr.operators.sources import SourceOperator
 from taskmgr.payloads import load_object
+from taskmgr.stall_report import describe_wait
 from taskmgr.stream_task import AUTO_WATERMARK_INTERVAL_MS, StreamTask
 from taskmgr.task_services import TaskServices
 
@@ -259,6 +260,12 @@ class Task:
             self._uninterruptible -= 1
             if self.cancel_requested and not self._uninterruptible:
                 self._cancel_scope.cancel()
+
+    def describe_wait(self) -> str:
+        """What the task waits for now, in words (a job that cannot drain reports it)."""
+        if self._stream_task is None:
+            return f"not running its operators ({self.state.value})"
+        return describe_wait(self._stream_task)
 
     def send_mail(self, action: Callable[[], Awaitable[None]], counted: bool = True) -> bool:
         """Run `action` in the task's mailbox loop; False if the task is not running or

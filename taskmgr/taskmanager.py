@@ -32,9 +32,10 @@ from taskmgr.metrics.table import MetricTable
 from taskmgr.operators.base import RunControl
 from taskmgr.payloads import dump_exception, dump_object, dump_table, load_object
 from taskmgr.rpc import (AbortCheckpoint, AcknowledgeCheckpoint, AttemptCancelled, CancelAttempt, CancelTask,
-                         DeclineCheckpoint, DeployJob, DeployTask, Heartbeat, HeartbeatRequest,
+                         DeclineCheckpoint, DeployJob, DeployTask, DescribeTasks, Heartbeat, HeartbeatRequest,
                          NotifyCheckpointComplete, RegisterTaskManager, ReleaseJob, RpcConnection, RpcError,
-                         RpcMessage, Shutdown, StopSources, TaskExecutionState, TriggerCheckpoint, job_report_messages)
+                         RpcMessage, Shutdown, StopSources, TaskDescriptions, TaskExecutionState, TriggerCheckpoint,
+                         job_report_messages)
 from taskmgr.task import Task
 from taskmgr.task_services import TaskServices
 
@@ -364,6 +365,12 @@ class TaskManager:
         for task in job.tasks.values():
             task.stop_source()
 
+    async def _on_describe_tasks(self, message: DescribeTasks) -> None:
+        job = self._jobs.get(message.job_id)
+        tasks = {} if job is None else job.tasks
+        descriptions = {eid: task.describe_wait() for eid, task in tasks.items() if not task.state.is_terminal}
+        self._outbox.put_nowait(TaskDescriptions(message.job_id, descriptions))
+
     async def _on_release_job(self, message: ReleaseJob) -> None:
         self._graphs.pop(message.job_id, None)
         job = self._jobs.pop(message.job_id, None)
@@ -403,5 +410,6 @@ class TaskManager:
     _handlers = {DeployJob: _on_deploy_job, DeployTask: _on_deploy_task, CancelTask: _on_cancel_task,
                  TriggerCheckpoint: _on_trigger_checkpoint, AbortCheckpoint: _on_abort_checkpoint,
                  NotifyCheckpointComplete: _on_notify_checkpoint_complete,
-                 StopSources: _on_stop_sources, ReleaseJob: _on_release_job, HeartbeatRequest: _on_heartbeat_request,
+                 StopSources: _on_stop_sources, DescribeTasks: _on_describe_tasks, ReleaseJob: _on_release_job,
+                 HeartbeatRequest: _on_heartbeat_request,
                  CancelAttempt: _on_cancel_attempt}

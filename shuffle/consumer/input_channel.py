@@ -172,3 +172,8 @@ class InputChannel:
     def buffers_in_use_count(self) -> int:
         """Buffers this channel's data occupies (what the debloater divides the target among)."""
         raise NotImplementedError
+
+    @property
+    def queue_length(self) -> int:
+        """Buffers received and not yet polled (the `inputQueueLength` share)."""
+        raise NotImplementedError

@@ -51,16 +51,39 @@ def test_the_failure_names_its_task_and_task_manager_and_the_others_are_cancelle
     assert result.task_states["Map"][other] == "CANCELED" and result.task_states["Sink: Writer"] == ["CANCELED"]
 
 
-def test_a_job_that_cannot_drain_names_the_tasks_still_running() -> None:
+def stalled(parallelism: int, task_managers: int | None = None) -> str:
     """With one buffer per subpartition the source's writer stalls on the buffer it writes
-    (Flink 1.x's max-buffers-per-channel = 1): after the run the job cannot drain, and the
-    failure says which tasks were still running."""
-    env = StreamExecutionEnvironment.get_execution_environment()
+    (Flink 1.x's max-buffers-per-channel = 1): after the run the job cannot drain."""
+    env = StreamExecutionEnvironment.get_execution_environment().set_parallelism(parallelism)
     env.from_generator().name("Gen").rebalance().map(cost="1ms").name("Work").sink_to(DiscardingSink())
-    result = execute(env, duration=2, task_managers=1, network=NetworkConfig(max_buffers_per_channel=1))
+    task_managers = task_managers or parallelism
+    result = execute(env, duration=2, task_managers=task_managers, slots_per_task_manager=parallelism // task_managers,
+                     network=NetworkConfig(max_buffers_per_channel=1))
     assert result.status is JobStatus.FAILED
-    assert str(result.error) == ("the job did not drain within 30.0 s (still running: Source: Gen (1/1), "
-                                 "Work -> Sink: Writer (1/1))")
+    return str(result.error)
+
+
+def test_a_job_that_cannot_drain_says_what_each_task_still_running_waits_for() -> None:
+    error = stalled(1)
+    assert error.startswith("the job did not drain within 30.0 s; still running:\n"
+                            "  Source: Gen (1/1): waits for an output buffer: partition ds0#0@"), error
+    assert "subpartition 0 at max-buffers-per-channel (1)\n" in error
+    assert error.endswith("\n  Work -> Sink: Writer (1/1): waits for input: "
+                          "channel 0 of gate 0: local, its subpartition holds 1 buffers (nothing readable yet)")
+
+
+def test_a_stalled_remote_channel_reports_its_credit_and_buffers() -> None:
+    error = stalled(2)
+    assert error.count("waits for an output buffer") == 2
+    assert ("  Work -> Sink: Writer (2/2): waits for input: channel 0 of gate 0: remote, 0 buffers queued, "
+            "2 free buffers for the sender (2 exclusive), 0 credit not yet announced; "
+            "channel 1 of gate 0: local, its subpartition holds 0 buffers (nothing readable yet)") in error
+
+
+def test_a_stall_report_groups_channels_in_the_same_state() -> None:
+    error = stalled(4, task_managers=1)
+    assert ("  Work -> Sink: Writer (4/4): waits for input: channels 0, 1, 2, 3 of gate 0: "
+            "local, its subpartition holds 0 buffers (nothing readable yet)") in error
 
 
 def test_not_enough_slots_fails_with_clear_message() -> None:
