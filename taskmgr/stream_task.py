@@ -51,6 +51,13 @@ class PriorityInput(Protocol):
     def process_priority_events(self) -> None: ...
 
 
+class StepClock(Protocol):
+    """The cost of a record of the task's current (or last) step through its chain (s;
+    the head operator's `OperatorContext`)."""
+
+    step_cost: float
+
+
 class StreamTask:
     def __init__(self, task_input: TaskInput, writers: Sequence[RecordWriter], io: TaskIOMetricGroup,
                  priority: PriorityInput | None = None) -> None:
@@ -150,20 +157,23 @@ class StreamTask:
     async def run_buffer_debloater(self, gates: Sequence[SingleInputGate], period: float) -> None:
         """Flink's `scheduleBufferDebloater`: every `period` (a timer mail, `_run_timer_mails`)
         every gate recalculates its buffer size."""
-        async def debloat() -> None:
+        async def debloat(_sent: float) -> None:
             for gate in gates:
                 gate.trigger_debloating()
 
         await self._run_timer_mails(round(period * 1000), debloat)
 
-    async def run_mailbox_latency_measurement(self) -> None:
+    async def run_mailbox_latency_measurement(self, steps: StepClock) -> None:
         """Flink's `MailboxMetricsController`: every task measures its mailbox's latency with
         a timer mail every `MAILBOX_LATENCY_MEASUREMENT_INTERVAL_MS` (1,001 ms apart while the
-        mailbox is free). Its histogram (`mailboxLatencyMs`) is not reported here, but like
-        every mail it ends an idle or soft back-pressured period of the task, so Flink's
-        longest back-pressured period (`maxSoftBackPressureTimeMs`) is never much above it."""
-        async def measure() -> None:
+        mailbox is free) into `mailboxLatencyMs` (taskmgr.metrics.mailbox_latency; `steps`
+        tells how long the task's records take). Like every mail it also ends an idle or soft
+        back-pressured period of the task, so Flink's longest back-pressured period
+        (`maxSoftBackPressureTimeMs`) is never much above it."""
+        async def measure(sent: float) -> None:
             """The measurement itself (a reading of the clock) costs no modelled time."""
+            if self.io.mailbox_latency is not None:
+                self.io.mailbox_latency.record(sent, kernel.current_time(), steps.step_cost)
 
         await self._run_timer_mails(MAILBOX_LATENCY_MEASUREMENT_INTERVAL_MS, measure)
 
@@ -181,18 +191,19 @@ class StreamTask:
             if not self.send_mail(emit_watermark):
                 return
 
-    async def _run_timer_mails(self, period_ms: int, action: Callable[[], Awaitable[None]]) -> None:
+    async def _run_timer_mails(self, period_ms: int, action: Callable[[float], Awaitable[None]]) -> None:
         """Flink's pattern of a processing-time timer `period_ms` ahead of the millisecond
         clock (so firing `period_ms` + 1 ms after it) whose callback puts `action` in the
-        mailbox as a mail; the mail, once run, registers the next timer. Ends when the
-        mailbox closes."""
+        mailbox as a mail (called with the time it was sent); the mail, once run, registers
+        the next timer. Ends when the mailbox closes."""
         while True:
             now = kernel.current_time()
             await kernel.sleep(timer_delay(absolute_time_millis(now) + period_ms, now))
             ran = kernel.Event()
+            sent = kernel.current_time()
 
             async def mail() -> None:
-                await action()
+                await action(sent)
                 ran.set()
 
             if not self.send_mail(mail):

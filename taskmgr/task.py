@@ -41,6 +41,7 @@ from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpoi
 from taskmgr.checkpointing.task_state import TaskStateSnapshot, channel_key
 from taskmgr.execution_state import ExecutionState
 from taskmgr.input_processor import StreamInputProcessor
+from taskmgr.metrics.mailbox_latency import MailboxLatency
 from taskmgr.metrics.task_io_metrics import COUNTERS, INPUT_CHANNEL_COUNTERS, TaskIOMetricGroup
 from taskmgr.operators import OperatorChain, build_operator_chain
 from taskmgr.operators.base import MAX_CHUNK_TIME, PRIORITY_CHUNK_TIME, OperatorContext, RunControl
@@ -416,6 +417,7 @@ class Task:
             parallelism=vertex.parallelism, origin=vertex.index * MAX_ORIGIN_SUBTASKS + descriptor.subtask_index,
             seed=descriptor.job.seed, run=self.run_control, io=io, services=self.services)
         self.context = ctx
+        io.mailbox_latency = MailboxLatency(ctx.rng("mailbox-latency"))
         writers = [self._record_writer(partition, index, ctx)
                    for index, partition in zip((p.data_set_index for p in descriptor.produced_partitions),
                                                self._partitions)]
@@ -452,7 +454,7 @@ class Task:
                     await self._restore_output_state(restore)
                 if env.config.debloat and self._gates:
                     nursery.start_soon(self._stream_task.run_buffer_debloater, self._gates, env.config.debloat_period)
-                nursery.start_soon(self._stream_task.run_mailbox_latency_measurement)
+                nursery.start_soon(self._stream_task.run_mailbox_latency_measurement, ctx)
                 if self._source is not None and self.job_graph.job_type == "STREAMING":
                     nursery.start_soon(self._stream_task.run_periodic_watermark_emits, AUTO_WATERMARK_INTERVAL_MS)
                 await self._stream_task.invoke()

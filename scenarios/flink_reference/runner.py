@@ -47,7 +47,8 @@ METRICS = ("busyTimeMsPerSecond", "backPressuredTimeMsPerSecond", "softBackPress
            "numBuffersInLocalPerSecond", "numBuffersInRemotePerSecond", "outPoolUsage", "inPoolUsage",
            "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage", "inputQueueLength", "outputQueueLength",
            "inputQueueSize", "outputQueueSize", "debloatedBufferSize", "estimatedTimeToConsumeBuffersMs",
-           "mailboxMailsPerSecond", "checkpointAlignmentTime", "checkpointStartDelayNanos")
+           "mailboxMailsPerSecond", "mailboxLatencyMs_mean", "mailboxLatencyMs_median", "mailboxLatencyMs_max",
+           "checkpointAlignmentTime", "checkpointStartDelayNanos")
 #: The sink's latency histogram (microseconds) and shufflesim's names for its statistics (ms).
 LATENCY = {"latencyUs_mean": "latencyMeanMs", "latencyUs_median": "latencyP50Ms", "latencyUs_p90": "latencyP90Ms",
            "latencyUs_p99": "latencyP99Ms", "latencyUs_max": "latencyMaxMs"}

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from shuffle import kernel
+from taskmgr.metrics.mailbox_latency import MailboxLatency
 from taskmgr.metrics.timer_gauge import TimerGauge
 
 #: Cumulative keys of ``TaskIOMetricGroup.snapshot()`` (the rest are instantaneous gauges).
@@ -67,6 +68,8 @@ class TaskIOMetricGroup:
         #: Flink's `numMailsProcessed`: mails the task's mailbox ran (its per-second rate is
         #: Flink's `mailboxMailsPerSecond`).
         self.num_mails_processed = 0
+        #: Flink's `mailboxLatencyMs` (set by the task, which has the seed it draws from).
+        self.mailbox_latency: MailboxLatency | None = None
         self.idle = TimerGauge(clock)
         self.soft_backpressure = TimerGauge(clock)
         self.hard_backpressure = TimerGauge(clock)
@@ -101,4 +104,5 @@ class TaskIOMetricGroup:
             "accumulateBusyTimeMs": times.busy * 1000.0,
             "maxSoftBackPressureTimeMs": self.soft_backpressure.max_single() * 1000.0,
             "maxHardBackPressureTimeMs": self.hard_backpressure.max_single() * 1000.0,
+            **(self.mailbox_latency.snapshot() if self.mailbox_latency is not None else {}),
         }
