@@ -74,14 +74,10 @@ class NettyShuffleEnvironment:
         for index, descriptor in enumerate(channels):
             if descriptor.producer_address == self.address:
                 channel = LocalInputChannel(gate, index, descriptor.partition_id, descriptor.subpartition_index,
-                                            self.partition_manager, cfg.request_backoff_initial,
-                                            cfg.request_backoff_max, self.tracer)
+                                            self.partition_manager)
             else:
                 channel = RemoteInputChannel(gate, index, descriptor.partition_id, descriptor.subpartition_index,
-                                             descriptor.producer_address, self.connection_manager,
-                                             self.network_pool, exclusive,
-                                             cfg.credit_based, cfg.request_backoff_initial, cfg.request_backoff_max,
-                                             cfg.partition_request_timeout, self.tracer)
+                                             descriptor.producer_address, self.connection_manager, exclusive)
             gate.add_channel(channel)
         return gate
 

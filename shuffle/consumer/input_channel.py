@@ -39,20 +39,19 @@ class InputChannel:
     """Base of the channels of a SingleInputGate."""
 
     __slots__ = ("gate", "channel_index", "_channel_info", "partition_id", "subpartition_index", "_name",
-                 "initial_backoff", "max_backoff", "current_backoff", "num_bytes_in", "num_buffers_in", "error",
+                 "current_backoff", "num_bytes_in", "num_buffers_in", "error",
                  "is_released", "_persister")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
-                 subpartition_index: int, initial_backoff: float, max_backoff: float) -> None:
+                 subpartition_index: int) -> None:
         self.gate = gate
         self.channel_index = channel_index
         self._channel_info: InputChannelInfo | None = None
         self.partition_id = partition_id
         self.subpartition_index = subpartition_index
         self._name: str | None = None
-        self.initial_backoff = initial_backoff
-        self.max_backoff = max_backoff
-        self.current_backoff = 0.0 if initial_backoff > 0 else -1.0
+        # The backoff bounds are the gate's (its TaskManager's configuration), not copied here.
+        self.current_backoff = 0.0 if gate.config.request_backoff_initial > 0 else -1.0
         self.num_bytes_in = 0
         self.num_buffers_in = 0
         self.error: BaseException | None = None
@@ -119,15 +118,21 @@ class InputChannel:
                 raise self.error  # Flink's checkError rethrows an IOException as it is
             raise IOError(f"input channel {self.name} failed: {self.error}") from self.error
 
+    @property
+    def max_backoff(self) -> float:
+        """The longest backoff between partition requests (`request_backoff_max`)."""
+        return self.gate.config.request_backoff_max
+
     def increase_backoff(self) -> bool:
         """Exponential backoff: 0 -> initial -> doubled up to max; False once exhausted."""
         if self.current_backoff < 0:
             return False
         if self.current_backoff == 0:
-            self.current_backoff = self.initial_backoff
+            self.current_backoff = self.gate.config.request_backoff_initial
             return True
-        if self.current_backoff < self.max_backoff:
-            self.current_backoff = min(self.current_backoff * 2, self.max_backoff)
+        max_backoff = self.max_backoff
+        if self.current_backoff < max_backoff:
+            self.current_backoff = min(self.current_backoff * 2, max_backoff)
             return True
         return False
 

@@ -14,21 +14,18 @@ from shuffle.errors import CancelTaskError, PartitionNotFoundError
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.serialization.event_serializer import deserialize_event
-from shuffle.trace import Tracer
 
 if TYPE_CHECKING:
     from shuffle.consumer.single_input_gate import SingleInputGate
 
 
 class LocalInputChannel(InputChannel):
-    __slots__ = ("partition_manager", "tracer", "view")
+    __slots__ = ("partition_manager", "view")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
-                 subpartition_index: int, partition_manager: ResultPartitionManager,
-                 initial_backoff: float, max_backoff: float, tracer: Tracer) -> None:
-        super().__init__(gate, channel_index, partition_id, subpartition_index, initial_backoff, max_backoff)
+                 subpartition_index: int, partition_manager: ResultPartitionManager) -> None:
+        super().__init__(gate, channel_index, partition_id, subpartition_index)
         self.partition_manager = partition_manager
-        self.tracer = tracer
         self.view: PipelinedSubpartitionView | None = None
 
     async def request_subpartition(self) -> None:
@@ -42,8 +39,8 @@ class LocalInputChannel(InputChannel):
                     self.set_error(exc)
                     return
                 await kernel.sleep(self.current_backoff)
-        if self.tracer.enabled:
-            self.tracer.emit("partition_request", channel=self.name, initial_credit=0, local=True)
+        if self.gate.tracer.enabled:
+            self.gate.tracer.emit("partition_request", channel=self.name, initial_credit=0, local=True)
         if self.view is not None and self.view.subpartition.is_data_available():
             self.notify_channel_non_empty()
 
@@ -68,11 +65,12 @@ class LocalInputChannel(InputChannel):
             self.persister.check_for_barrier(deserialize_event(bytes(buffer.memory())))
         self.num_bytes_in += buffer.size
         self.num_buffers_in += 1
-        if self.tracer.enabled:
+        tracer = self.gate.tracer
+        if tracer.enabled:
             fields = dict(channel=self.name, seq=nxt.sequence_number, backlog=nxt.buffers_in_backlog,
                           bytes=buffer.size, data_type=buffer.data_type.name)
-            self.tracer.emit("buffer_sent", **fields, local=True)
-            self.tracer.emit("buffer_received", **fields, local=True)
+            tracer.emit("buffer_sent", **fields, local=True)
+            tracer.emit("buffer_received", **fields, local=True)
         return BufferAndAvailability(buffer, nxt.next_data_type, nxt.buffers_in_backlog, nxt.sequence_number)
 
     # BufferAvailabilityListener of the producer's view
@@ -98,8 +96,8 @@ class LocalInputChannel(InputChannel):
         """Debloating: straight to the producer's subpartition through the view."""
         if self.view is not None:
             self.view.notify_new_buffer_size(size)
-            if self.tracer.enabled:
-                self.tracer.emit("buffer_size_announced", channel=self.name, size=size, local=True)
+            if self.gate.tracer.enabled:
+                self.gate.tracer.emit("buffer_size_announced", channel=self.name, size=size, local=True)
 
     @property
     def buffers_in_use_count(self) -> int:

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Protocol
 from shuffle.api.events import EventAnnouncement
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
-from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
 from shuffle.errors import (BufferReorderingError, CancelTaskError, PartitionConnectionError, PartitionNotFoundError,
@@ -21,7 +20,6 @@ from shuffle.errors import (BufferReorderingError, CancelTaskError, PartitionCon
 from shuffle.java_int import next_sequence_number, sequence_number_before
 from shuffle.prioritized_deque import NEVER_QUEUED, PrioritizedDeque, own
 from shuffle.serialization.event_serializer import deserialize_event, serialize_event
-from shuffle.trace import Tracer
 
 if TYPE_CHECKING:
     from shuffle.consumer.single_input_gate import SingleInputGate
@@ -48,38 +46,35 @@ class ConnectionProvider(Protocol):
 
 
 class RemoteInputChannel(InputChannel):
+    # What is the same for every channel of the gate (the TaskManager's configuration and
+    # tracer, its NetworkBufferPool) is read through the gate, not copied into each channel:
+    # a wide job has many idle channels, and each slot costs 8 bytes in every one of them.
     __slots__ = ("receiver_id", "producer_address", "connections", "initial_credit", "credit_based",
-                 "partition_request_timeout", "tracer", "received", "expected_sequence_number",
-                 "unannounced_credit", "last_barrier_id", "last_barrier_sequence_number", "buffer_manager",
-                 "client", "_retry_backoff")
+                 "received", "expected_sequence_number", "unannounced_credit", "last_barrier_id",
+                 "last_barrier_sequence_number", "buffer_manager", "client", "_retry_backoff")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int, producer_address: str, connections: ConnectionProvider,
-                 network_pool: NetworkBufferPool, initial_credit: int, credit_based: bool,
-                 initial_backoff: float, max_backoff: float, partition_request_timeout: float,
-                 tracer: Tracer) -> None:
-        super().__init__(gate, channel_index, partition_id, subpartition_index, initial_backoff, max_backoff)
+                 initial_credit: int) -> None:
+        super().__init__(gate, channel_index, partition_id, subpartition_index)
         self.receiver_id = f"{gate.owner_name}/{gate.gate_index}/{channel_index}"
         self.producer_address = producer_address
         self.connections = connections
         self.initial_credit = initial_credit
-        self.credit_based = credit_based
-        self.partition_request_timeout = partition_request_timeout
-        self.tracer = tracer
+        self.credit_based = gate.config.credit_based
         self.received: PrioritizedDeque[tuple[Buffer, int]] = NEVER_QUEUED
         self.expected_sequence_number = 0
         self.unannounced_credit = 0
         self.last_barrier_id = -1
         self.last_barrier_sequence_number = 0
-        self.buffer_manager = BufferManager(network_pool, self)
+        self.buffer_manager = BufferManager(self)
         self.client: PartitionRequestClient | None = None
         self._retry_backoff = 0.0
 
     async def setup(self) -> None:
         """Take the exclusive buffers (once)."""
-        if self.buffer_manager.num_exclusive_buffers:
+        if self.buffer_manager.num_free_exclusive:  # Flink's check: no exclusive buffers yet
             raise RuntimeError(f"channel {self.name} set up twice")
-        self.buffer_manager.floating_pool = self.gate.buffer_pool
         await self.buffer_manager.request_exclusive_buffers(self.initial_credit)
 
     async def request_subpartition(self) -> None:
@@ -133,8 +128,9 @@ class RemoteInputChannel(InputChannel):
             if self.persister.check_for_barrier(event) is not None:
                 self.last_barrier_id, self.last_barrier_sequence_number = event.id, sequence_number
         self.expected_sequence_number = next_sequence_number(self.expected_sequence_number)
-        if self.tracer.enabled:
-            self.tracer.emit("buffer_received", channel=self.name, seq=sequence_number, backlog=backlog,
+        tracer = self.gate.tracer
+        if tracer.enabled:
+            tracer.emit("buffer_received", channel=self.name, seq=sequence_number, backlog=backlog,
                              bytes=buffer.size, data_type=data_type.name)
         if first_priority:
             self.notify_priority_event(sequence_number)
@@ -178,10 +174,11 @@ class RemoteInputChannel(InputChannel):
 
     def on_failed_partition_request(self) -> None:
         """The producer's partition did not appear in time: retry while backoff allows (1.18+)."""
-        if self.partition_request_timeout <= 0:
+        timeout = self.gate.config.partition_request_timeout
+        if timeout <= 0:
             self.set_error(PartitionNotFoundError(self.partition_id))
             return
-        self._retry_backoff += self.partition_request_timeout
+        self._retry_backoff += timeout
         if self._retry_backoff < 2 * self.max_backoff and self.client is not None:
             self.client.request_subpartition(self)
         else:
