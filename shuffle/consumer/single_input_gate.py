@@ -102,7 +102,9 @@ class SingleInputGate:
         self.is_finished = True
         self._end_of_data: set[int] = set()  # channels that sent EndOfData
         self._drain_on_end_of_data = True
-        self._last_priority_seq: list[int] = []
+        #: Per channel index, the number of its last polled priority event (Flink's array,
+        #: INT_MIN where none came): only channels that had one hold an entry.
+        self._last_priority_seq: dict[int, int] = {}
         self.availability = AvailabilityHelper()
         self.priority_availability = AvailabilityHelper()
         self.is_closed = False
@@ -120,7 +122,6 @@ class SingleInputGate:
         self.is_finished = False
         self._enqueued.append(False)
         self._end_of_partition.append(False)
-        self._last_priority_seq.append(INT_MIN)
 
     @property
     def num_channels(self) -> int:
@@ -156,7 +157,7 @@ class SingleInputGate:
                        force_priority: bool = False) -> None:
         idx = channel.channel_index
         priority = force_priority or priority_seq is not None
-        if priority_seq is not None and _is_outdated(priority_seq, self._last_priority_seq[idx]):
+        if priority_seq is not None and _is_outdated(priority_seq, self._last_priority_seq.get(idx, INT_MIN)):
             return
         if self._end_of_partition[idx]:
             return
