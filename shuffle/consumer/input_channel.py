@@ -1,7 +1,7 @@
 """InputChannel: what Local- and RemoteInputChannel share (spec 4.1).
 
 Identity (`channel_info`, the consumed partition and subpartition), the partition-request
-backoff, the error holder that the task thread re-throws, and the input counters.
+backoff bound, the error holder that the task thread re-throws, and the input counters.
 """
 
 from __future__ import annotations
@@ -39,8 +39,7 @@ class InputChannel:
     """Base of the channels of a SingleInputGate."""
 
     __slots__ = ("gate", "channel_index", "_channel_info", "partition_id", "subpartition_index", "_name",
-                 "current_backoff", "num_bytes_in", "num_buffers_in", "error",
-                 "is_released", "_persister")
+                 "num_bytes_in", "num_buffers_in", "error", "is_released", "_persister")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int) -> None:
@@ -50,8 +49,6 @@ class InputChannel:
         self.partition_id = partition_id
         self.subpartition_index = subpartition_index
         self._name: str | None = None
-        # The backoff bounds are the gate's (its TaskManager's configuration), not copied here.
-        self.current_backoff = 0.0 if gate.config.request_backoff_initial > 0 else -1.0
         self.num_bytes_in = 0
         self.num_buffers_in = 0
         self.error: BaseException | None = None
@@ -120,21 +117,9 @@ class InputChannel:
 
     @property
     def max_backoff(self) -> float:
-        """The longest backoff between partition requests (`request_backoff_max`)."""
+        """The longest backoff between partition requests (`request_backoff_max`: the gate's
+        configuration, read there rather than copied into every channel)."""
         return self.gate.config.request_backoff_max
-
-    def increase_backoff(self) -> bool:
-        """Exponential backoff: 0 -> initial -> doubled up to max; False once exhausted."""
-        if self.current_backoff < 0:
-            return False
-        if self.current_backoff == 0:
-            self.current_backoff = self.gate.config.request_backoff_initial
-            return True
-        max_backoff = self.max_backoff
-        if self.current_backoff < max_backoff:
-            self.current_backoff = min(self.current_backoff * 2, max_backoff)
-            return True
-        return False
 
     # -- unaligned checkpoints (Flink's CheckpointableInput, per channel) ----------------
 

@@ -20,13 +20,16 @@ if TYPE_CHECKING:
 
 
 class LocalInputChannel(InputChannel):
-    __slots__ = ("partition_manager", "view")
+    __slots__ = ("partition_manager", "view", "current_backoff")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int, partition_manager: ResultPartitionManager) -> None:
         super().__init__(gate, channel_index, partition_id, subpartition_index)
         self.partition_manager = partition_manager
         self.view: PipelinedSubpartitionView | None = None
+        # Only a local channel retries its request with this backoff (a remote one waits
+        # for the producer's answer, see RemoteInputChannel.on_failed_partition_request).
+        self.current_backoff = 0.0 if gate.config.request_backoff_initial > 0 else -1.0
 
     async def request_subpartition(self) -> None:
         """Create the view; while the partition is not there yet, retry with backoff."""
@@ -43,6 +46,19 @@ class LocalInputChannel(InputChannel):
             self.gate.tracer.emit("partition_request", channel=self.name, initial_credit=0, local=True)
         if self.view is not None and self.view.subpartition.is_data_available():
             self.notify_channel_non_empty()
+
+    def increase_backoff(self) -> bool:
+        """Exponential backoff: 0 -> initial -> doubled up to max; False once exhausted."""
+        if self.current_backoff < 0:
+            return False
+        if self.current_backoff == 0:
+            self.current_backoff = self.gate.config.request_backoff_initial
+            return True
+        max_backoff = self.max_backoff
+        if self.current_backoff < max_backoff:
+            self.current_backoff = min(self.current_backoff * 2, max_backoff)
+            return True
+        return False
 
     def get_next_buffer(self) -> BufferAndAvailability | None:
         self.check_error()
