@@ -50,8 +50,8 @@ class RemoteInputChannel(InputChannel):
     # tracer, its NetworkBufferPool) is read through the gate, not copied into each channel:
     # a wide job has many idle channels, and each slot costs 8 bytes in every one of them.
     __slots__ = ("receiver_id", "producer_address", "connections", "initial_credit", "credit_based",
-                 "received", "expected_sequence_number", "unannounced_credit", "last_barrier_id",
-                 "last_barrier_sequence_number", "buffer_manager", "client", "_retry_backoff")
+                 "received", "expected_sequence_number", "unannounced_credit", "last_barrier",
+                 "buffer_manager", "client", "_retry_backoff")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int, producer_address: str, connections: ConnectionProvider,
@@ -65,8 +65,10 @@ class RemoteInputChannel(InputChannel):
         self.received: PrioritizedDeque[tuple[Buffer, int]] = NEVER_QUEUED
         self.expected_sequence_number = 0
         self.unannounced_credit = 0
-        self.last_barrier_id = -1
-        self.last_barrier_sequence_number = 0
+        #: (checkpoint id, sequence number) of the barrier received last, until its checkpoint
+        #: stops (Flink's lastBarrierId and lastBarrierSequenceNumber, in one slot: a pair
+        #: is made per barrier, and an idle channel holds None).
+        self.last_barrier: tuple[int, int] | None = None
         self.buffer_manager = BufferManager(self)
         self.client: PartitionRequestClient | None = None
         self._retry_backoff = 0.0
@@ -126,7 +128,7 @@ class RemoteInputChannel(InputChannel):
                     (Buffer.of_event(announcement, DataType.PRIORITIZED_EVENT_BUFFER), sequence_number))
                 first_priority = received.num_priority_elements == 1
             if self.persister.check_for_barrier(event) is not None:
-                self.last_barrier_id, self.last_barrier_sequence_number = event.id, sequence_number
+                self.last_barrier = (event.id, sequence_number)
         self.expected_sequence_number = next_sequence_number(self.expected_sequence_number)
         tracer = self.gate.tracer
         if tracer.enabled:
@@ -201,14 +203,14 @@ class RemoteInputChannel(InputChannel):
     def get_inflight_buffers(self, checkpoint_id: int) -> list[Buffer]:
         """The queued data buffers the barrier of `checkpoint_id` overtook (all if none came)."""
         buffers = [(b, seq) for b, seq in self.received if b.is_buffer]
-        if self.last_barrier_id != checkpoint_id:
+        if self.last_barrier is None or self.last_barrier[0] != checkpoint_id:
             return [b for b, _ in buffers]
-        barrier = self.last_barrier_sequence_number
+        barrier = self.last_barrier[1]
         return [b for b, _ in itertools.takewhile(lambda entry: sequence_number_before(entry[1], barrier), buffers)]
 
     def checkpoint_stopped(self, checkpoint_id: int) -> None:
         super().checkpoint_stopped(checkpoint_id)
-        self.last_barrier_id = -1
+        self.last_barrier = None
 
     def convert_to_priority_event(self, sequence_number: int) -> None:
         """The announced barrier at `sequence_number` jumps ahead of the queued buffers."""
