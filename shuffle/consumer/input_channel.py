@@ -38,7 +38,7 @@ class BufferAndAvailability(NamedTuple):
 class InputChannel:
     """Base of the channels of a SingleInputGate."""
 
-    __slots__ = ("gate", "channel_index", "_channel_info", "partition_id", "subpartition_index", "_name",
+    __slots__ = ("gate", "channel_index", "_channel_info", "partition_id", "subpartition_index",
                  "num_bytes_in", "num_buffers_in", "error", "is_released", "_persister")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
@@ -48,7 +48,6 @@ class InputChannel:
         self._channel_info: InputChannelInfo | None = None
         self.partition_id = partition_id
         self.subpartition_index = subpartition_index
-        self._name: str | None = None
         self.num_bytes_in = 0
         self.num_buffers_in = 0
         self.error: BaseException | None = None
@@ -84,10 +83,9 @@ class InputChannel:
     @property
     def name(self) -> str:
         """The name every trace event uses for this channel: producer partition and
-        subpartition (made when first asked: most channels of a large job never are)."""
-        if self._name is None:
-            self._name = channel_name(self.partition_id, self.subpartition_index)
-        return self._name
+        subpartition (made when asked, not kept: only traces and errors ask, and a slot
+        for it would cost every idle channel of a large job 8 bytes)."""
+        return channel_name(self.partition_id, self.subpartition_index)
 
     @property
     def channel_info(self) -> InputChannelInfo:

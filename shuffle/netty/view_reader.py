@@ -28,7 +28,7 @@ class ReaderBuffer(NamedTuple):
 
 class CreditBasedSequenceNumberingViewReader:
     __slots__ = ("receiver_id", "initial_credit", "num_credits_available", "queue", "credit_based",
-                 "partition_id", "subpartition_index", "_channel_name", "view", "is_registered_as_available")
+                 "partition_id", "subpartition_index", "view", "is_registered_as_available")
 
     def __init__(self, receiver_id: str, initial_credit: int, queue: PartitionRequestQueue,
                  credit_based: bool = True, partition_id: str = "", subpartition_index: int = 0) -> None:
@@ -39,16 +39,13 @@ class CreditBasedSequenceNumberingViewReader:
         self.credit_based = credit_based
         self.partition_id = partition_id
         self.subpartition_index = subpartition_index
-        self._channel_name: str | None = None
         self.view: PipelinedSubpartitionView | None = None
         self.is_registered_as_available = False
 
     @property
     def channel_name(self) -> str:
-        """The channel's name in trace events (made when first asked)."""
-        if self._channel_name is None:
-            self._channel_name = channel_name(self.partition_id, self.subpartition_index)
-        return self._channel_name
+        """The channel's name in trace events (made when asked, not kept: see InputChannel.name)."""
+        return channel_name(self.partition_id, self.subpartition_index)
 
     def request_subpartition_view(self, manager: ResultPartitionManager) -> None:
         self.view = manager.create_subpartition_view(self.partition_id, self.subpartition_index, self)
