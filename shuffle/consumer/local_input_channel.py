@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING
 from shuffle import kernel
 from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
 from shuffle.errors import CancelTaskError, PartitionNotFoundError
-from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.serialization.event_serializer import deserialize_event
 
@@ -20,12 +19,11 @@ if TYPE_CHECKING:
 
 
 class LocalInputChannel(InputChannel):
-    __slots__ = ("partition_manager", "view", "current_backoff")
+    __slots__ = ("view", "current_backoff")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
-                 subpartition_index: int, partition_manager: ResultPartitionManager) -> None:
+                 subpartition_index: int) -> None:
         super().__init__(gate, channel_index, partition_id, subpartition_index)
-        self.partition_manager = partition_manager
         self.view: PipelinedSubpartitionView | None = None
         # Only a local channel retries its request with this backoff (a remote one waits
         # for the producer's answer, see RemoteInputChannel.on_failed_partition_request).
@@ -35,7 +33,7 @@ class LocalInputChannel(InputChannel):
         """Create the view; while the partition is not there yet, retry with backoff."""
         while self.view is None and not self.is_released:
             try:
-                self.view = self.partition_manager.create_subpartition_view(
+                self.view = self.gate.partition_manager.create_subpartition_view(
                     self.partition_id, self.subpartition_index, self)
             except PartitionNotFoundError as exc:
                 if not self.increase_backoff():

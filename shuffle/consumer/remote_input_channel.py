@@ -46,20 +46,18 @@ class ConnectionProvider(Protocol):
 
 
 class RemoteInputChannel(InputChannel):
-    # What is the same for every channel of the gate (the TaskManager's configuration and
-    # tracer, its NetworkBufferPool) is read through the gate, not copied into each channel:
+    # What is the same for every channel of the gate (the TaskManager's configuration,
+    # tracer, connections and NetworkBufferPool) is read through the gate, not copied into each channel:
     # a wide job has many idle channels, and each slot costs 8 bytes in every one of them.
-    __slots__ = ("receiver_id", "producer_address", "connections", "initial_credit", "credit_based",
+    __slots__ = ("receiver_id", "producer_address", "initial_credit", "credit_based",
                  "received", "expected_sequence_number", "unannounced_credit", "last_barrier",
                  "buffer_manager", "client", "_retry_backoff")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
-                 subpartition_index: int, producer_address: str, connections: ConnectionProvider,
-                 initial_credit: int) -> None:
+                 subpartition_index: int, producer_address: str, initial_credit: int) -> None:
         super().__init__(gate, channel_index, partition_id, subpartition_index)
         self.receiver_id = f"{gate.owner_name}/{gate.gate_index}/{channel_index}"
         self.producer_address = producer_address
-        self.connections = connections
         self.initial_credit = initial_credit
         self.credit_based = gate.config.credit_based
         self.received: PrioritizedDeque[tuple[Buffer, int]] = NEVER_QUEUED
@@ -82,7 +80,8 @@ class RemoteInputChannel(InputChannel):
     async def request_subpartition(self) -> None:
         if self.client is None:
             try:
-                self.client = await self.connections.create_partition_request_client(self.producer_address)
+                connections = self.gate.connections
+                self.client = await connections.create_partition_request_client(self.producer_address)
             except OSError as exc:  # no connection to the producer's TaskManager
                 raise PartitionConnectionError(self.partition_id) from exc
         self.client.request_subpartition(self)

@@ -25,9 +25,10 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.config import NetworkConfig
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
-from shuffle.consumer.remote_input_channel import RemoteInputChannel
+from shuffle.consumer.remote_input_channel import ConnectionProvider, RemoteInputChannel
 from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX, INT_MIN
+from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.serialization.event_serializer import deserialize_event
 from shuffle.throughput import BufferDebloater, ThroughputCalculator
@@ -86,11 +87,17 @@ class BufferOrEvent(NamedTuple):
 
 class SingleInputGate:
     def __init__(self, gate_index: int, owner_name: str, config: NetworkConfig,
-                 network_pool: NetworkBufferPool, blocking: bool = False, tracer: Tracer = NULL_TRACER) -> None:
+                 network_pool: NetworkBufferPool, blocking: bool = False, tracer: Tracer = NULL_TRACER,
+                 connections: ConnectionProvider | None = None,
+                 partition_manager: ResultPartitionManager | None = None) -> None:
         self.gate_index = gate_index
         self.owner_name = owner_name
         self.config = config
         self.network_pool = network_pool
+        #: Where the channels request their subpartitions: the TaskManager's connections
+        #: (remote channels) and partitions (local ones), shared, not held by every channel.
+        self.connections = connections
+        self.partition_manager = partition_manager
         self.blocking = blocking
         self.channels: list[InputChannel] = []
         self.buffer_pool: LocalBufferPool | None = None

@@ -71,7 +71,7 @@ async def _channels(total_segments: int, floating: int, exclusive: list[int],
     """A gate with a `floating`-buffer pool and one remote channel per `exclusive` entry."""
     network_pool = NetworkBufferPool(total_segments, 64)
     gate = SingleInputGate(0, "consumer", NetworkConfig(buffer_size=64), network_pool)
-    channels = [RemoteInputChannel(gate, i, "partition", i, "producer", None, credit)
+    channels = [RemoteInputChannel(gate, i, "partition", i, "producer", credit)
                 for i, credit in enumerate(exclusive)]
     for channel in channels:
         gate.add_channel(channel)
