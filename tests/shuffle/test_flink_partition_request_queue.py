@@ -16,11 +16,12 @@ from shuffle.java_int import INT_MAX
 from shuffle.netty.messages import BacklogAnnouncement, BufferResponse
 from shuffle.netty.partition_request_queue import PartitionRequestQueue
 from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
-from shuffle.partition.pipelined_subpartition import BufferAndBacklog, PipelinedSubpartition
+from shuffle.partition.pipelined_subpartition import BufferAndBacklog
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.trace import NULL_TRACER
 
 from blocked_connection import BlockedConnection
+from lone_subpartition import lone_subpartition
 
 
 class _NoOpView:
@@ -88,7 +89,7 @@ def make_reader(queue: PartitionRequestQueue, view, credit: int, receiver_id: st
 
 def subpartition_reader(credit: int, *data_types: DataType):
     """A subpartition holding one element per data type, read through a registered reader."""
-    sub = PipelinedSubpartition(0, "p")
+    sub = lone_subpartition()
     for data_type in data_types:
         sub.add(data_event(data_type))
     queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
@@ -265,7 +266,7 @@ def test_without_credit_an_event_at_the_head_counts_as_available_even_while_bloc
     """Flink's getAvailabilityAndBacklog(false) looks at the head's type only: after an
     aligned barrier, a finishing subpartition's EndOfPartition makes a reader without credit
     available; it is enqueued, and polling it writes nothing until consumption resumes."""
-    sub = PipelinedSubpartition(0, "p")
+    sub = lone_subpartition()
     queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     reader = CreditBasedSequenceNumberingViewReader("rx", 0, queue)
     reader.view = PipelinedSubpartitionView(sub, reader)
