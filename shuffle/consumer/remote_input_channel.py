@@ -16,7 +16,7 @@ from shuffle.buffer.data_type import DataType
 from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
 from shuffle.errors import (BufferReorderingError, CancelTaskError, PartitionConnectionError, PartitionNotFoundError,
-                            check)
+                            InvariantViolation)
 from shuffle.java_int import next_sequence_number, sequence_number_before
 from shuffle.prioritized_deque import NEVER_QUEUED, PrioritizedDeque, own
 from shuffle.serialization.event_serializer import deserialize_event, serialize_event
@@ -163,8 +163,9 @@ class RemoteInputChannel(InputChannel):
                 self.client.notify_credit_available(self)
 
     def check_invariants(self) -> None:
-        """Credit is never negative."""
-        check(self.unannounced_credit >= 0, f"{self.name}: unannounced credit {self.unannounced_credit}")
+        """Credit is never negative (the channel's name is made only for the error)."""
+        if self.unannounced_credit < 0:
+            raise InvariantViolation(f"{self.name}: unannounced credit {self.unannounced_credit}")
 
     def get_and_reset_unannounced_credit(self) -> int:
         credit, self.unannounced_credit = self.unannounced_credit, 0

@@ -83,7 +83,7 @@ class _Listener:
 
 def make_reader(queue: PartitionRequestQueue, view, credit: int, receiver_id: str = "rx"):
     reader = CreditBasedSequenceNumberingViewReader(receiver_id, credit, queue)
-    reader.request_subpartition_view(_Provider(view))
+    reader.request_subpartition_view(_Provider(view), "p")
     return reader
 
 
@@ -118,7 +118,7 @@ def test_notify_reader_non_empty_on_empty_readers():
     reader1.notify_data_available()
     reader2 = CreditBasedSequenceNumberingViewReader("r2", 10, queue)
     reader2.notify_data_available()  # before its view exists: ignored
-    reader2.request_subpartition_view(_Provider(_DefaultBufferView(5)))
+    reader2.request_subpartition_view(_Provider(_DefaultBufferView(5)), "p")
     assert reader2.get_availability_and_backlog()[0] and not reader2.is_registered_as_available
     reader2.notify_data_available()
     written = drain(queue)
@@ -149,7 +149,7 @@ def test_enqueue_reader_by_notifying_buffer_and_credit():
     view = _DefaultBufferView(10)
     reader = CreditBasedSequenceNumberingViewReader("rx", 2, queue)
     reader.add_credit(-2)
-    reader.request_subpartition_view(_Provider(view))
+    reader.request_subpartition_view(_Provider(view), "p")
     queue.notify_reader_created(reader)
     for _ in range(5):
         reader.notify_data_available()
