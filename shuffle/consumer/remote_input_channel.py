@@ -49,7 +49,7 @@ class RemoteInputChannel(InputChannel):
     # What is the same for every channel of the gate (the TaskManager's configuration,
     # tracer, connections and NetworkBufferPool) is read through the gate, not copied into each channel:
     # a wide job has many idle channels, and each slot costs 8 bytes in every one of them.
-    __slots__ = ("receiver_id", "producer_address", "initial_credit", "credit_based",
+    __slots__ = ("receiver_id", "producer_address", "initial_credit",
                  "received", "expected_sequence_number", "unannounced_credit", "last_barrier",
                  "buffer_manager", "client", "_retry_backoff")
 
@@ -59,7 +59,6 @@ class RemoteInputChannel(InputChannel):
         self.receiver_id = f"{gate.owner_name}/{gate.gate_index}/{channel_index}"
         self.producer_address = producer_address
         self.initial_credit = initial_credit
-        self.credit_based = gate.config.credit_based
         self.received: PrioritizedDeque[tuple[Buffer, int]] = NEVER_QUEUED
         self.expected_sequence_number = 0
         self.unannounced_credit = 0
@@ -151,12 +150,12 @@ class RemoteInputChannel(InputChannel):
             self.on_sender_backlog(backlog)
 
     def on_sender_backlog(self, backlog: int) -> None:
-        if self.credit_based:
+        if self.gate.credit_based:
             self.notify_buffer_available(self.buffer_manager.request_floating_buffers(backlog + self.initial_credit))
 
     def notify_buffer_available(self, n: int) -> None:
         """`n` more free buffers: credit to announce (one AddCredit for what accumulates)."""
-        if n > 0 and self.credit_based and not self.is_released:
+        if n > 0 and self.gate.credit_based and not self.is_released:
             previous = self.unannounced_credit
             self.unannounced_credit += n
             if previous == 0 and self.client is not None:

@@ -93,6 +93,9 @@ class SingleInputGate:
         self.gate_index = gate_index
         self.owner_name = owner_name
         self.config = config
+        #: The remote channels announce credit (`flow_control = "credit"`); read per buffer,
+        #: so a plain attribute rather than the configuration's property.
+        self.credit_based = config.credit_based
         self.network_pool = network_pool
         #: Where the channels request their subpartitions: the TaskManager's connections
         #: (remote channels) and partitions (local ones), shared, not held by every channel.
