@@ -47,11 +47,10 @@ class ConnectionProvider(Protocol):
 
 class RemoteInputChannel(InputChannel):
     # What is the same for every channel of the gate (the TaskManager's configuration,
-    # tracer, connections and NetworkBufferPool) is read through the gate, not copied into each channel:
-    # a wide job has many idle channels, and each slot costs 8 bytes in every one of them.
-    __slots__ = ("receiver_id", "producer_address", "initial_credit",
-                 "received", "expected_sequence_number", "unannounced_credit", "last_barrier",
-                 "buffer_manager", "client", "_retry_backoff")
+    # tracer, connections and NetworkBufferPool) is read through the gate, not copied into
+    # each channel: a wide job has many idle channels, and a slot costs 8 bytes in each.
+    __slots__ = ("receiver_id", "producer_address", "initial_credit", "received", "expected_sequence_number",
+                 "unannounced_credit", "last_barrier", "buffer_manager", "client", "_retry_backoff")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int, producer_address: str, initial_credit: int) -> None:
