@@ -52,6 +52,12 @@ def gate_buffers_spec(num_channels: int, config: NetworkConfig, blocking: bool =
                            num_channels * b + f - exclusive * num_channels)
 
 
+#: What the gate knows of each channel (`SingleInputGate._channel_states`): Flink's two
+#: BitSets (enqueuedInputChannelsWithData, channelsWithEndOfPartitionEvents) as one list
+#: entry per channel, the states being exclusive: a channel that ended is never queued.
+_IDLE, _QUEUED, _ENDED = 0, 1, 2
+
+
 def _buffer_debloater(config: NetworkConfig) -> BufferDebloater:
     return BufferDebloater(round(config.debloat_target * 1000), config.buffer_size, config.min_segment_size,
                            config.debloat_threshold_percentages, config.debloat_samples,
@@ -105,8 +111,7 @@ class SingleInputGate:
         self.channels: list[InputChannel] = []
         self.buffer_pool: LocalBufferPool | None = None
         self._with_data: PrioritizedDeque[InputChannel] = PrioritizedDeque()
-        self._enqueued: list[bool] = []
-        self._end_of_partition: list[bool] = []
+        self._channel_states: list[int] = []  # _IDLE, _QUEUED (in _with_data) or _ENDED
         self._num_end_of_partition = 0
         #: Every channel delivered EndOfPartition (a flag: asked several times per buffer).
         self.is_finished = True
@@ -130,8 +135,7 @@ class SingleInputGate:
             raise ValueError("channels must be added in index order")
         self.channels.append(channel)
         self.is_finished = False
-        self._enqueued.append(False)
-        self._end_of_partition.append(False)
+        self._channel_states.append(_IDLE)
 
     @property
     def num_channels(self) -> int:
@@ -169,16 +173,17 @@ class SingleInputGate:
         priority = force_priority or priority_seq is not None
         if priority_seq is not None and _is_outdated(priority_seq, self._last_priority_seq.get(idx, INT_MIN)):
             return
-        if self._end_of_partition[idx]:
+        state = self._channel_states[idx]
+        if state == _ENDED:
             return
         with_data = self._with_data
-        if self._enqueued[idx]:
+        if state == _QUEUED:
             # Already queued: only a move into the priority section can change anything.
             if not priority or not with_data.prioritize(channel):
                 return
         else:
             with_data.add(channel, priority)
-            self._enqueued[idx] = True
+            self._channel_states[idx] = _QUEUED
         if priority and with_data.num_priority_elements == 1:
             self.priority_availability.set_available()
         if len(with_data) == 1:
@@ -200,7 +205,7 @@ class SingleInputGate:
             channel = self._with_data.poll()
             if had_priority and not self._with_data.num_priority_elements:
                 self.priority_availability.set_unavailable()
-            self._enqueued[channel.channel_index] = False
+            self._channel_states[channel.channel_index] = _IDLE
             result = channel.get_next_buffer()
             if result is None:
                 continue
@@ -237,24 +242,24 @@ class SingleInputGate:
 
     def _on_end_of_partition(self, channel: InputChannel) -> None:
         idx = channel.channel_index
-        if self._end_of_partition[idx]:
+        state = self._channel_states[idx]
+        if state == _ENDED:
             raise RuntimeError(f"channel {channel.name} received EndOfPartition twice")
-        self._end_of_partition[idx] = True
+        self._channel_states[idx] = _ENDED
         self._num_end_of_partition += 1
         self.is_finished = self._num_end_of_partition == len(self.channels)
-        if self._enqueued[idx]:
+        if state == _QUEUED:
             had_priority = self._with_data.num_priority_elements > 0
             self._with_data.remove(channel)
             if had_priority and not self._with_data.num_priority_elements:
                 self.priority_availability.set_unavailable()
-            self._enqueued[idx] = False
         channel.release_all_resources()
         if self.is_finished:
             self.availability.set_available()
 
     def check_invariants(self) -> None:
         """Each channel with data is queued once."""
-        check(sum(self._enqueued) == len(self._with_data),
+        check(self._channel_states.count(_QUEUED) == len(self._with_data),
               f"gate {self.gate_index} of {self.owner_name}: queued flags disagree with the queue")
         for channel in self.channels:
             if isinstance(channel, RemoteInputChannel):
@@ -280,7 +285,7 @@ class SingleInputGate:
 
     def unfinished_channels(self) -> list[InputChannelInfo]:
         """Flink's `getUnfinishedChannels`: the channels that have not delivered EndOfPartition."""
-        return [c.channel_info for c in self.channels if not self._end_of_partition[c.channel_index]]
+        return [c.channel_info for c in self.channels if self._channel_states[c.channel_index] != _ENDED]
 
     def is_available(self) -> bool:
         return self.availability.is_available
