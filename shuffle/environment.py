@@ -67,21 +67,17 @@ class NettyShuffleEnvironment:
         if not channels:
             raise ValueError(f"input gate {gate_index} of {owner_name} has no channels")
         cfg = self.config
-        gate = SingleInputGate(gate_index, owner_name, cfg, self.network_pool, blocking, self.tracer)
+        gate = SingleInputGate(gate_index, owner_name, cfg, self.network_pool, blocking, self.tracer,
+                               self.connection_manager, self.partition_manager)
         # Exclusive buffers per remote channel; in pre-credit mode ("tcp") the channels keep
         # the same buffer budget but announce no credit.
         exclusive = gate_buffers_spec(len(channels), cfg, blocking).exclusive_per_channel
         for index, descriptor in enumerate(channels):
             if descriptor.producer_address == self.address:
-                channel = LocalInputChannel(gate, index, descriptor.partition_id, descriptor.subpartition_index,
-                                            self.partition_manager, cfg.request_backoff_initial,
-                                            cfg.request_backoff_max, self.tracer)
+                channel = LocalInputChannel(gate, index, descriptor.partition_id, descriptor.subpartition_index)
             else:
                 channel = RemoteInputChannel(gate, index, descriptor.partition_id, descriptor.subpartition_index,
-                                             descriptor.producer_address, self.connection_manager,
-                                             self.network_pool, exclusive,
-                                             cfg.credit_based, cfg.request_backoff_initial, cfg.request_backoff_max,
-                                             cfg.partition_request_timeout, self.tracer)
+                                             descriptor.producer_address, exclusive)
             gate.add_channel(channel)
         return gate
 

@@ -20,13 +20,13 @@ if TYPE_CHECKING:
 
 
 class BufferManager:
-    __slots__ = ("network_pool", "channel", "floating_pool", "num_free_exclusive", "floating", "num_required_buffers",
-                 "is_waiting_for_floating_buffers", "num_exclusive_buffers", "_released", "_buffer_event")
+    # The pools are the channel's gate's, read through it (as Flink's BufferManager asks
+    # `inputChannel.inputGate`): one channel's manager holds only its own state.
+    __slots__ = ("channel", "num_free_exclusive", "floating", "num_required_buffers",
+                 "is_waiting_for_floating_buffers", "_released", "_buffer_event")
 
-    def __init__(self, network_pool: NetworkBufferPool, channel: RemoteInputChannel) -> None:
-        self.network_pool = network_pool
+    def __init__(self, channel: RemoteInputChannel) -> None:
         self.channel = channel
-        self.floating_pool: LocalBufferPool | None = None
         # Free exclusive buffers are a count: a free segment holds nothing, so one becomes
         # a segment and a Buffer only when taken (an idle channel holds two numbers, not two
         # segments, buffers, reference counts and bound recyclers). Floating buffers are the
@@ -37,7 +37,6 @@ class BufferManager:
         self.floating: list[Buffer] | tuple[()] = ()
         self.num_required_buffers = 0
         self.is_waiting_for_floating_buffers = False
-        self.num_exclusive_buffers = 0
         self._released = False
         self._buffer_event: kernel.Event | None = None
 
@@ -47,9 +46,8 @@ class BufferManager:
         return self.num_free_exclusive + len(self.floating)
 
     async def request_exclusive_buffers(self, n: int) -> None:
-        await self.network_pool.request_unpooled_segments(n)
+        await self.channel.gate.network_pool.request_unpooled_segments(n)
         self.num_free_exclusive += n
-        self.num_exclusive_buffers += n
 
     def request_buffer(self) -> Buffer | None:
         """A free buffer for an incoming payload: floating first, then exclusive."""
@@ -62,7 +60,7 @@ class BufferManager:
 
     def _take_exclusive(self) -> Buffer:
         self.num_free_exclusive -= 1
-        return Buffer.of_segment(MemorySegment(self.network_pool.segment_size), self._recycle_exclusive)
+        return Buffer.of_segment(MemorySegment(self.channel.gate.network_pool.segment_size), self._recycle_exclusive)
 
     def request_floating_buffers(self, k: int) -> int:
         """Aim to hold `k` free buffers; returns how many floating buffers were obtained."""
@@ -72,7 +70,7 @@ class BufferManager:
         return self._try_request_floating()
 
     def _try_request_floating(self) -> int:
-        pool = self.floating_pool
+        pool = self.channel.gate.buffer_pool
         obtained = 0
         while (not self.is_waiting_for_floating_buffers
                and self.num_free_exclusive + len(self.floating) < self.num_required_buffers):
@@ -92,7 +90,7 @@ class BufferManager:
 
     def _recycle_exclusive(self, _segment: MemorySegment) -> None:
         if self._released:
-            self.network_pool.recycle_unpooled_segments(1)
+            self.channel.gate.network_pool.recycle_unpooled_segments(1)
             return
         self.num_free_exclusive += 1
         self._signal()
@@ -125,13 +123,13 @@ class BufferManager:
         if self._released:
             return
         self._released = True
-        if self.floating_pool is not None and self.is_waiting_for_floating_buffers:
-            self.floating_pool.remove_buffer_listener(self)
+        if self.is_waiting_for_floating_buffers:
+            self.channel.gate.buffer_pool.remove_buffer_listener(self)
         free_exclusive, self.num_free_exclusive = self.num_free_exclusive, 0
         while self.floating:
             self.floating.pop(0).recycle()
         if free_exclusive:
-            self.network_pool.recycle_unpooled_segments(free_exclusive)
+            self.channel.gate.network_pool.recycle_unpooled_segments(free_exclusive)
         self._signal()  # a connection reader waiting for a buffer of this channel gives up
 
     # -- pre-credit mode (flow_control = "tcp") ------------------------------------------
@@ -145,11 +143,12 @@ class BufferManager:
                 return self.floating.pop(0)
             if self.num_free_exclusive:
                 return self._take_exclusive()
-            buffer = self.floating_pool.request_buffer()
+            pool = self.channel.gate.buffer_pool
+            buffer = pool.request_buffer()
             if buffer is not None:
                 return buffer
             self._buffer_event = kernel.Event()
-            if not self.is_waiting_for_floating_buffers and self.floating_pool.add_buffer_listener(self):
+            if not self.is_waiting_for_floating_buffers and pool.add_buffer_listener(self):
                 self.is_waiting_for_floating_buffers = True
             await self._buffer_event.wait()
             self._buffer_event = None

@@ -1,7 +1,7 @@
 """InputChannel: what Local- and RemoteInputChannel share (spec 4.1).
 
 Identity (`channel_info`, the consumed partition and subpartition), the partition-request
-backoff, the error holder that the task thread re-throws, and the input counters.
+backoff bound, the error holder that the task thread re-throws, and the input counters.
 """
 
 from __future__ import annotations
@@ -38,21 +38,16 @@ class BufferAndAvailability(NamedTuple):
 class InputChannel:
     """Base of the channels of a SingleInputGate."""
 
-    __slots__ = ("gate", "channel_index", "_channel_info", "partition_id", "subpartition_index", "_name",
-                 "initial_backoff", "max_backoff", "current_backoff", "num_bytes_in", "num_buffers_in", "error",
-                 "is_released", "_persister")
+    __slots__ = ("gate", "channel_index", "_channel_info", "partition_id", "subpartition_index",
+                 "num_bytes_in", "num_buffers_in", "error", "is_released", "_persister")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
-                 subpartition_index: int, initial_backoff: float, max_backoff: float) -> None:
+                 subpartition_index: int) -> None:
         self.gate = gate
         self.channel_index = channel_index
         self._channel_info: InputChannelInfo | None = None
         self.partition_id = partition_id
         self.subpartition_index = subpartition_index
-        self._name: str | None = None
-        self.initial_backoff = initial_backoff
-        self.max_backoff = max_backoff
-        self.current_backoff = 0.0 if initial_backoff > 0 else -1.0
         self.num_bytes_in = 0
         self.num_buffers_in = 0
         self.error: BaseException | None = None
@@ -88,10 +83,9 @@ class InputChannel:
     @property
     def name(self) -> str:
         """The name every trace event uses for this channel: producer partition and
-        subpartition (made when first asked: most channels of a large job never are)."""
-        if self._name is None:
-            self._name = channel_name(self.partition_id, self.subpartition_index)
-        return self._name
+        subpartition (made when asked, not kept: only traces and errors ask, and a slot
+        for it would cost every idle channel of a large job 8 bytes)."""
+        return channel_name(self.partition_id, self.subpartition_index)
 
     @property
     def channel_info(self) -> InputChannelInfo:
@@ -119,17 +113,11 @@ class InputChannel:
                 raise self.error  # Flink's checkError rethrows an IOException as it is
             raise IOError(f"input channel {self.name} failed: {self.error}") from self.error
 
-    def increase_backoff(self) -> bool:
-        """Exponential backoff: 0 -> initial -> doubled up to max; False once exhausted."""
-        if self.current_backoff < 0:
-            return False
-        if self.current_backoff == 0:
-            self.current_backoff = self.initial_backoff
-            return True
-        if self.current_backoff < self.max_backoff:
-            self.current_backoff = min(self.current_backoff * 2, self.max_backoff)
-            return True
-        return False
+    @property
+    def max_backoff(self) -> float:
+        """The longest backoff between partition requests (`request_backoff_max`: the gate's
+        configuration, read there rather than copied into every channel)."""
+        return self.gate.config.request_backoff_max
 
     # -- unaligned checkpoints (Flink's CheckpointableInput, per channel) ----------------
 

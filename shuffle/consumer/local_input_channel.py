@@ -11,41 +11,52 @@ from typing import TYPE_CHECKING
 from shuffle import kernel
 from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
 from shuffle.errors import CancelTaskError, PartitionNotFoundError
-from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.serialization.event_serializer import deserialize_event
-from shuffle.trace import Tracer
 
 if TYPE_CHECKING:
     from shuffle.consumer.single_input_gate import SingleInputGate
 
 
 class LocalInputChannel(InputChannel):
-    __slots__ = ("partition_manager", "tracer", "view")
+    __slots__ = ("view", "current_backoff")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
-                 subpartition_index: int, partition_manager: ResultPartitionManager,
-                 initial_backoff: float, max_backoff: float, tracer: Tracer) -> None:
-        super().__init__(gate, channel_index, partition_id, subpartition_index, initial_backoff, max_backoff)
-        self.partition_manager = partition_manager
-        self.tracer = tracer
+                 subpartition_index: int) -> None:
+        super().__init__(gate, channel_index, partition_id, subpartition_index)
         self.view: PipelinedSubpartitionView | None = None
+        # Only a local channel retries its request with this backoff (a remote one waits
+        # for the producer's answer, see RemoteInputChannel.on_failed_partition_request).
+        self.current_backoff = 0.0 if gate.config.request_backoff_initial > 0 else -1.0
 
     async def request_subpartition(self) -> None:
         """Create the view; while the partition is not there yet, retry with backoff."""
         while self.view is None and not self.is_released:
             try:
-                self.view = self.partition_manager.create_subpartition_view(
+                self.view = self.gate.partition_manager.create_subpartition_view(
                     self.partition_id, self.subpartition_index, self)
             except PartitionNotFoundError as exc:
                 if not self.increase_backoff():
                     self.set_error(exc)
                     return
                 await kernel.sleep(self.current_backoff)
-        if self.tracer.enabled:
-            self.tracer.emit("partition_request", channel=self.name, initial_credit=0, local=True)
+        if self.gate.tracer.enabled:
+            self.gate.tracer.emit("partition_request", channel=self.name, initial_credit=0, local=True)
         if self.view is not None and self.view.subpartition.is_data_available():
             self.notify_channel_non_empty()
+
+    def increase_backoff(self) -> bool:
+        """Exponential backoff: 0 -> initial -> doubled up to max; False once exhausted."""
+        if self.current_backoff < 0:
+            return False
+        if self.current_backoff == 0:
+            self.current_backoff = self.gate.config.request_backoff_initial
+            return True
+        max_backoff = self.max_backoff
+        if self.current_backoff < max_backoff:
+            self.current_backoff = min(self.current_backoff * 2, max_backoff)
+            return True
+        return False
 
     def get_next_buffer(self) -> BufferAndAvailability | None:
         self.check_error()
@@ -68,11 +79,12 @@ class LocalInputChannel(InputChannel):
             self.persister.check_for_barrier(deserialize_event(bytes(buffer.memory())))
         self.num_bytes_in += buffer.size
         self.num_buffers_in += 1
-        if self.tracer.enabled:
+        tracer = self.gate.tracer
+        if tracer.enabled:
             fields = dict(channel=self.name, seq=nxt.sequence_number, backlog=nxt.buffers_in_backlog,
                           bytes=buffer.size, data_type=buffer.data_type.name)
-            self.tracer.emit("buffer_sent", **fields, local=True)
-            self.tracer.emit("buffer_received", **fields, local=True)
+            tracer.emit("buffer_sent", **fields, local=True)
+            tracer.emit("buffer_received", **fields, local=True)
         return BufferAndAvailability(buffer, nxt.next_data_type, nxt.buffers_in_backlog, nxt.sequence_number)
 
     # BufferAvailabilityListener of the producer's view
@@ -98,8 +110,8 @@ class LocalInputChannel(InputChannel):
         """Debloating: straight to the producer's subpartition through the view."""
         if self.view is not None:
             self.view.notify_new_buffer_size(size)
-            if self.tracer.enabled:
-                self.tracer.emit("buffer_size_announced", channel=self.name, size=size, local=True)
+            if self.gate.tracer.enabled:
+                self.gate.tracer.emit("buffer_size_announced", channel=self.name, size=size, local=True)
 
     @property
     def buffers_in_use_count(self) -> int:

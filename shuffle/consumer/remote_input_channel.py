@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Protocol
 from shuffle.api.events import EventAnnouncement
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
-from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
 from shuffle.errors import (BufferReorderingError, CancelTaskError, PartitionConnectionError, PartitionNotFoundError,
-                            check)
+                            InvariantViolation)
 from shuffle.java_int import next_sequence_number, sequence_number_before
 from shuffle.prioritized_deque import NEVER_QUEUED, PrioritizedDeque, own
 from shuffle.serialization.event_serializer import deserialize_event, serialize_event
-from shuffle.trace import Tracer
 
 if TYPE_CHECKING:
     from shuffle.consumer.single_input_gate import SingleInputGate
@@ -48,44 +46,40 @@ class ConnectionProvider(Protocol):
 
 
 class RemoteInputChannel(InputChannel):
-    __slots__ = ("receiver_id", "producer_address", "connections", "initial_credit", "credit_based",
-                 "partition_request_timeout", "tracer", "received", "expected_sequence_number",
-                 "unannounced_credit", "last_barrier_id", "last_barrier_sequence_number", "buffer_manager",
-                 "client", "_retry_backoff")
+    # What is the same for every channel of the gate (the TaskManager's configuration,
+    # tracer, connections and NetworkBufferPool) is read through the gate, not copied into
+    # each channel: a wide job has many idle channels, and a slot costs 8 bytes in each.
+    __slots__ = ("receiver_id", "producer_address", "initial_credit", "received", "expected_sequence_number",
+                 "unannounced_credit", "last_barrier", "buffer_manager", "client", "_retry_backoff")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
-                 subpartition_index: int, producer_address: str, connections: ConnectionProvider,
-                 network_pool: NetworkBufferPool, initial_credit: int, credit_based: bool,
-                 initial_backoff: float, max_backoff: float, partition_request_timeout: float,
-                 tracer: Tracer) -> None:
-        super().__init__(gate, channel_index, partition_id, subpartition_index, initial_backoff, max_backoff)
+                 subpartition_index: int, producer_address: str, initial_credit: int) -> None:
+        super().__init__(gate, channel_index, partition_id, subpartition_index)
         self.receiver_id = f"{gate.owner_name}/{gate.gate_index}/{channel_index}"
         self.producer_address = producer_address
-        self.connections = connections
         self.initial_credit = initial_credit
-        self.credit_based = credit_based
-        self.partition_request_timeout = partition_request_timeout
-        self.tracer = tracer
         self.received: PrioritizedDeque[tuple[Buffer, int]] = NEVER_QUEUED
         self.expected_sequence_number = 0
         self.unannounced_credit = 0
-        self.last_barrier_id = -1
-        self.last_barrier_sequence_number = 0
-        self.buffer_manager = BufferManager(network_pool, self)
+        #: (checkpoint id, sequence number) of the barrier received last, until its checkpoint
+        #: stops (Flink's lastBarrierId and lastBarrierSequenceNumber, in one slot: a pair
+        #: is made per barrier, and an idle channel holds None).
+        self.last_barrier: tuple[int, int] | None = None
+        self.buffer_manager = BufferManager(self)
         self.client: PartitionRequestClient | None = None
         self._retry_backoff = 0.0
 
     async def setup(self) -> None:
         """Take the exclusive buffers (once)."""
-        if self.buffer_manager.num_exclusive_buffers:
+        if self.buffer_manager.num_free_exclusive:  # Flink's check: no exclusive buffers yet
             raise RuntimeError(f"channel {self.name} set up twice")
-        self.buffer_manager.floating_pool = self.gate.buffer_pool
         await self.buffer_manager.request_exclusive_buffers(self.initial_credit)
 
     async def request_subpartition(self) -> None:
         if self.client is None:
             try:
-                self.client = await self.connections.create_partition_request_client(self.producer_address)
+                connections = self.gate.connections
+                self.client = await connections.create_partition_request_client(self.producer_address)
             except OSError as exc:  # no connection to the producer's TaskManager
                 raise PartitionConnectionError(self.partition_id) from exc
         self.client.request_subpartition(self)
@@ -132,10 +126,11 @@ class RemoteInputChannel(InputChannel):
                     (Buffer.of_event(announcement, DataType.PRIORITIZED_EVENT_BUFFER), sequence_number))
                 first_priority = received.num_priority_elements == 1
             if self.persister.check_for_barrier(event) is not None:
-                self.last_barrier_id, self.last_barrier_sequence_number = event.id, sequence_number
+                self.last_barrier = (event.id, sequence_number)
         self.expected_sequence_number = next_sequence_number(self.expected_sequence_number)
-        if self.tracer.enabled:
-            self.tracer.emit("buffer_received", channel=self.name, seq=sequence_number, backlog=backlog,
+        tracer = self.gate.tracer
+        if tracer.enabled:
+            tracer.emit("buffer_received", channel=self.name, seq=sequence_number, backlog=backlog,
                              bytes=buffer.size, data_type=data_type.name)
         if first_priority:
             self.notify_priority_event(sequence_number)
@@ -155,20 +150,21 @@ class RemoteInputChannel(InputChannel):
             self.on_sender_backlog(backlog)
 
     def on_sender_backlog(self, backlog: int) -> None:
-        if self.credit_based:
+        if self.gate.credit_based:
             self.notify_buffer_available(self.buffer_manager.request_floating_buffers(backlog + self.initial_credit))
 
     def notify_buffer_available(self, n: int) -> None:
         """`n` more free buffers: credit to announce (one AddCredit for what accumulates)."""
-        if n > 0 and self.credit_based and not self.is_released:
+        if n > 0 and self.gate.credit_based and not self.is_released:
             previous = self.unannounced_credit
             self.unannounced_credit += n
             if previous == 0 and self.client is not None:
                 self.client.notify_credit_available(self)
 
     def check_invariants(self) -> None:
-        """Credit is never negative."""
-        check(self.unannounced_credit >= 0, f"{self.name}: unannounced credit {self.unannounced_credit}")
+        """Credit is never negative (the channel's name is made only for the error)."""
+        if self.unannounced_credit < 0:
+            raise InvariantViolation(f"{self.name}: unannounced credit {self.unannounced_credit}")
 
     def get_and_reset_unannounced_credit(self) -> int:
         credit, self.unannounced_credit = self.unannounced_credit, 0
@@ -179,10 +175,11 @@ class RemoteInputChannel(InputChannel):
 
     def on_failed_partition_request(self) -> None:
         """The producer's partition did not appear in time: retry while backoff allows (1.18+)."""
-        if self.partition_request_timeout <= 0:
+        timeout = self.gate.config.partition_request_timeout
+        if timeout <= 0:
             self.set_error(PartitionNotFoundError(self.partition_id))
             return
-        self._retry_backoff += self.partition_request_timeout
+        self._retry_backoff += timeout
         if self._retry_backoff < 2 * self.max_backoff and self.client is not None:
             self.client.request_subpartition(self)
         else:
@@ -206,14 +203,14 @@ class RemoteInputChannel(InputChannel):
     def get_inflight_buffers(self, checkpoint_id: int) -> list[Buffer]:
         """The queued data buffers the barrier of `checkpoint_id` overtook (all if none came)."""
         buffers = [(b, seq) for b, seq in self.received if b.is_buffer]
-        if self.last_barrier_id != checkpoint_id:
+        if self.last_barrier is None or self.last_barrier[0] != checkpoint_id:
             return [b for b, _ in buffers]
-        barrier = self.last_barrier_sequence_number
+        barrier = self.last_barrier[1]
         return [b for b, _ in itertools.takewhile(lambda entry: sequence_number_before(entry[1], barrier), buffers)]
 
     def checkpoint_stopped(self, checkpoint_id: int) -> None:
         super().checkpoint_stopped(checkpoint_id)
-        self.last_barrier_id = -1
+        self.last_barrier = None
 
     def convert_to_priority_event(self, sequence_number: int) -> None:
         """The announced barrier at `sequence_number` jumps ahead of the queued buffers."""

@@ -26,9 +26,10 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.config import NetworkConfig
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
-from shuffle.consumer.remote_input_channel import RemoteInputChannel
+from shuffle.consumer.remote_input_channel import ConnectionProvider, RemoteInputChannel
 from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import INT_MAX, INT_MIN
+from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.prioritized_deque import PrioritizedDeque
 from shuffle.serialization.event_serializer import deserialize_event
 from shuffle.throughput import BufferDebloater, ThroughputCalculator
@@ -50,6 +51,12 @@ def gate_buffers_spec(num_channels: int, config: NetworkConfig, blocking: bool =
     exclusive = min(b, (required - 1) // num_channels) if num_channels else 0
     return GateBuffersSpec(exclusive, required - exclusive * num_channels,
                            num_channels * b + f - exclusive * num_channels)
+
+
+#: What the gate knows of each channel (`SingleInputGate._channel_states`): Flink's two
+#: BitSets (enqueuedInputChannelsWithData, channelsWithEndOfPartitionEvents) as one list
+#: entry per channel, the states being exclusive: a channel that ended is never queued.
+_IDLE, _QUEUED, _ENDED = 0, 1, 2
 
 
 def _buffer_debloater(config: NetworkConfig) -> BufferDebloater:
@@ -87,23 +94,33 @@ class BufferOrEvent(NamedTuple):
 
 class SingleInputGate:
     def __init__(self, gate_index: int, owner_name: str, config: NetworkConfig,
-                 network_pool: NetworkBufferPool, blocking: bool = False, tracer: Tracer = NULL_TRACER) -> None:
+                 network_pool: NetworkBufferPool, blocking: bool = False, tracer: Tracer = NULL_TRACER,
+                 connections: ConnectionProvider | None = None,
+                 partition_manager: ResultPartitionManager | None = None) -> None:
         self.gate_index = gate_index
         self.owner_name = owner_name
         self.config = config
+        #: The remote channels announce credit (`flow_control = "credit"`); read per buffer,
+        #: so a plain attribute rather than the configuration's property.
+        self.credit_based = config.credit_based
         self.network_pool = network_pool
+        #: Where the channels request their subpartitions: the TaskManager's connections
+        #: (remote channels) and partitions (local ones), shared, not held by every channel.
+        self.connections = connections
+        self.partition_manager = partition_manager
         self.blocking = blocking
         self.channels: list[InputChannel] = []
         self.buffer_pool: LocalBufferPool | None = None
         self._with_data: PrioritizedDeque[InputChannel] = PrioritizedDeque()
-        self._enqueued: list[bool] = []
-        self._end_of_partition: list[bool] = []
+        self._channel_states: list[int] = []  # _IDLE, _QUEUED (in _with_data) or _ENDED
         self._num_end_of_partition = 0
         #: Every channel delivered EndOfPartition (a flag: asked several times per buffer).
         self.is_finished = True
         self._end_of_data: set[int] = set()  # channels that sent EndOfData
         self._drain_on_end_of_data = True
-        self._last_priority_seq: list[int] = []
+        #: Per channel index, the number of its last polled priority event (Flink's array,
+        #: INT_MIN where none came): only channels that had one hold an entry.
+        self._last_priority_seq: dict[int, int] = {}
         self.availability = AvailabilityHelper()
         self.priority_availability = AvailabilityHelper()
         self.is_closed = False
@@ -119,9 +136,7 @@ class SingleInputGate:
             raise ValueError("channels must be added in index order")
         self.channels.append(channel)
         self.is_finished = False
-        self._enqueued.append(False)
-        self._end_of_partition.append(False)
-        self._last_priority_seq.append(INT_MIN)
+        self._channel_states.append(_IDLE)
 
     @property
     def num_channels(self) -> int:
@@ -157,18 +172,19 @@ class SingleInputGate:
                        force_priority: bool = False) -> None:
         idx = channel.channel_index
         priority = force_priority or priority_seq is not None
-        if priority_seq is not None and _is_outdated(priority_seq, self._last_priority_seq[idx]):
+        if priority_seq is not None and _is_outdated(priority_seq, self._last_priority_seq.get(idx, INT_MIN)):
             return
-        if self._end_of_partition[idx]:
+        state = self._channel_states[idx]
+        if state == _ENDED:
             return
         with_data = self._with_data
-        if self._enqueued[idx]:
+        if state == _QUEUED:
             # Already queued: only a move into the priority section can change anything.
             if not priority or not with_data.prioritize(channel):
                 return
         else:
             with_data.add(channel, priority)
-            self._enqueued[idx] = True
+            self._channel_states[idx] = _QUEUED
         if priority and with_data.num_priority_elements == 1:
             self.priority_availability.set_available()
         if len(with_data) == 1:
@@ -190,7 +206,7 @@ class SingleInputGate:
             channel = self._with_data.poll()
             if had_priority and not self._with_data.num_priority_elements:
                 self.priority_availability.set_unavailable()
-            self._enqueued[channel.channel_index] = False
+            self._channel_states[channel.channel_index] = _IDLE
             result = channel.get_next_buffer()
             if result is None:
                 continue
@@ -227,24 +243,24 @@ class SingleInputGate:
 
     def _on_end_of_partition(self, channel: InputChannel) -> None:
         idx = channel.channel_index
-        if self._end_of_partition[idx]:
+        state = self._channel_states[idx]
+        if state == _ENDED:
             raise RuntimeError(f"channel {channel.name} received EndOfPartition twice")
-        self._end_of_partition[idx] = True
+        self._channel_states[idx] = _ENDED
         self._num_end_of_partition += 1
         self.is_finished = self._num_end_of_partition == len(self.channels)
-        if self._enqueued[idx]:
+        if state == _QUEUED:
             had_priority = self._with_data.num_priority_elements > 0
             self._with_data.remove(channel)
             if had_priority and not self._with_data.num_priority_elements:
                 self.priority_availability.set_unavailable()
-            self._enqueued[idx] = False
         channel.release_all_resources()
         if self.is_finished:
             self.availability.set_available()
 
     def check_invariants(self) -> None:
         """Each channel with data is queued once."""
-        check(sum(self._enqueued) == len(self._with_data),
+        check(self._channel_states.count(_QUEUED) == len(self._with_data),
               f"gate {self.gate_index} of {self.owner_name}: queued flags disagree with the queue")
         for channel in self.channels:
             if isinstance(channel, RemoteInputChannel):
@@ -270,7 +286,7 @@ class SingleInputGate:
 
     def unfinished_channels(self) -> list[InputChannelInfo]:
         """Flink's `getUnfinishedChannels`: the channels that have not delivered EndOfPartition."""
-        return [c.channel_info for c in self.channels if not self._end_of_partition[c.channel_index]]
+        return [c.channel_info for c in self.channels if self._channel_states[c.channel_index] != _ENDED]
 
     def is_available(self) -> bool:
         return self.availability.is_available

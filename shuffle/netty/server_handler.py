@@ -104,10 +104,9 @@ class PartitionRequestServerHandler:
             if len(queue.all_readers) + self.waiting_requests >= limit:
                 raise ProtocolError(f"more than {limit} partition requests on one connection")
             reader = CreditBasedSequenceNumberingViewReader(
-                msg.receiver_id, msg.credit, queue, self.config.credit_based, msg.partition_id,
-                msg.subpartition_index)
+                msg.receiver_id, msg.credit, queue, self.config.credit_based, msg.subpartition_index)
             try:
-                reader.request_subpartition_view(self.partition_manager)
+                reader.request_subpartition_view(self.partition_manager, msg.partition_id)
             except PartitionNotFoundError:
                 self.waiting_requests += 1
                 nursery.start_soon(self._request_when_registered, msg, reader)
@@ -134,7 +133,7 @@ class PartitionRequestServerHandler:
             self.waiting_requests -= 1
         if registered:
             try:
-                reader.request_subpartition_view(self.partition_manager)
+                reader.request_subpartition_view(self.partition_manager, msg.partition_id)
             except Exception as exc:
                 self.queue.send_control(ErrorResponse(type(exc).__name__, str(exc), msg.receiver_id))
                 return

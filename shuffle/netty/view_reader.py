@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
-from shuffle.errors import CreditViolationError, check
+from shuffle.errors import CreditViolationError, InvariantViolation
 from shuffle.partition.result_partition_id import channel_name
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
@@ -28,30 +28,28 @@ class ReaderBuffer(NamedTuple):
 
 class CreditBasedSequenceNumberingViewReader:
     __slots__ = ("receiver_id", "initial_credit", "num_credits_available", "queue", "credit_based",
-                 "partition_id", "subpartition_index", "_channel_name", "view", "is_registered_as_available")
+                 "subpartition_index", "view", "is_registered_as_available")
 
     def __init__(self, receiver_id: str, initial_credit: int, queue: PartitionRequestQueue,
-                 credit_based: bool = True, partition_id: str = "", subpartition_index: int = 0) -> None:
+                 credit_based: bool = True, subpartition_index: int = 0) -> None:
         self.receiver_id = receiver_id
         self.initial_credit = initial_credit
         self.num_credits_available = initial_credit
         self.queue = queue
         self.credit_based = credit_based
-        self.partition_id = partition_id
         self.subpartition_index = subpartition_index
-        self._channel_name: str | None = None
         self.view: PipelinedSubpartitionView | None = None
         self.is_registered_as_available = False
 
     @property
     def channel_name(self) -> str:
-        """The channel's name in trace events (made when first asked)."""
-        if self._channel_name is None:
-            self._channel_name = channel_name(self.partition_id, self.subpartition_index)
-        return self._channel_name
+        """The channel's name in trace events (made when asked, not kept: see InputChannel.name),
+        once the view is there (the partition's id is its subpartition's)."""
+        return channel_name(self.view.subpartition.parent_name, self.subpartition_index)
 
-    def request_subpartition_view(self, manager: ResultPartitionManager) -> None:
-        self.view = manager.create_subpartition_view(self.partition_id, self.subpartition_index, self)
+    def request_subpartition_view(self, manager: ResultPartitionManager, partition_id: str) -> None:
+        """Read `partition_id`'s subpartition (as Flink, the reader keeps the view, not the id)."""
+        self.view = manager.create_subpartition_view(partition_id, self.subpartition_index, self)
 
     def add_credit(self, delta: int) -> None:
         self.num_credits_available += delta
@@ -85,8 +83,9 @@ class CreditBasedSequenceNumberingViewReader:
         return ReaderBuffer(nxt.buffer, nxt.buffers_in_backlog, nxt.sequence_number, more)
 
     def check_invariants(self) -> None:
-        """Credit is never negative."""
-        check(self.num_credits_available >= 0, f"{self.channel_name}: credit {self.num_credits_available}")
+        """Credit is never negative (the channel's name is made only for the error)."""
+        if self.num_credits_available < 0:
+            raise InvariantViolation(f"{self.channel_name}: credit {self.num_credits_available}")
 
     # BufferAvailabilityListener
     def notify_data_available(self) -> None:

@@ -24,11 +24,12 @@ from shuffle.buffer.buffer_builder import BufferConsumer
 from shuffle.buffer.data_type import DataType
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.errors import IllegalStateError, check
-from shuffle.java_int import INT_MAX, next_sequence_number
+from shuffle.java_int import next_sequence_number
 from shuffle.prioritized_deque import NEVER_QUEUED, PrioritizedDeque, own
 from shuffle.serialization.event_serializer import deserialize_event, serialize_event
 
 if TYPE_CHECKING:
+    from shuffle.partition.result_partition import ResultPartition
     from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 
 _END_OF_PARTITION = serialize_event(EndOfPartitionEvent())
@@ -49,17 +50,19 @@ class BufferAndBacklog(NamedTuple):
 
 
 class PipelinedSubpartition:
-    """One subpartition of a pipelined ResultPartition."""
+    """One subpartition of a pipelined ResultPartition.
 
-    __slots__ = ("index", "parent_name", "_buffers", "buffers_in_backlog", "read_view", "is_finished",
-                 "is_released", "flush_requested", "is_blocked", "sequence_number",
-                 "receiver_exclusive_buffers", "desired_buffer_size", "total_number_of_buffers",
-                 "total_number_of_bytes", "channel_state_writer")
+    What is the same for all subpartitions of the partition (its id, configuration and
+    channel state writer) is read through `parent`, as in Flink, not copied into each:
+    a wide partition has many idle subpartitions."""
 
-    def __init__(self, index: int, parent_name: str = "", receiver_exclusive_buffers: int = 2,
-                 starting_buffer_size: int = INT_MAX) -> None:
+    __slots__ = ("index", "parent", "_buffers", "buffers_in_backlog", "read_view", "is_finished",
+                 "is_released", "flush_requested", "is_blocked", "sequence_number", "desired_buffer_size",
+                 "total_number_of_buffers", "total_number_of_bytes")
+
+    def __init__(self, index: int, parent: ResultPartition) -> None:
         self.index = index
-        self.parent_name = parent_name
+        self.parent = parent
         # (consumer, partial_record_length); priority elements first.
         self._buffers: PrioritizedDeque[tuple[BufferConsumer, int]] = NEVER_QUEUED
         self.buffers_in_backlog = 0
@@ -69,12 +72,19 @@ class PipelinedSubpartition:
         self.flush_requested = False
         self.is_blocked = False
         self.sequence_number = 0
-        self.receiver_exclusive_buffers = receiver_exclusive_buffers
-        self.desired_buffer_size = starting_buffer_size  # set by the consumer's debloater
+        self.desired_buffer_size = parent.config.starting_buffer_size  # set by the consumer's debloater
         self.total_number_of_buffers = 0  # buffers and events added
         self.total_number_of_bytes = 0  # bytes handed to the reader
-        #: Where the in-flight data an unaligned barrier overtakes goes (the task's writer).
-        self.channel_state_writer: ChannelStateWriter | None = None
+
+    @property
+    def parent_name(self) -> str:
+        """The id of the partition this subpartition belongs to."""
+        return self.parent.partition_id
+
+    @property
+    def channel_state_writer(self) -> ChannelStateWriter | None:
+        """Where the in-flight data an unaligned barrier overtakes goes (the task's writer)."""
+        return self.parent.channel_state_writer
 
     # -- derived state -----------------------------------------------------------------
 
@@ -178,7 +188,7 @@ class PipelinedSubpartition:
                 consumer.close()
                 if consumer.data_type.is_buffer:
                     self.buffers_in_backlog -= 1
-            if self.receiver_exclusive_buffers == 0 and finished:
+            if self.parent.config.exclusive_buffers_per_channel == 0 and finished:  # the receiver's
                 break
             if buffer.size > 0:
                 break

@@ -59,9 +59,9 @@ class ResultPartition:
         self.partition_type = partition_type
         self.config = config
         self.owner_name = owner_name
-        self.subpartitions = [PipelinedSubpartition(i, partition_id, config.exclusive_buffers_per_channel,
-                                                    config.starting_buffer_size)
-                              for i in range(num_subpartitions)]
+        #: Where the subpartitions put the in-flight data unaligned barriers overtake (the task's).
+        self.channel_state_writer: ChannelStateWriter | None = None
+        self.subpartitions = [PipelinedSubpartition(i, self) for i in range(num_subpartitions)]
         self.buffer_pool: LocalBufferPool | None = None
         self._unicast: list[BufferBuilder | None] = [None] * num_subpartitions
         self._broadcast: BufferBuilder | None = None
@@ -355,8 +355,7 @@ class ResultPartition:
 
     def set_channel_state_writer(self, writer: ChannelStateWriter) -> None:
         """Where unaligned barriers put the in-flight data they overtake."""
-        for sub in self.subpartitions:
-            sub.channel_state_writer = writer
+        self.channel_state_writer = writer
 
     def aligned_barrier_timeout(self, checkpoint_id: int) -> None:
         """Turn a still-queued timeoutable barrier of `checkpoint_id` into an unaligned one."""

@@ -58,7 +58,7 @@ class ResultPartitionManager:
         if not 0 <= subpartition_index < partition.num_subpartitions:
             raise IndexError(f"partition {partition_id} has {partition.num_subpartitions} "
                              f"subpartitions; {subpartition_index} requested")
-        return PipelinedSubpartitionView(partition.subpartitions[subpartition_index], listener, partition)
+        return PipelinedSubpartitionView(partition.subpartitions[subpartition_index], listener)
 
     async def wait_for_partition(self, partition_id: str) -> bool:
         """True once `partition_id` is registered, False once the checker expires the request."""

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from shuffle.partition.pipelined_subpartition import BufferAndBacklog, PipelinedSubpartition
-
-if TYPE_CHECKING:
-    from shuffle.partition.result_partition import ResultPartition
 
 
 class BufferAvailabilityListener(Protocol):
@@ -19,10 +16,9 @@ class BufferAvailabilityListener(Protocol):
 class PipelinedSubpartitionView:
     """Reads one subpartition on behalf of `listener`."""
 
-    __slots__ = ("subpartition", "listener", "_released", "_partition")
+    __slots__ = ("subpartition", "listener", "_released")
 
-    def __init__(self, subpartition: PipelinedSubpartition, listener: BufferAvailabilityListener,
-                 partition: "ResultPartition | None" = None) -> None:
+    def __init__(self, subpartition: PipelinedSubpartition, listener: BufferAvailabilityListener) -> None:
         if subpartition.read_view is not None:
             raise RuntimeError(f"Subpartition {subpartition.index} of {subpartition.parent_name} is "
                                "being (or already has been) consumed, but pipelined subpartitions "
@@ -30,7 +26,6 @@ class PipelinedSubpartitionView:
         self.subpartition = subpartition
         self.listener = listener
         self._released = False
-        self._partition = partition
         subpartition.read_view = self
 
     def get_next_buffer(self) -> BufferAndBacklog | None:
@@ -49,8 +44,7 @@ class PipelinedSubpartitionView:
         self.subpartition.resume_consumption()
 
     def acknowledge_all_data_processed(self) -> None:
-        if self._partition is not None:
-            self._partition.on_all_data_processed(self.subpartition.index)
+        self.subpartition.parent.on_all_data_processed(self.subpartition.index)
 
     def notify_new_buffer_size(self, size: int) -> None:
         self.subpartition.set_desired_buffer_size(size)
@@ -69,5 +63,4 @@ class PipelinedSubpartitionView:
         if not self._released:
             self._released = True
             self.subpartition.release()
-            if self._partition is not None:
-                self._partition.on_consumed_subpartition(self.subpartition.index)
+            self.subpartition.parent.on_consumed_subpartition(self.subpartition.index)

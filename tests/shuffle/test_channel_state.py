@@ -8,9 +8,9 @@ from shuffle.buffer.buffer import MemorySegment
 from shuffle.buffer.buffer_builder import BufferBuilder, BufferConsumer
 from shuffle.buffer.data_type import DataType
 from shuffle.channel_state import ChannelStateWriter
-from shuffle.partition.pipelined_subpartition import PipelinedSubpartition
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.serialization.event_serializer import serialize_event
+from lone_subpartition import lone_subpartition
 
 KEY = ("p", 0)
 
@@ -25,8 +25,8 @@ class Listener:
 
 def subpartition_with(payloads: list[bytes], writer: ChannelStateWriter):
     """A subpartition holding one finished buffer per payload."""
-    sub = PipelinedSubpartition(0, "p")
-    sub.channel_state_writer = writer
+    sub = lone_subpartition()
+    sub.parent.set_channel_state_writer(writer)
     view = PipelinedSubpartitionView(sub, Listener())
     for payload in payloads:
         builder = BufferBuilder(MemorySegment.wrap(bytearray(32)), lambda s: None)

@@ -16,11 +16,12 @@ from shuffle.java_int import INT_MAX
 from shuffle.netty.messages import BacklogAnnouncement, BufferResponse
 from shuffle.netty.partition_request_queue import PartitionRequestQueue
 from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
-from shuffle.partition.pipelined_subpartition import BufferAndBacklog, PipelinedSubpartition
+from shuffle.partition.pipelined_subpartition import BufferAndBacklog
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.trace import NULL_TRACER
 
 from blocked_connection import BlockedConnection
+from lone_subpartition import lone_subpartition
 
 
 class _NoOpView:
@@ -82,13 +83,13 @@ class _Listener:
 
 def make_reader(queue: PartitionRequestQueue, view, credit: int, receiver_id: str = "rx"):
     reader = CreditBasedSequenceNumberingViewReader(receiver_id, credit, queue)
-    reader.request_subpartition_view(_Provider(view))
+    reader.request_subpartition_view(_Provider(view), "p")
     return reader
 
 
 def subpartition_reader(credit: int, *data_types: DataType):
     """A subpartition holding one element per data type, read through a registered reader."""
-    sub = PipelinedSubpartition(0, "p")
+    sub = lone_subpartition()
     for data_type in data_types:
         sub.add(data_event(data_type))
     queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
@@ -117,7 +118,7 @@ def test_notify_reader_non_empty_on_empty_readers():
     reader1.notify_data_available()
     reader2 = CreditBasedSequenceNumberingViewReader("r2", 10, queue)
     reader2.notify_data_available()  # before its view exists: ignored
-    reader2.request_subpartition_view(_Provider(_DefaultBufferView(5)))
+    reader2.request_subpartition_view(_Provider(_DefaultBufferView(5)), "p")
     assert reader2.get_availability_and_backlog()[0] and not reader2.is_registered_as_available
     reader2.notify_data_available()
     written = drain(queue)
@@ -148,7 +149,7 @@ def test_enqueue_reader_by_notifying_buffer_and_credit():
     view = _DefaultBufferView(10)
     reader = CreditBasedSequenceNumberingViewReader("rx", 2, queue)
     reader.add_credit(-2)
-    reader.request_subpartition_view(_Provider(view))
+    reader.request_subpartition_view(_Provider(view), "p")
     queue.notify_reader_created(reader)
     for _ in range(5):
         reader.notify_data_available()
@@ -265,7 +266,7 @@ def test_without_credit_an_event_at_the_head_counts_as_available_even_while_bloc
     """Flink's getAvailabilityAndBacklog(false) looks at the head's type only: after an
     aligned barrier, a finishing subpartition's EndOfPartition makes a reader without credit
     available; it is enqueued, and polling it writes nothing until consumption resumes."""
-    sub = PipelinedSubpartition(0, "p")
+    sub = lone_subpartition()
     queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     reader = CreditBasedSequenceNumberingViewReader("rx", 0, queue)
     reader.view = PipelinedSubpartitionView(sub, reader)

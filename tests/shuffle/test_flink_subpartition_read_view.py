@@ -18,9 +18,9 @@ from shuffle.buffer.buffer_builder import BufferBuilder, BufferConsumer
 from shuffle.buffer.data_type import DataType
 from shuffle.errors import IllegalStateError
 from shuffle.java_int import INT_MAX
-from shuffle.partition.pipelined_subpartition import PipelinedSubpartition
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.serialization.event_serializer import serialize_event
+from lone_subpartition import lone_subpartition
 
 BUFFER_SIZE = 32 * 1024  # Flink's TestBufferFactory.BUFFER_SIZE
 
@@ -41,7 +41,7 @@ class Sub:
     """A subpartition with its read view and the view's listener."""
 
     def __init__(self) -> None:
-        self.sub = PipelinedSubpartition(0, "p", receiver_exclusive_buffers=2)
+        self.sub = lone_subpartition()
         self.listener = Listener()
         self.view = PipelinedSubpartitionView(self.sub, self.listener)
 
@@ -380,7 +380,7 @@ def test_illegal_read_view_request(s):
 @pytest.mark.parametrize("with_view", [False, True])
 def test_cleanup_released_partition(with_view):
     """testCleanupReleasedPartitionNoView / ...WithView"""
-    sub = PipelinedSubpartition(0, "p")
+    sub = lone_subpartition()
     consumers = [filled_finished(4096), filled_finished(4096)]
     for consumer in consumers:
         sub.add(consumer)

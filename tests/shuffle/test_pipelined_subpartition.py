@@ -8,9 +8,9 @@ from shuffle.buffer.buffer import MemorySegment
 from shuffle.buffer.data_type import DataType
 from shuffle.errors import IllegalStateError
 from shuffle.java_int import INT_MAX, INT_MIN
-from shuffle.partition.pipelined_subpartition import PipelinedSubpartition
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.serialization.event_serializer import serialize_event
+from lone_subpartition import lone_subpartition
 
 
 class Listener:
@@ -30,7 +30,7 @@ def builder(size=32):
 
 
 def setup():
-    sub = PipelinedSubpartition(0, "p")
+    sub = lone_subpartition()
     listener = Listener()
     view = PipelinedSubpartitionView(sub, listener)
     return sub, listener, view

@@ -23,7 +23,6 @@ from shuffle.consumer.remote_input_channel import RemoteInputChannel
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.java_int import INT_MAX, INT_MIN
 from shuffle.serialization.event_serializer import data_type_for_event, serialize_event
-from shuffle.trace import NULL_TRACER
 
 UNALIGNED = CheckpointOptions("CHECKPOINT", AlignmentType.UNALIGNED)
 ALIGNED_WITH_TIMEOUT = CheckpointOptions("CHECKPOINT", AlignmentType.ALIGNED, 0.01)
@@ -72,8 +71,8 @@ async def _channels(total_segments: int, floating: int, exclusive: list[int],
     """A gate with a `floating`-buffer pool and one remote channel per `exclusive` entry."""
     network_pool = NetworkBufferPool(total_segments, 64)
     gate = SingleInputGate(0, "consumer", NetworkConfig(buffer_size=64), network_pool)
-    channels = [RemoteInputChannel(gate, i, "partition", i, "producer", None, network_pool, credit, True,
-                                   0.0, 0.0, 0.0, NULL_TRACER) for i, credit in enumerate(exclusive)]
+    channels = [RemoteInputChannel(gate, i, "partition", i, "producer", credit)
+                for i, credit in enumerate(exclusive)]
     for channel in channels:
         gate.add_channel(channel)
     gate.buffer_pool = network_pool.create_buffer_pool(floating, floating)
@@ -87,7 +86,7 @@ async def _channels(total_segments: int, floating: int, exclusive: list[int],
 def _state(channel: RemoteInputChannel) -> tuple[int, int, int, bool]:
     """(free buffers, required buffers, free segments of the gate's pool, waiting for floating)."""
     manager = channel.buffer_manager
-    return (manager.available, manager.num_required_buffers, manager.floating_pool.num_available,
+    return (manager.available, manager.num_required_buffers, channel.gate.buffer_pool.num_available,
             manager.is_waiting_for_floating_buffers)
 
 
