@@ -70,8 +70,12 @@ FAIR_STREAK = 16
 #: in epoll (busy polling, as Linux's `net.core.busy_read` does in the kernel). Credit
 #: makes the stack latency-bound: the peer's answer (an AddCredit, the next buffer) is
 #: usually tens of microseconds away, and a process asleep in epoll until then pays an
-#: idle core's wakeup (~50 us on our 2-core machines) on every round trip. A pass runs the
-#: process's other runnable tasks; with none, 32 passes take ~100 us.
+#: idle core's wakeup (~50 us on our 2-core machines) on every round trip. A pass first
+#: offers the core to any other runnable process (`sched_yield`), as the kernel's busy
+#: polling stops as soon as another task needs the CPU (`need_resched`): where the peer
+#: shares this core (more busy processes than cores), spinning would keep it from
+#: answering. Then it runs the process's other runnable tasks; with none, 32 passes take
+#: ~100 us.
 BUSY_POLL_PASSES = 32
 
 #: A connection busy-polls only while its peer answers quickly: after a wait in epoll
@@ -92,8 +96,9 @@ class SocketIO:
     of the call moved; one delivered while waiting for the socket may leave a write
     partly done, as with trio's `send_all`), so a busy connection cannot starve the other
     tasks. A read that finds the socket empty polls it for `BUSY_POLL_PASSES` scheduler
-    passes before it waits for readability, while the connection is busy (its last wait
-    in epoll, if any, was under `BUSY_POLL_MAX_WAIT`). TCP exists only in realtime mode,
+    passes, each yielding the core to other processes first, before it waits for
+    readability, while the connection is busy (its last wait in epoll, if any, was under
+    `BUSY_POLL_MAX_WAIT`). TCP exists only in realtime mode,
     so this calls trio directly. One task reads and one task writes at a time (the Netty
     layer's reader loop and its `OutboundWriter`). Errors are trio's: `ClosedResourceError`
     once the socket is closed, `BrokenResourceError` for a failed connection.
@@ -123,6 +128,7 @@ class SocketIO:
                 self._read_streak = 0
                 if polls < BUSY_POLL_PASSES:
                     polls += 1
+                    os.sched_yield()
                     await trio.lowlevel.checkpoint()
                 else:
                     started = trio.current_time()
