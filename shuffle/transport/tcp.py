@@ -71,7 +71,11 @@ FAIR_STREAK = 16
 #: makes the stack latency-bound: the peer's answer (an AddCredit, the next buffer) is
 #: usually tens of microseconds away, and a process asleep in epoll until then pays an
 #: idle core's wakeup (~50 us on our 2-core machines) on every round trip. A pass runs the
-#: process's other runnable tasks; with none, 32 passes take ~100 us.
+#: process's other runnable tasks; with none, 32 passes take ~100 us. Between passes that
+#: brought nothing, the read offers the core to any other runnable process (`sched_yield`)
+#: and reads again at once, as the kernel's busy polling stops as soon as another task
+#: needs the CPU (`need_resched`): where the peer shares this core (more busy processes
+#: than cores), spinning would keep it from answering.
 BUSY_POLL_PASSES = 32
 
 #: A connection busy-polls only while its peer answers quickly: after a wait in epoll
@@ -92,8 +96,9 @@ class SocketIO:
     of the call moved; one delivered while waiting for the socket may leave a write
     partly done, as with trio's `send_all`), so a busy connection cannot starve the other
     tasks. A read that finds the socket empty polls it for `BUSY_POLL_PASSES` scheduler
-    passes before it waits for readability, while the connection is busy (its last wait
-    in epoll, if any, was under `BUSY_POLL_MAX_WAIT`). TCP exists only in realtime mode,
+    passes (offering the core to other processes between them), before it waits for
+    readability, while the connection is busy (its last wait in epoll, if any, was under
+    `BUSY_POLL_MAX_WAIT`). TCP exists only in realtime mode,
     so this calls trio directly. One task reads and one task writes at a time (the Netty
     layer's reader loop and its `OutboundWriter`). Errors are trio's: `ClosedResourceError`
     once the socket is closed, `BrokenResourceError` for a failed connection.
@@ -115,6 +120,7 @@ class SocketIO:
             await trio.lowlevel.checkpoint()
         sock = self._socket
         polls = 0 if self._busy_poll else BUSY_POLL_PASSES
+        offered = True  # the first pass runs this process's tasks before the core is offered
         while True:
             try:
                 count = os.readv(sock.fileno(), (buffer,))
@@ -122,6 +128,11 @@ class SocketIO:
             except BlockingIOError:
                 self._read_streak = 0
                 if polls < BUSY_POLL_PASSES:
+                    if not offered:
+                        offered = True
+                        os.sched_yield()
+                        continue  # read again at once: the peer may have run meanwhile
+                    offered = False
                     polls += 1
                     await trio.lowlevel.checkpoint()
                 else:

@@ -5,6 +5,7 @@ import socket
 import pytest
 import trio
 
+from shuffle.transport import tcp
 from shuffle.transport.tcp import BUSY_POLL_MAX_WAIT, BUSY_POLL_PASSES, FAIR_STREAK, SocketIO, TcpTransport, format_address, parse_address, socket_io
 
 pytestmark = pytest.mark.tcp
@@ -211,6 +212,20 @@ async def test_socket_io_busy_polls_an_empty_socket_before_it_waits(monkeypatch)
     # a later one: the read waits for readability once, then reads it
     assert await reads.read(3 * BUSY_POLL_PASSES) == 1
     assert await reads.read(2) == 0  # that wait was short: the connection still polls
+    await reads.aclose()
+
+
+async def test_socket_io_offers_the_core_to_other_processes_only_after_its_own_tasks(monkeypatch):
+    yields = []
+    monkeypatch.setattr(tcp.os, "sched_yield", lambda: yields.append(1))
+    reads = _PolledReads(monkeypatch)
+    assert await reads.read(3 * BUSY_POLL_PASSES) == 1
+    # one between passes (none before the first: the process's own tasks go first), then the wait
+    assert len(yields) == BUSY_POLL_PASSES - 1
+    yields.clear()
+    await reads.left.send_all(b"credit")
+    await reads.read(0)  # the bytes are there: no pass, no yield
+    assert not yields
     await reads.aclose()
 
 
