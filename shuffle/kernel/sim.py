@@ -598,10 +598,20 @@ class Event:
     @types.coroutine
     def wait(self) -> Iterator[None]:
         """Await it: returns once set (at once if it is). A generator that yields to the
-        kernel itself, as `park` does (no coroutine frame around `park` per wait)."""
+        kernel itself, as `park` does (no coroutine frame around `park` per wait). A wait
+        cancelled before the event is set takes its entry back: `wait_any` cancels the
+        waits that lost at every wakeup, and an event that stays unset for a long time
+        (an idle input's) would otherwise keep one entry per wakeup of the other inputs."""
         if not self._flag:
-            self._waiters.append(block())
-            yield
+            waiter = block()
+            waiters = self._waiters
+            waiters.append(waiter)
+            try:
+                yield
+            except BaseException:
+                if waiter in waiters:
+                    waiters.remove(waiter)
+                raise
 
 
 class Lock:

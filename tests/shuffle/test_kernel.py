@@ -270,6 +270,26 @@ def test_deadlines_left_before_they_come_do_not_pile_up_in_the_heap():
     assert woke == [(2.0, 1.0), (4.0, 2.0), (6.0, 3.0)]  # the live ones still fire, in order
 
 
+def test_waits_that_lose_a_wait_any_leave_nothing_on_their_event():
+    """A task waiting on two inputs with `wait_any`, one of them idle: every wakeup by the
+    busy one cancels the wait on the idle one, which must not leave an entry behind on the
+    idle input's event each time (one per wakeup, for as long as that input stays idle)."""
+    async def main():
+        idle = kernel.Event()
+        for _ in range(1000):
+            busy = kernel.Event()
+            kernel.call_at(kernel.current_time() + 0.001, busy.set)
+            await kernel.wait_any([busy.wait, idle.wait])
+        waiting = len(idle._waiters)
+        async with kernel.open_nursery() as nursery:  # a live wait still wakes
+            nursery.start_soon(idle.wait)
+            await kernel.checkpoint()
+            idle.set()
+        return waiting
+
+    assert kernel.run(main, mode="sim") == 0
+
+
 def test_compacting_the_heap_changes_nothing_in_a_run(monkeypatch):
     from shuffle.kernel import sim
 
