@@ -293,9 +293,11 @@ def sleep_until(deadline: float) -> Iterator[None]:
     yield
 
 
+@types.coroutine
 def sleep(seconds: float) -> Iterator[None]:
-    """Await it: returns `seconds` later (`sleep_until` itself)."""
-    return sleep_until(_K.now + seconds)
+    """Await it: returns `seconds` after it is awaited (as trio's: the clock is read then,
+    not when `sleep` is called)."""
+    yield from sleep_until(_K.now + seconds)
 
 
 async def sleep_forever() -> None:

@@ -270,6 +270,16 @@ def test_deadlines_left_before_they_come_do_not_pile_up_in_the_heap():
     assert woke == [(2.0, 1.0), (4.0, 2.0), (6.0, 3.0)]  # the live ones still fire, in order
 
 
+def test_a_sleep_counts_from_when_it_is_awaited():
+    async def main():
+        pending = kernel.sleep(5)
+        await kernel.sleep(3)
+        await pending
+        return kernel.current_time()
+
+    assert kernel.run(main, mode="sim") == 8
+
+
 def test_waits_that_lose_a_wait_any_leave_nothing_on_their_event():
     """A task waiting on two inputs with `wait_any`, one of them idle: every wakeup by the
     busy one cancels the wait on the idle one, which must not leave an entry behind on the
