@@ -69,6 +69,9 @@ class StreamTask:
         #: Actions for the task's own thread, run between records: Flink's mails (True) and
         #: follow-ups of the work in hand, such as a checkpoint's synchronous part (False).
         self._mail: deque[tuple[Callable[[], Awaitable[None]], bool]] = deque()
+        #: Whether the loop runs mails now, and since when (the mailbox latency's measurement).
+        self._running_mails = False
+        self._mails_started = 0.0
         self._closed = False  # the mailbox refuses new mails (Flink's prepareClose)
         #: Flink's areCheckpointsWithFinishedTasksEnabled (checkpointing on, option on).
         self.checkpoints_after_tasks_finish = False
@@ -134,10 +137,15 @@ class StreamTask:
         """Run what is queued (and what that queues), counting the mails, not the
         follow-ups, as Flink's `numMailsProcessed` (the `mailboxMailsPerSecond` meter)."""
         mail, io = self._mail, self.io
-        while mail:
-            action, is_mail = mail.popleft()
-            io.num_mails_processed += is_mail
-            await action()
+        self._running_mails = True
+        self._mails_started = kernel.current_time()
+        try:
+            while mail:
+                action, is_mail = mail.popleft()
+                io.num_mails_processed += is_mail
+                await action()
+        finally:
+            self._running_mails = False
 
     async def _run_mails_until(self, conditions: Sequence[kernel.Event]) -> None:
         """Run mails until every event of `conditions` is set. No timer runs while waiting:
@@ -157,25 +165,46 @@ class StreamTask:
     async def run_buffer_debloater(self, gates: Sequence[SingleInputGate], period: float) -> None:
         """Flink's `scheduleBufferDebloater`: every `period` (a timer mail, `_run_timer_mails`)
         every gate recalculates its buffer size."""
-        async def debloat(_sent: float) -> None:
+        async def debloat() -> None:
             for gate in gates:
                 gate.trigger_debloating()
 
-        await self._run_timer_mails(round(period * 1000), debloat)
+        await self._run_timer_mails(round(period * 1000), lambda: debloat)
 
     async def run_mailbox_latency_measurement(self, steps: StepClock) -> None:
         """Flink's `MailboxMetricsController`: every task measures its mailbox's latency with
         a timer mail every `MAILBOX_LATENCY_MEASUREMENT_INTERVAL_MS` (1,001 ms apart while the
-        mailbox is free) into `mailboxLatencyMs` (taskmgr.metrics.mailbox_latency; `steps`
-        tells how long the task's records take). Like every mail it also ends an idle or soft
-        back-pressured period of the task, so Flink's longest back-pressured period
-        (`maxSoftBackPressureTimeMs`) is never much above it."""
-        async def measure(sent: float) -> None:
-            """The measurement itself (a reading of the clock) costs no modelled time."""
-            if self.io.mailbox_latency is not None:
-                self.io.mailbox_latency.record(sent, kernel.current_time(), steps.step_cost)
+        mailbox is free) into `mailboxLatencyMs` (taskmgr.metrics.mailbox_latency). Like every
+        mail it also ends an idle or soft back-pressured period of the task, so Flink's
+        longest back-pressured period (`maxSoftBackPressureTimeMs`) is never much above it.
 
-        await self._run_timer_mails(MAILBOX_LATENCY_MEASUREMENT_INTERVAL_MS, measure)
+        How long Flink's mail would wait: a task that waits (idle, back-pressured) or runs
+        mails when the timer fires takes it as soon as its loop gets to it; a task busy with
+        records, after the rest of the record in progress (`steps`: its cost; ours run in
+        steps of several records), plus what blocked it meanwhile (an output buffer asked
+        for mid-record) and the mails queued before it."""
+        io = self.io
+
+        def make_measurement() -> Callable[[], Awaitable[None]]:
+            sent = kernel.current_time()
+            in_step = not (io.idle.is_measuring or io.soft_backpressure.is_measuring or self._running_mails)
+            blocked_before = io.hard_backpressure.accumulated()
+
+            async def measure() -> None:
+                """The measurement itself (a reading of the clock) costs no modelled time."""
+                latency = io.mailbox_latency
+                if latency is None:
+                    return
+                now = kernel.current_time()
+                waited = now - sent
+                if in_step:
+                    blocked = io.hard_backpressure.accumulated() - blocked_before
+                    waited = latency.rest_of_record(steps.step_cost) + blocked + (now - self._mails_started)
+                latency.record(sent, waited)
+
+            return measure
+
+        await self._run_timer_mails(MAILBOX_LATENCY_MEASUREMENT_INTERVAL_MS, make_measurement)
 
     async def run_periodic_watermark_emits(self, interval_ms: int) -> None:
         """A FLIP-27 source's `ProgressiveTimestampsAndWatermarks`: a mail every `interval_ms`
@@ -191,19 +220,19 @@ class StreamTask:
             if not self.send_mail(emit_watermark):
                 return
 
-    async def _run_timer_mails(self, period_ms: int, action: Callable[[float], Awaitable[None]]) -> None:
+    async def _run_timer_mails(self, period_ms: int, make_mail: Callable[[], Callable[[], Awaitable[None]]]) -> None:
         """Flink's pattern of a processing-time timer `period_ms` ahead of the millisecond
-        clock (so firing `period_ms` + 1 ms after it) whose callback puts `action` in the
-        mailbox as a mail (called with the time it was sent); the mail, once run, registers
-        the next timer. Ends when the mailbox closes."""
+        clock (so firing `period_ms` + 1 ms after it) whose callback puts a mail in the
+        mailbox (`make_mail()`, called as the timer fires: it may note what it sees then);
+        the mail, once run, registers the next timer. Ends when the mailbox closes."""
         while True:
             now = kernel.current_time()
             await kernel.sleep(timer_delay(absolute_time_millis(now) + period_ms, now))
             ran = kernel.Event()
-            sent = kernel.current_time()
+            action = make_mail()
 
             async def mail() -> None:
-                await action(sent)
+                await action()
                 ran.set()
 
             if not self.send_mail(mail):

@@ -13,12 +13,14 @@ their cost (a 5 ms map's took 5.02-5.14 ms), and over the second between two mea
 that jitter moves the timer anywhere in a record. Real Flink 2.3's busy slow-map maps read
 means of 2.27 and 2.51 ms (median 2-3, max 5-6) for 5 ms records: the rest of a record at a
 uniformly drawn point of it. Ours take exactly their cost, which would fix the point
-(1,001 ms after a record's end falls 1 ms into a 5 ms record, every time), so the point is
-drawn, uniformly, from the task's seed (our own steps of several records end later than
-Flink's record would). The relative clock's whole milliseconds are
-not the absolute clock's, which the timer fires on: each task reads them with its own
-sub-millisecond offset. Not modelled: the ~0.2 ms a waiting Flink thread takes to wake (a
-back-pressured source read 0 ms with 1 ms in 19 % of the readings; ours reads 0).
+(1,001 ms after a record's end falls 1 ms into a 5 ms record, every time), and run in
+steps of several records, which end later than Flink's record; so the rest of the record
+is drawn (`rest_of_record`, from the task's seed), and what else held the mail up is
+added as it happened (StreamTask: time blocked on an output buffer, mails queued before
+it). The relative clock's whole milliseconds are not the absolute clock's, which the timer
+fires on: each task reads them with its own sub-millisecond offset. Not modelled in sim
+mode: the ~0.2 ms a waiting Flink thread takes to wake (a back-pressured source read 0 ms
+with 1 ms in 19 % of the readings; ours 0; in realtime mode the wake-up is measured).
 """
 
 from __future__ import annotations
@@ -44,13 +46,13 @@ class MailboxLatency:
         self._rng = rng
         self._clock_offset = float(rng.uniform(0, 0.001))  # s
 
-    def record(self, sent: float, ran: float, record_cost: float) -> None:
-        """A measurement mail sent at `sent` ran at `ran` (s): at once if the task waited,
-        else after the rest of a record of `record_cost` s (with records of no cost, when
-        ours ran: the task was blocked)."""
-        waited = ran - sent
-        if waited > 0 and record_cost > 0:
-            waited = float(self._rng.random()) * record_cost
+    def rest_of_record(self, record_cost: float) -> float:
+        """What is left of a record of `record_cost` s at a uniformly drawn point of it."""
+        return float(self._rng.random()) * record_cost if record_cost > 0 else 0.0
+
+    def record(self, sent: float, waited: float) -> None:
+        """A measurement mail sent at `sent` (s) that waited `waited` s, read in whole
+        milliseconds of the relative clock."""
         offset = self._clock_offset
         self._values.append(absolute_time_millis(sent + waited + offset) - absolute_time_millis(sent + offset))
 
