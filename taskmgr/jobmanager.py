@@ -547,11 +547,11 @@ class JobManager:
             with kernel.move_on_after(config.drain_timeout):
                 await job.wait_for(lambda: job.all_terminal or job.failure is not None)
             if not job.all_terminal and job.failure is None:
-                running = {execution_id(vertex): vertex.name for vertex in graph.all_execution_vertices
-                           if not job.states[execution_id(vertex)].is_terminal}
-                await self._describe_tasks(job, running)
-                lines = [f"\n  {name}: {job.descriptions.get(eid, 'no answer from its TaskManager')}"
-                         for eid, name in running.items()]
+                await self._describe_tasks(job)
+            if not job.all_terminal and job.failure is None:
+                lines = [f"\n  {vertex.name}: {self._description(job, execution_id(vertex))}"
+                         for vertex in graph.all_execution_vertices
+                         if not job.states[execution_id(vertex)].is_terminal]
                 job.fail(TimeoutError(f"the job did not drain within {config.drain_timeout} s; still running:"
                                       + "".join(lines)))
         if not job.all_terminal:
@@ -565,14 +565,23 @@ class JobManager:
                 await job.wait_for(lambda: job.all_terminal)
         return duration
 
-    async def _describe_tasks(self, job: _JobExecution, running: Mapping[str, str]) -> None:
-        """Ask the TaskManagers of the tasks still running what those wait for; wait for
-        the answers up to `DESCRIBE_TIMEOUT` (one that does not answer is reported so)."""
-        asked = {job.placement[eid] for eid in running}
-        for task_manager in sorted(asked):
-            await self._send(task_manager, DescribeTasks(job.job_id))
+    async def _describe_tasks(self, job: _JobExecution) -> None:
+        """Ask the TaskManagers of the tasks still running what those wait for, and wait for
+        their answers up to `DESCRIBE_TIMEOUT` in all (a TaskManager that cannot be reached
+        is not waited for), or until the job ends meanwhile."""
+        running = {tm for eid, tm in job.placement.items() if not job.states[eid].is_terminal}
         with kernel.move_on_after(DESCRIBE_TIMEOUT):
-            await job.wait_for(lambda: asked <= job.described_by)
+            asked = {tm for tm in sorted(running) if await self._send(tm, DescribeTasks(job.job_id))}
+            await job.wait_for(lambda: asked <= job.described_by or job.all_terminal or job.failure is not None)
+
+    def _description(self, job: _JobExecution, eid: str) -> str:
+        """What a task still running waits for, as its TaskManager said."""
+        task_manager = job.placement[eid]
+        if eid in job.descriptions:
+            return job.descriptions[eid]
+        if task_manager in job.described_by:
+            return f"no longer running on {task_manager} (its end not reported yet)"
+        return f"no answer from {task_manager}"
 
     async def _deploy(self, job: _JobExecution, graph: ExecutionGraph, config: JobConfig, start: float,
                       serialized: bytes, restore: Mapping[str, Any] | None) -> None:

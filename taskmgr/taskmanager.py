@@ -55,6 +55,15 @@ def _caused_by(exc: BaseException | None, error_type: type[BaseException]) -> bo
     return False
 
 
+def _describe(task: Task) -> str:
+    """`Task.describe_wait`, or what kept it from saying (a diagnostic must not end the
+    TaskManager: the failed drain it explains goes on to cancel the job)."""
+    try:
+        return task.describe_wait()
+    except Exception as exc:  # noqa: BLE001 - reported in the job's failure instead
+        return f"cannot say ({type(exc).__name__}: {exc})"
+
+
 def _credit_violations(tasks: Iterable[Task]) -> int:
     return sum(_caused_by(task.failure_cause, CreditViolationError) for task in tasks)
 
@@ -368,7 +377,7 @@ class TaskManager:
     async def _on_describe_tasks(self, message: DescribeTasks) -> None:
         job = self._jobs.get(message.job_id)
         tasks = {} if job is None else job.tasks
-        descriptions = {eid: task.describe_wait() for eid, task in tasks.items() if not task.state.is_terminal}
+        descriptions = {eid: _describe(task) for eid, task in tasks.items() if not task.state.is_terminal}
         self._outbox.put_nowait(TaskDescriptions(message.job_id, descriptions))
 
     async def _on_release_job(self, message: ReleaseJob) -> None:

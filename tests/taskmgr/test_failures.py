@@ -80,6 +80,16 @@ def test_a_stalled_remote_channel_reports_its_credit_and_buffers() -> None:
             "channel 1 of gate 0: local, its subpartition holds 0 buffers (nothing readable yet)") in error
 
 
+def test_a_task_that_cannot_describe_its_wait_says_so_instead_of_ending_its_task_manager() -> None:
+    from taskmgr.taskmanager import _describe
+
+    class Broken:
+        def describe_wait(self) -> str:
+            raise KeyError("gate 3")
+
+    assert _describe(Broken()) == "cannot say (KeyError: 'gate 3')"  # type: ignore[arg-type]
+
+
 def test_a_stall_report_groups_channels_in_the_same_state() -> None:
     error = stalled(4, task_managers=1)
     assert ("  Work -> Sink: Writer (4/4): waits for input: channels 0, 1, 2, 3 of gate 0: "
