@@ -5,7 +5,7 @@ rather than only the tasks."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from shuffle.consumer.input_channel import InputChannel
 from shuffle.consumer.local_input_channel import LocalInputChannel
@@ -94,10 +94,7 @@ def describe_channel(channel: InputChannel) -> str:
         readable, _ = view.get_availability_and_backlog(True)
         return (f"local, its subpartition holds {view.number_of_queued_buffers} buffers "
                 f"({'data readable' if readable else 'nothing readable yet'})")
-    queued = f"{channel.queue_length} buffers queued"
-    if not isinstance(channel, RemoteInputChannel):
-        return queued
-    manager = channel.buffer_manager
-    return (f"remote, {queued}, {manager.available} free buffers for the sender "
-            f"({channel.initial_credit} exclusive), {channel.unannounced_credit} credit not yet announced")
+    remote = cast(RemoteInputChannel, channel)  # the only other kind
+    return (f"remote, {remote.queue_length} buffers queued, {remote.buffer_manager.available} free buffers for "
+            f"the sender ({remote.initial_credit} exclusive), {remote.unannounced_credit} credit not yet announced")
 

@@ -76,7 +76,8 @@ class InputChannel:
             self._persister.writer = writer
 
     def maybe_persist(self, buffer: Buffer) -> None:
-        """Persist `buffer` if it is in-flight data of a started checkpoint."""
+        """Persist `buffer` if it is in-flight data of a started checkpoint (inlined in
+        `RemoteInputChannel.on_buffer`, per buffer)."""
         if self._persister is not None:
             self._persister.maybe_persist(buffer)
 
@@ -108,6 +109,7 @@ class InputChannel:
             self.notify_channel_non_empty()
 
     def check_error(self) -> None:
+        """Raise the channel's error, if any (`get_next_buffer` asks only when there is one)."""
         if self.error is not None:
             if isinstance(self.error, OSError):
                 raise self.error  # Flink's checkError rethrows an IOException as it is
@@ -159,9 +161,4 @@ class InputChannel:
     @property
     def buffers_in_use_count(self) -> int:
         """Buffers this channel's data occupies (what the debloater divides the target among)."""
-        raise NotImplementedError
-
-    @property
-    def queue_length(self) -> int:
-        """Buffers received and not yet polled (the `inputQueueLength` share)."""
         raise NotImplementedError

@@ -189,6 +189,9 @@ class CreditBasedPartitionRequestClientHandler:
             buffer = Buffer.of_event(bytes(msg.buffer), msg.data_type)
         else:
             payload = msg.buffer
+            # A read-only view is a full buffer from the simulated link, whose bytes nobody
+            # writes again (ObjectMessageStream.seal: the sender's segment dropped them and
+            # a writer only ever appends, past their end, into new memory): kept as it is.
             if type(payload) is not bytes and not (type(payload) is memoryview and payload.readonly):
                 payload = bytes(payload)  # a frame decoder's buffer, which the next frames overwrite
             buffer.ref.segment.adopt(payload)

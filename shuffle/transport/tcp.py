@@ -73,9 +73,10 @@ FAIR_STREAK = 16
 #: idle core's wakeup (~50 us on our 2-core machines) on every round trip. A pass runs the
 #: process's other runnable tasks; with none, 32 passes take ~100 us. Between passes that
 #: brought nothing, the read offers the core to any other runnable process (`sched_yield`)
-#: and reads again at once, as the kernel's busy polling stops as soon as another task
-#: needs the CPU (`need_resched`): where the peer shares this core (more busy processes
-#: than cores), spinning would keep it from answering.
+#: and reads again at once, as the kernel's own busy polling gives way when another task
+#: needs the CPU: where the peer shares this core (more busy processes than cores),
+#: spinning would keep it from answering. The passes are counted, not timed: with busy
+#: neighbours, each offer may last a time slice before the read comes back.
 BUSY_POLL_PASSES = 32
 
 #: A connection busy-polls only while its peer answers quickly: after a wait in epoll
