@@ -447,8 +447,14 @@ class Task:
                 for gate in self._gates:
                     nursery.start_soon(gate.request_partitions)
                 overshoot = env.config.flusher_sleep_overshoot if kernel.current_mode() == "sim" else 0.0
-                for index, writer in enumerate(writers):
-                    phase = ctx.rng(f"output-flusher-{index}").uniform(0, max(writer.timeout, 0))
+                # Flink's OutputFlusher threads start as their tasks are built, so the flushers
+                # of a job deployed at once share a phase (a few ms apart), arbitrary against
+                # the records: one phase for the job, drawn, from the attempt's start
+                flush_phase = float(ctx.job_rng("output-flusher").random())
+                since_start = kernel.current_time() - (self.run_control.attempt_start or 0.0)
+                for writer in writers:
+                    timeout = max(writer.timeout, 0)
+                    phase = (flush_phase * timeout - since_start) % timeout if timeout > 0 else 0.0
                     nursery.start_soon(writer.run_output_flusher, phase, overshoot)
                 if restore is not None:
                     await self._restore_output_state(restore)

@@ -109,6 +109,11 @@ class OperatorContext:
                    zlib.crc32(purpose.encode()), self.subtask_index]
         return np.random.default_rng(np.random.SeedSequence(entropy))
 
+    def job_rng(self, purpose: str) -> np.random.Generator:
+        """A generator for one purpose of the whole job (every subtask draws the same)."""
+        entropy = [self.seed & 0xFFFF_FFFF_FFFF_FFFF, zlib.crc32(purpose.encode())]
+        return np.random.default_rng(np.random.SeedSequence(entropy))
+
     def timestamp_ns(self) -> int:
         """Now, as a record timestamp: nanoseconds since the job started."""
         return int(self.run.job_time() * 1e9)

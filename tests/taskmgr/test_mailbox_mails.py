@@ -93,3 +93,14 @@ def test_an_injected_pause_is_no_mail():
         return result.vertex_summary("Map")["metrics"]["mailboxMails"]
 
     assert mails(Fault(5.0005, "pause_task", vertex="Map", duration=0.001)) == mails() > 0
+
+
+def test_the_sources_of_a_job_flush_together_and_wake_an_idle_map_once_a_cycle():
+    """Flink's output flushers start with their tasks, so a job's flush within ms of each
+    other: two sources' buffers (10 records each per 100 ms flush) reach the idle map at
+    once, one resume mail per cycle, not two (skewed-keys on Flink 2.3: 13.5-13.8)."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.from_generator(rate=100).name("Seq").set_parallelism(2).rebalance().map(cost="1ms").name("Map") \
+        .sink_to(DiscardingSink())
+    result = execute(env, duration=20, task_managers=3, seed=7).raise_for_status()
+    assert result.vertex_summary("Map")["metrics"]["mailboxMailsPerSecond"] == pytest.approx(10 + 1000 / 1001, abs=0.2)
