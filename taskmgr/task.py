@@ -447,15 +447,12 @@ class Task:
                 for gate in self._gates:
                     nursery.start_soon(gate.request_partitions)
                 overshoot = env.config.flusher_sleep_overshoot if kernel.current_mode() == "sim" else 0.0
-                # Flink's OutputFlusher threads start as their tasks are built, so the flushers
-                # of a job deployed at once share a phase (a few ms apart), arbitrary against
-                # the records: one phase for the job, drawn, from the attempt's start
+                # Flink's OutputFlusher thread starts as its task is built, so the flushers of
+                # a job deployed at once are as far apart as their tasks' starts; where that
+                # falls against the records is arbitrary: one draw for the job
                 flush_phase = float(ctx.job_rng("output-flusher").random())
-                since_start = kernel.current_time() - (self.run_control.attempt_start or 0.0)
                 for writer in writers:
-                    timeout = max(writer.timeout, 0)
-                    phase = (flush_phase * timeout - since_start) % timeout if timeout > 0 else 0.0
-                    nursery.start_soon(writer.run_output_flusher, phase, overshoot)
+                    nursery.start_soon(writer.run_output_flusher, flush_phase * max(writer.timeout, 0), overshoot)
                 if restore is not None:
                     await self._restore_output_state(restore)
                 if env.config.debloat and self._gates:
