@@ -131,7 +131,7 @@ class RemoteInputChannel(InputChannel):
         tracer = self.gate.tracer
         if tracer.enabled:
             tracer.emit("buffer_received", channel=self.name, seq=sequence_number, backlog=backlog,
-                             bytes=buffer.size, data_type=data_type.name)
+                        bytes=buffer.size, data_type=data_type.name)
         if first_priority:
             self.notify_priority_event(sequence_number)
         if was_empty:
