@@ -1,9 +1,9 @@
 """How Netty messages travel on a connection: as frames on a byte stream, or as objects.
 
 Over TCP a message is its frame (`messages.encode`, `FrameDecoder`). On the simulated
-link a message travels as the object itself, occupying its frame's size on the wire
-(`messages.frame_size`), so timing, windows and credit decisions are those of the frames
-while no hop pays for encoding and decoding. The handlers see one interface:
+link a message travels as the object itself, occupying the size of Flink's frame of it on
+the wire (`messages.flink_frame_size`), so timing, windows and credit decisions are those
+of Flink's frames while no hop pays for encoding and decoding. The handlers see one interface:
 
 - `seal(msg, buffer)`: what will be sent. The network buffer whose bytes a BufferResponse
   carries passes to the stream, which recycles it once its bytes are taken: on the
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from shuffle import kernel
 from shuffle.config import DEFAULT_MAX_FRAME_SIZE
 from shuffle.errors import CorruptedStreamError
-from shuffle.netty.messages import BufferResponse, FrameDecoder, NettyMessage, encode, frame_size
+from shuffle.netty.messages import BufferResponse, FrameDecoder, NettyMessage, encode, flink_frame_size
 from shuffle.transport import ByteStream
 from shuffle.transport.sim_link import CORRUPTED
 from shuffle.transport.tcp import socket_io
@@ -231,7 +231,7 @@ class FramedMessageStream:
 
 
 class ObjectMessageStream:
-    """Messages as objects on the simulated link, each the size of its frame on the wire."""
+    """Messages as objects on the simulated link, each the size of Flink's frame on the wire."""
 
     __slots__ = ("stream", "run_soon", "ready_to_send", "when_writable")
 
@@ -253,7 +253,7 @@ class ObjectMessageStream:
                 msg.buffer = bytes(payload)  # the receiver holds only its own bytes
         if buffer is not None:
             buffer.recycle()
-        return msg, frame_size(msg)
+        return msg, flink_frame_size(msg)
 
     async def send_sealed(self, sealed: tuple[NettyMessage, int]) -> None:
         await self.stream.send_message(*sealed)

@@ -254,12 +254,41 @@ def encode(msg: NettyMessage) -> list[bytes | bytearray | memoryview]:
     return [_FRAME_HEADER.pack(FRAME_HEADER_LENGTH + len(header), MAGIC_NUMBER, msg.ID) + header]
 
 
-def frame_size(msg: NettyMessage) -> int:
-    """The length of `msg`'s frame (what `encode` would write), without building it."""
-    header = len(_packb(msg._header(msg)))
-    if type(msg) is BufferResponse:
-        return _BUFFER_FRAME_HEADER.size + header + len(msg.buffer)
-    return FRAME_HEADER_LENGTH + header
+#: Bytes of Flink's encodings of the ids in a frame (2.3): `InputChannelID` 16,
+#: `ResultPartitionID` 60 (`IntermediateResultPartitionID` 20, `ExecutionAttemptID` 40),
+#: `ResultSubpartitionIndexSet` 8; ints 4, bytes and booleans 1.
+_CHANNEL_ID, _PARTITION_ID, _INDEX_SET, _INT = 16, 60, 8, 4
+#: A BufferResponse's header after the frame header: receiverId, subpartitionId,
+#: numOfPartialBuffers, sequenceNumber, backlog, dataType, isCompressed, bufferSize.
+_BUFFER_RESPONSE_HEADER = _CHANNEL_ID + 5 * _INT + 2
+#: Message class -> the bytes of Flink's frame of it (frame header included), apart from a
+#: BufferResponse's payload and a TaskEventRequest's event.
+_FLINK_FRAME: dict[type, int] = {
+    BufferResponse: FRAME_HEADER_LENGTH + _BUFFER_RESPONSE_HEADER,
+    PartitionRequest: FRAME_HEADER_LENGTH + _PARTITION_ID + _INDEX_SET + _CHANNEL_ID + _INT,
+    TaskEventRequest: FRAME_HEADER_LENGTH + _INT + _PARTITION_ID + _CHANNEL_ID,
+    CancelPartitionRequest: FRAME_HEADER_LENGTH + _CHANNEL_ID,
+    CloseRequest: FRAME_HEADER_LENGTH,
+    AddCredit: FRAME_HEADER_LENGTH + _INT + _CHANNEL_ID,
+    ResumeConsumption: FRAME_HEADER_LENGTH + _CHANNEL_ID,
+    AckAllUserRecordsProcessed: FRAME_HEADER_LENGTH + _CHANNEL_ID,
+    BacklogAnnouncement: FRAME_HEADER_LENGTH + _INT + _CHANNEL_ID,
+    NewBufferSize: FRAME_HEADER_LENGTH + _INT + _CHANNEL_ID,
+    SegmentId: FRAME_HEADER_LENGTH + 2 * _INT + _CHANNEL_ID,
+}
+
+
+def flink_frame_size(msg: NettyMessage) -> int:
+    """The length of Flink's frame of `msg` (what a Flink TaskManager would put on the wire),
+    which the simulated link carries. An ErrorResponse, a Java-serialized Throwable in Flink,
+    counts its frame here (`encode`'s)."""
+    cls = type(msg)
+    if cls is BufferResponse:
+        return _FLINK_FRAME[cls] + len(msg.buffer)  # type: ignore[attr-defined]
+    if cls is TaskEventRequest:
+        return _FLINK_FRAME[cls] + len(msg.event)  # type: ignore[attr-defined]
+    size = _FLINK_FRAME.get(cls)
+    return FRAME_HEADER_LENGTH + len(_packb(msg._header(msg))) if size is None else size
 
 
 def _header(cls: type, data: memoryview) -> list[Any]:

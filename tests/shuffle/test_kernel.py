@@ -4,6 +4,7 @@ kernel on the same code), runs in virtual time, and is deterministic."""
 import json
 import math
 import types
+from typing import Any
 
 import pytest
 
@@ -313,8 +314,9 @@ def test_compacting_the_heap_changes_nothing_in_a_run(monkeypatch):
     assert _trace_bytes(abandon_deadlines=True) == compacted
 
 
-async def _scripted_run(transport: str, abandon_deadlines: bool = False) -> list[dict]:
-    async with CreditFlowHarness.open(NetworkConfig(buffer_size=512), channels=3, transport=transport) as h:
+async def _scripted_run(transport: str, abandon_deadlines: bool = False,
+                        config: NetworkConfig = NetworkConfig(buffer_size=512)) -> list[dict]:
+    async with CreditFlowHarness.open(config, channels=3, transport=transport) as h:
         for channel in range(3):
             h.auto_consume(channel, cost_per_buffer=0.0005 * channel)
         for i in range(40):
@@ -328,8 +330,9 @@ async def _scripted_run(transport: str, abandon_deadlines: bool = False) -> list
         return list(h.trace.events)
 
 
-def _trace_bytes(transport: str = "sim", abandon_deadlines: bool = False) -> bytes:
-    events = kernel.run(_scripted_run, transport, abandon_deadlines, mode="sim")
+def _trace_bytes(transport: str = "sim", abandon_deadlines: bool = False, **config: Any) -> bytes:
+    events = kernel.run(_scripted_run, transport, abandon_deadlines, NetworkConfig(buffer_size=512, **config),
+                        mode="sim")
     return "\n".join(json.dumps(e) for e in events).encode()
 
 
@@ -341,6 +344,29 @@ def test_same_run_same_trace_bytes():
 
 
 def test_message_objects_on_the_sim_link_behave_as_encoded_frames():
-    """Sim mode sends message objects sized as their frames; the same exchange with real
-    frames on the same link gives the same events at the same times."""
-    assert _trace_bytes("sim") == _trace_bytes("sim_frames")
+    """Sim mode sends message objects; the same exchange as our encoded frames on the same
+    link gives the same events at the same times where the frames' sizes do not count (a
+    link of unbounded bandwidth; ours are msgpack, the objects count Flink's, below), and
+    different times where they do."""
+    unbounded = _trace_bytes("sim", link_bandwidth=math.inf)
+    assert b"buffer_received" in unbounded
+    assert unbounded == _trace_bytes("sim_frames", link_bandwidth=math.inf)
+    assert _trace_bytes("sim") != _trace_bytes("sim_frames")
+
+
+def test_the_sim_link_carries_flinks_frame_sizes():
+    """A message object occupies the link for the bytes of Flink 2.3's frame of it: a
+    BufferResponse 9 + 38 header bytes beside its payload, an AddCredit 9 + 20."""
+    async def main() -> list[dict]:
+        config = NetworkConfig(buffer_size=1000, link_bandwidth=1e6, link_latency=0.0)  # 1 us per byte
+        async with CreditFlowHarness.open(config, channels=1) as h:
+            await h.emit_values(0, [(0, "v" * 900)])
+            h.flush()
+            await h.settle(0.1)
+            return list(h.trace.events)
+
+    at = {e["event"]: e for e in kernel.run(main, mode="sim")}
+    payload = at["buffer_sent"]["bytes"]
+    assert payload > 900
+    assert at["buffer_received"]["t"] - at["buffer_sent"]["t"] == pytest.approx((payload + 47) * 1e-6)
+    assert at["credit_received"]["t"] - at["credit_announced"]["t"] == pytest.approx(29e-6)
