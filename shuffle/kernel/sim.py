@@ -630,8 +630,14 @@ class Lock:
             self._locked = True
             return
         waiter = block()
-        self._waiters.append(waiter)
-        await park()  # ownership is handed over by the releaser
+        waiters = self._waiters
+        waiters.append(waiter)
+        try:
+            await park()  # ownership is handed over by the releaser
+        except BaseException:
+            if waiter in waiters:  # cancelled while waiting: nothing to hand over to it
+                waiters.remove(waiter)
+            raise
 
     async def __aexit__(self, *exc: Any) -> None:
         while self._waiters:

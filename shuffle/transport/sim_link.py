@@ -175,8 +175,14 @@ class SimStream:
         window = self._network.send_window_bytes
         self._check_writable()
         while out.unread >= window or out.paused:
-            out.writers.append(sim.block())
-            await sim.park()
+            waiter = sim.block()
+            out.writers.append(waiter)
+            try:
+                await sim.park()
+            except BaseException:
+                if waiter in out.writers:  # cancelled while waiting: no wakeup owed to it
+                    out.writers.remove(waiter)
+                raise
             self._check_writable()
 
     def _push(self, item: Any, size: int) -> None:

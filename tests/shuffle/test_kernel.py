@@ -281,6 +281,29 @@ def test_a_sleep_counts_from_when_it_is_awaited():
     assert kernel.run(main, mode="sim") == 8
 
 
+def test_a_lock_waiter_cancelled_before_its_turn_leaves_the_queue():
+    async def main():
+        lock = kernel.Lock()
+        order = []
+
+        async def take(name):
+            async with lock:
+                order.append(name)
+                await kernel.sleep(1)
+
+        async with kernel.open_nursery() as nursery:
+            nursery.start_soon(take, "first")
+            await kernel.checkpoint()
+            for _ in range(100):
+                with kernel.move_on_after(0.001):
+                    await take("cancelled")
+            waiting = len(lock._waiters)
+            nursery.start_soon(take, "second")
+        return waiting, order, lock._locked
+
+    assert kernel.run(main, mode="sim") == (0, ["first", "second"], False)
+
+
 def test_waits_that_lose_a_wait_any_leave_nothing_on_their_event():
     """A task waiting on two inputs with `wait_any`, one of them idle: every wakeup by the
     busy one cancels the wait on the idle one, which must not leave an entry behind on the

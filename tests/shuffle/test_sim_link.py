@@ -61,6 +61,21 @@ async def test_back_to_back_frames_serialize_one_after_another(sim_kernel):
         nursery.cancel_scope.cancel()
 
 
+async def test_a_writer_cancelled_while_the_window_is_full_leaves_no_waiter(sim_kernel):
+    network = SimNetwork(BANDWIDTH, LATENCY, 1000)
+    async with kernel.open_nursery() as nursery:
+        client, server = await open_pair(nursery, network)
+        await client.send_all(b"1" * 1000)  # the window is full
+        for _ in range(100):
+            with kernel.move_on_after(0.001):
+                await client.send_all(b"2")
+        assert client._out.writers == []
+        assert await server.receive_some() == b"1" * 1000
+        await client.send_all(b"3")  # the window has room again
+        assert await server.receive_some() == b"3"
+        nursery.cancel_scope.cancel()
+
+
 async def test_reader_gets_everything_arrived_up_to_max_bytes(sim_kernel):
     network = SimNetwork(BANDWIDTH, LATENCY, 1 << 20)
     async with kernel.open_nursery() as nursery:
