@@ -21,7 +21,7 @@ queued behind it (as Flink's input returns it when it meets that event).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from shuffle import kernel
@@ -237,11 +237,12 @@ class StreamInputProcessor:
         else:
             buffer.recycle()
 
-    async def wait_available(self) -> None:
-        if self._single:  # the common case, without wait_any's list (once per idle wait)
-            await self.inputs[0].wait_available()
-            return
-        await kernel.wait_any([c.wait_available for c in self.inputs if not c.is_finished])
+    def wait_available(self) -> Awaitable[None]:
+        """Await it: returns once an input has data or every input finished (one input: its
+        wait itself, not a coroutine around it, without wait_any's list)."""
+        if self._single:
+            return self.inputs[0].wait_available()
+        return kernel.wait_any([c.wait_available for c in self.inputs if not c.is_finished])
 
     async def before_mail(self) -> None:
         """Nothing: records wait in the gates (TaskInput)."""
