@@ -208,11 +208,18 @@ class Output:
         self.chained: list[tuple[OutputTag | None, StreamOperator]] = []
         self.writers: list[tuple[OutputTag | None, RecordWriterOutput]] = []
 
+    # Asked before every step, these walk the chain in loops (not sum()/min() over
+    # generators), and do not call into the output of an operator that ends the chain (a
+    # sink: no chained operator, no writer), which adds nothing.
+
     def cost_per_record(self) -> float:
         """Modelled cost of one record through the chained operators downstream, now."""
         total = 0.0
-        for _, operator in self.chained:  # a loop, not sum(): asked before every step
-            total += operator.cost_per_record() + operator.output.cost_per_record()
+        for _, operator in self.chained:
+            cost = operator.cost_per_record()
+            if operator.output.chained:
+                cost += operator.output.cost_per_record()
+            total += cost
         return total
 
     def next_flush_at(self) -> float:
@@ -222,14 +229,18 @@ class Output:
         for _, writer in self.writers:
             first = min(first, writer.writer.next_flush_at)
         for _, operator in self.chained:
-            first = min(first, operator.output.next_flush_at())
+            output = operator.output
+            if output.writers or output.chained:
+                first = min(first, output.next_flush_at())
         return first
 
     def headroom(self, limit: int) -> int:
         """Of the next `limit` records, how many can go out before an output downstream in
         the chain turns unavailable (taken as one record out per record in)."""
         for _, operator in self.chained:
-            limit = operator.output.headroom(limit)
+            output = operator.output
+            if output.writers or output.chained:
+                limit = output.headroom(limit)
         for _, writer in self.writers:
             limit = writer.headroom(limit)
         return limit
