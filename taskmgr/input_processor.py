@@ -21,7 +21,7 @@ queued behind it (as Flink's input returns it when it meets that event).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from shuffle import kernel
@@ -29,7 +29,7 @@ from shuffle.api.events import EndOfData
 from shuffle.buffer.buffer import Buffer
 from shuffle.channel_state import ChannelStateWriter
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
-from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
+from shuffle.consumer.single_input_gate import BufferOrEvent
 from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import FixedWidthRecords
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
@@ -46,6 +46,8 @@ class _Pending(NamedTuple):
     an event polled after them."""
 
     records: Records | None
+    #: How many records (`len(records)`, asked several times per buffer, counted once).
+    count: int
     input_index: int
     channel: InputChannelInfo
     buffer: Buffer | None
@@ -85,7 +87,8 @@ class StreamInputProcessor:
         #: Per input (its place in `inputs`), as Flink's `StreamTaskNetworkInput` each hold a
         #: deserializer with a buffer: records of one buffer, or an event after them.
         self._pending_by_input: list[deque[_Pending]] = [deque() for _ in self.inputs]
-        self._position = {id(checkpointed): i for i, checkpointed in enumerate(self.inputs)}
+        #: Every input's gates (`has_priority_events` asks them before every chunk).
+        self._gates = [gate for checkpointed in self.inputs for gate in checkpointed.gates]
         #: The input read last (Flink's `lastReadInputIndex`, starting so that the first is read first).
         self._last = len(self.inputs) - 1
         #: Records processed per input (only their differences matter).
@@ -108,7 +111,7 @@ class StreamInputProcessor:
                 result = self.inputs[0].poll_next()
                 if result is None:
                     return InputStatus.END_OF_INPUT if self.is_finished else InputStatus.NOTHING_AVAILABLE
-                self._take(result, self.inputs[0])
+                self._take(result, 0)
                 if not pending:  # an event handled at once, or a buffer without a whole record
                     return InputStatus.MORE_AVAILABLE
             return await self._process_head(pending, 0)
@@ -123,7 +126,7 @@ class StreamInputProcessor:
                 result = inputs[index].poll_next()
                 if result is None:
                     continue
-                self._take(result, inputs[index])
+                self._take(result, index)
                 if not pending:  # an event handled at once, or a buffer without a whole record
                     self._last = index
                     return InputStatus.MORE_AVAILABLE
@@ -139,6 +142,10 @@ class StreamInputProcessor:
         return await self._process_head(self._pending_by_input[best], best)
 
     async def _process_head(self, pending: deque[_Pending], index: int) -> InputStatus:
+        """Handle the event at the head of input `index`, or process a chunk of its buffer's
+        records: one step (`StreamOperator.begin_step`), not past what the task's outputs
+        take before they turn unavailable, nor past the records the other inputs have in
+        hand (Flink would interleave them)."""
         head = pending[0]
         if head.records is None:
             pending.popleft()
@@ -148,15 +155,41 @@ class StreamInputProcessor:
                 if self._end_of_data_channels == self._num_channels:
                     return InputStatus.END_OF_DATA  # before any event behind it (a barrier)
             return InputStatus.MORE_AVAILABLE
-        wanted = self.head.begin_step(len(head.records))
+        wanted = self.head.begin_step(head.count)
         if not self._single:
-            # not past the records the other inputs have in hand: Flink would interleave them
             for other in self._pending_by_input:
                 if other and other is not pending and other[0].records is not None:
-                    wanted = min(wanted, len(other[0].records))
-        done = await self._process_chunk(pending, self.head.output.headroom(wanted))
+                    wanted = min(wanted, other[0].count)
+        wanted = self.head.output.headroom(wanted)
+        if wanted >= head.count:
+            pending.popleft()
+            chunk, count, done = head.records, head.count, head.buffer
+        else:
+            chunk, rest = split(head.records, wanted)
+            pending[0] = head._replace(records=rest, count=head.count - wanted)
+            count, done = wanted, None
+        self.io.num_records_in += count
+        ctx = self.ctx
+        ctx.current_channel = head.channel
+        # The buffer whose last records these are (None: more of it to come, or restored
+        # records in no buffer) goes back as Flink's deserializer gives it back: if its last
+        # record ends it, once that record is read, as its processing starts, one record's
+        # cost before the chunk's end (an early end of the chunk gives it back then); if it
+        # goes on with the start of the next record, after the chunk.
+        held = [] if done is None else [done]
+        if held and not head.ends_mid_record:
+            if count == 1 or ctx.step_cost <= 0:
+                held.pop().recycle()
+            else:  # the step began now (`begin_step` noted the time)
+                kernel.call_at(ctx.step_start + (count - 1) * ctx.step_cost,
+                               lambda: held and held.pop().recycle())
+        try:
+            await self.head.process(chunk, head.input_index)
+        finally:
+            if held:
+                held.pop().recycle()
         if not self._single:
-            self._served[index] += done
+            self._served[index] += count
         return InputStatus.MORE_AVAILABLE
 
     @property
@@ -172,17 +205,21 @@ class StreamInputProcessor:
         treats each as if its barrier had arrived)."""
         return [channel for checkpointed in self.inputs for channel in checkpointed.unfinished_channels()]
 
-    def _take(self, result: BufferOrEvent, checkpointed: CheckpointedInputGate) -> None:
+    def _take(self, result: BufferOrEvent, index: int) -> None:
+        """Queue what input `index` (its place in `inputs`) polled: a buffer's records (a
+        buffer without a whole record goes back at once), or an event after them; an event
+        that overtook data, or that nothing is queued before, is handled now (EndOfData
+        always waits its turn: it ends the input)."""
         self.io.num_bytes_in += result.size
-        input_index = checkpointed.input_index
-        pending = self._pending_by_input[self._position[id(checkpointed)]]
+        checkpointed = self.inputs[index]
+        pending = self._pending_by_input[index]
         buffer = result.buffer
         channel = result.channel_info
         if buffer is None:
             if (result.has_priority or not pending) and not isinstance(result.event, EndOfData):
                 checkpointed.handle_event(result)
             else:
-                pending.append(_Pending(None, input_index, channel, None, result, checkpointed))
+                pending.append(_Pending(None, 0, checkpointed.input_index, channel, None, result, checkpointed))
             return
         if checkpointed.handler is not None:
             checkpointed.handler.add_processed_bytes(result.size)
@@ -193,53 +230,19 @@ class StreamInputProcessor:
         except BaseException:
             buffer.recycle()
             raise
-        if len(records):
-            pending.append(_Pending(records, input_index, channel, buffer,
+        count = len(records)
+        if count:
+            pending.append(_Pending(records, count, checkpointed.input_index, channel, buffer,
                                     ends_mid_record=deserializer.has_unfinished_data))
         else:
             buffer.recycle()
 
-    @staticmethod
-    def _next_run(pending: deque[_Pending], wanted: int) -> tuple[Records, Buffer | None]:
-        """Up to `wanted` records of the buffer being read, and the buffer if they are its last."""
-        entry = pending[0]
-        if wanted >= len(entry.records):
-            pending.popleft()
-            return entry.records, entry.buffer
-        head, rest = split(entry.records, wanted)
-        pending[0] = entry._replace(records=rest)
-        return head, None
-
-    async def _process_chunk(self, pending: deque[_Pending], wanted: int) -> int:
-        first = pending[0]
-        chunk, done = self._next_run(pending, wanted)
-        self.io.num_records_in += len(chunk)
-        self.ctx.current_channel = first.channel
-        # The buffer whose last records these are (None: more of it to come, or restored
-        # records in no buffer) goes back as Flink's deserializer gives it back: if its last
-        # record ends it, once that record is read, as its processing starts, one record's
-        # cost before the chunk's end (an early end of the chunk gives it back then); if it
-        # goes on with the start of the next record, after the chunk.
-        held = [] if done is None else [done]
-        if held and not first.ends_mid_record:
-            last_starts = len(chunk) - 1
-            if last_starts == 0 or self.ctx.step_cost <= 0:
-                held.pop().recycle()
-            else:
-                kernel.call_at(kernel.current_time() + last_starts * self.ctx.step_cost,
-                               lambda: held and held.pop().recycle())
-        try:
-            await self.head.process(chunk, first.input_index)
-        finally:
-            if held:
-                held.pop().recycle()
-        return len(chunk)
-
-    async def wait_available(self) -> None:
-        if self._single:  # the common case, without wait_any's list (once per idle wait)
-            await self.inputs[0].wait_available()
-            return
-        await kernel.wait_any([c.wait_available for c in self.inputs if not c.is_finished])
+    def wait_available(self) -> Awaitable[None]:
+        """Await it: returns once an input has data or every input finished (one input: its
+        wait itself, not a coroutine around it, without wait_any's list)."""
+        if self._single:
+            return self.inputs[0].wait_available()
+        return kernel.wait_any([c.wait_available for c in self.inputs if not c.is_finished])
 
     async def before_mail(self) -> None:
         """Nothing: records wait in the gates (TaskInput)."""
@@ -248,8 +251,8 @@ class StreamInputProcessor:
 
     @property
     def has_priority_events(self) -> bool:
-        for checkpointed in self.inputs:
-            if checkpointed.has_priority_events:
+        for gate in self._gates:  # the inputs' gates themselves: asked before every chunk
+            if gate.has_priority_events:
                 return True
         return False
 
@@ -258,12 +261,12 @@ class StreamInputProcessor:
 
     def process_priority_events(self) -> None:
         """Handle the events that overtook data now, between two chunks of records."""
-        for checkpointed in self.inputs:
+        for index, checkpointed in enumerate(self.inputs):
             while checkpointed.has_priority_events:
                 result = checkpointed.poll_next()
                 if result is None:
                     break
-                self._take(result, checkpointed)
+                self._take(result, index)
 
     def prepare_input_snapshot(self, writer: ChannelStateWriter, checkpoint_id: int) -> None:
         """Persist what was polled but not processed yet, per channel (Flink's unconsumed
@@ -282,7 +285,7 @@ class StreamInputProcessor:
         """Queue the restored checkpoint's in-flight input data of each channel ahead of
         anything the channel delivers (Flink's recovered input channels). A record cut at
         the end of a channel's data is completed by what its producer recovers first."""
-        for checkpointed, channel in self._channels():
+        for index, channel in self._channels():
             chunks = state.get(channel_key(channel.partition_id, channel.subpartition_index), ())
             if not chunks:
                 continue
@@ -291,8 +294,8 @@ class StreamInputProcessor:
             deserializer.add_buffer(memoryview(b"".join(chunks)))
             records = deserializer.read()
             if len(records):
-                self._pending_by_input[self._position[id(checkpointed)]].append(
-                    _Pending(records, checkpointed.input_index, info, None))
+                self._pending_by_input[index].append(
+                    _Pending(records, len(records), self.inputs[index].input_index, info, None))
 
     def _deserializer(self, channel: InputChannelInfo) -> SpanningRecordDeserializer:
         """The channel's deserializer, made on first use."""
@@ -303,12 +306,12 @@ class StreamInputProcessor:
             per_gate[channel.channel_index] = deserializer
         return deserializer
 
-    def _channels(self) -> Iterator[tuple[CheckpointedInputGate, InputChannel]]:
-        """Every input channel of the task, with the input it belongs to."""
-        for checkpointed in self.inputs:
+    def _channels(self) -> Iterator[tuple[int, InputChannel]]:
+        """Every input channel of the task, with the input it belongs to (its place in `inputs`)."""
+        for index, checkpointed in enumerate(self.inputs):
             for gate in checkpointed.gates:
                 for channel in gate.channels:
-                    yield checkpointed, channel
+                    yield index, channel
 
     def _wire_bytes(self, records: Records, channel: InputChannelInfo) -> bytes:
         if isinstance(records, FixedWidthRecords):

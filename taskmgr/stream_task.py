@@ -250,18 +250,16 @@ class StreamTask:
             await writer.wait_available()
 
     async def invoke(self) -> None:
-        """Run until the input ends and the task may finish, then flush what is buffered."""
-        self.io.mark_task_start()
-        await self.run_mailbox_loop()
-        await self.after_invoke()
-        for writer in self.writers:
-            writer.flush_all()
-
-    async def run_mailbox_loop(self) -> None:
+        """Run the mailbox loop until the input ends, then until the task may finish
+        (`after_invoke`), then flush what is buffered. The loop is this coroutine's own (not
+        one it awaits): every time the task waits and resumes, each frame of its stack is
+        resumed."""
         io, task_input = self.io, self.input
+        io.mark_task_start()
         turns = 0
         mail = self._mail
         priority = self.priority
+        writers = self.writers
         while True:
             if mail:
                 await task_input.before_mail()
@@ -270,7 +268,7 @@ class StreamTask:
                 io.num_mails_processed += 1  # Flink's "process priority event" mail
                 priority.process_priority_events()
                 continue  # as in Flink's priority mail: the snapshot it starts runs before the next record
-            if not self._outputs_available():
+            if writers and not self._outputs_available():
                 io.soft_backpressure.mark_start()
                 try:
                     with kernel.CancelScope() as self._wait_scope:
@@ -294,7 +292,7 @@ class StreamTask:
                 self.end_data()
                 continue
             if status is InputStatus.END_OF_INPUT:
-                return
+                break
             if mail:  # the input queued a mail (a checkpoint's synchronous part)
                 continue
             io.idle.mark_start()
@@ -309,6 +307,9 @@ class StreamTask:
             finally:
                 self._wait_scope = None
                 io.idle.mark_end()
+        await self.after_invoke()
+        for writer in writers:
+            writer.flush_all()
 
     def wake(self) -> None:
         """End an idle or back-pressured wait now (mail came, or the input's state changed,

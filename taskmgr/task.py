@@ -225,24 +225,23 @@ class Task:
         self.on_state_change(self)
 
     async def run(self) -> None:
+        """The whole life, cancellable (`cancel`). One coroutine frame around `_run`: every
+        time the task waits and resumes, each frame of its stack is resumed."""
         try:
-            await self._run_cancellably()
+            with self._cancel_scope:
+                try:
+                    await self._run()
+                    self._transition(ExecutionState.FINISHED)
+                except CancelTaskError:
+                    self._transition(ExecutionState.CANCELED)  # its resources went away: not a failure
+                except Exception as exc:
+                    self._transition(ExecutionState.FAILED, root_cause(exc))
+                finally:
+                    self._release()
+            if self._cancel_scope.cancelled_caught:
+                self._transition(ExecutionState.CANCELED)
         finally:
             self.ended.set()
-
-    async def _run_cancellably(self) -> None:
-        with self._cancel_scope:
-            try:
-                await self._run()
-                self._transition(ExecutionState.FINISHED)
-            except CancelTaskError:
-                self._transition(ExecutionState.CANCELED)  # its resources went away: not a failure
-            except Exception as exc:
-                self._transition(ExecutionState.FAILED, root_cause(exc))
-            finally:
-                self._release()
-        if self._cancel_scope.cancelled_caught:
-            self._transition(ExecutionState.CANCELED)
 
     def cancel(self) -> None:
         """Cancel the task (Flink's TaskCanceler: cancel, then interrupt the task thread): at

@@ -67,6 +67,8 @@ class BufferManager:
         if self._released:
             return 0
         self.num_required_buffers = k
+        if self.num_free_exclusive + len(self.floating) >= k:  # as mostly: it holds enough
+            return 0
         return self._try_request_floating()
 
     def _try_request_floating(self) -> int:
@@ -93,8 +95,9 @@ class BufferManager:
             self.channel.gate.network_pool.recycle_unpooled_segments(1)
             return
         self.num_free_exclusive += 1
-        self._signal()
-        if self.available > self.num_required_buffers and self.floating:
+        if self._buffer_event is not None:  # `_signal`, per buffer
+            self._buffer_event.set()
+        if self.num_free_exclusive + len(self.floating) > self.num_required_buffers and self.floating:
             self.floating.pop(0).recycle()
             return
         self.channel.notify_buffer_available(1)

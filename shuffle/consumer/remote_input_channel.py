@@ -151,7 +151,9 @@ class RemoteInputChannel(InputChannel):
 
     def on_sender_backlog(self, backlog: int) -> None:
         if self.gate.credit_based:
-            self.notify_buffer_available(self.buffer_manager.request_floating_buffers(backlog + self.initial_credit))
+            obtained = self.buffer_manager.request_floating_buffers(backlog + self.initial_credit)
+            if obtained:  # mostly none: the channel holds enough for the backlog
+                self.notify_buffer_available(obtained)
 
     def notify_buffer_available(self, n: int) -> None:
         """`n` more free buffers: credit to announce (one AddCredit for what accumulates)."""

@@ -125,7 +125,9 @@ class SingleInputGate:
         self.priority_availability = AvailabilityHelper()
         self.is_closed = False
         self.num_bytes_in = 0
-        self.throughput_calculator = ThroughputCalculator()
+        #: What the gate delivers per second while it has data, for its debloater (its only
+        #: reader: without debloating no gate measures, per buffer, what nobody reads).
+        self.throughput_calculator: ThroughputCalculator | None = ThroughputCalculator() if config.debloat else None
         self.buffer_debloater = _buffer_debloater(config) if config.debloat else None
         self.tracer = tracer
         #: Where the channels persist in-flight data of unaligned checkpoints (the task's).
@@ -196,11 +198,13 @@ class SingleInputGate:
         """The next buffer or event, or None if no channel has data right now."""
         if self.is_closed:
             raise RuntimeError(f"input gate {self.gate_index} of {self.owner_name} is closed")
+        throughput = self.throughput_calculator
         while True:
             if not self._with_data:
                 if not self.is_finished:
                     self.availability.set_unavailable()
-                self.throughput_calculator.pause_measurement()
+                if throughput is not None:
+                    throughput.pause_measurement()
                 return None
             had_priority = self._with_data.num_priority_elements > 0
             channel = self._with_data.poll()
@@ -214,8 +218,9 @@ class SingleInputGate:
                 self._queue_channel(channel, None, force_priority=result.more_priority_events)
             buffer = result.buffer
             self.num_bytes_in += buffer.size
-            self.throughput_calculator.resume_measurement()
-            self.throughput_calculator.incoming_data_size(buffer.size)
+            if throughput is not None:
+                throughput.resume_measurement()
+                throughput.incoming_data_size(buffer.size)
             more = bool(self._with_data)
             more_priority = self._with_data.num_priority_elements > 0
             if buffer.data_type.is_buffer:

@@ -8,7 +8,7 @@ as Flink's task thread meets them in order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 from shuffle import kernel
 from shuffle.api.events import (
@@ -37,14 +37,17 @@ class CheckpointedInputGate:
         self._next = 0
 
     def poll_next(self) -> BufferOrEvent | None:
-        """The next buffer or event of any gate (a gate with a priority event first)."""
+        """The next buffer or event of any gate (a gate with a priority event first: one
+        gate alone polls its own priority events first itself)."""
         gates = self.gates
-        for gate in gates:
-            if gate.has_priority_events:
-                return gate.poll_next()
-        for _ in range(len(gates)):
+        num_gates = len(gates)
+        if num_gates > 1:
+            for gate in gates:
+                if gate.has_priority_events:
+                    return gate.poll_next()
+        for _ in range(num_gates):
             gate = gates[self._next]
-            self._next = (self._next + 1) % len(gates)
+            self._next = (self._next + 1) % num_gates
             if not gate.is_finished:
                 result = gate.poll_next()
                 if result is not None:
@@ -93,10 +96,11 @@ class CheckpointedInputGate:
     def unfinished_channels(self) -> list[InputChannelInfo]:
         return [channel for gate in self.gates for channel in gate.unfinished_channels()]
 
-    async def wait_available(self) -> None:
+    def wait_available(self) -> Awaitable[None]:
+        """Await it: returns once a gate has data or every gate finished. One gate: that
+        gate's wait itself (a finished gate stays available: it returns at once), not a
+        coroutine around it, and without wait_any's list (once per idle wait)."""
         gates = self.gates
-        if len(gates) == 1:  # the common case, without wait_any's list (once per idle wait)
-            if not gates[0].is_finished:
-                await gates[0].wait_available()
-            return
-        await kernel.wait_any([gate.wait_available for gate in gates if not gate.is_finished])
+        if len(gates) == 1:
+            return gates[0].wait_available()
+        return kernel.wait_any([gate.wait_available for gate in gates if not gate.is_finished])

@@ -50,8 +50,10 @@ class TimerGauge:
             now = self._clock()
             if now >= self._window_end:
                 self._update(now)
-            self._total += now - start
-            self._window_max = max(self._window_max, now - start)
+            elapsed = now - start
+            self._total += elapsed
+            if elapsed > self._window_max:  # a comparison, not max(): once per idle wait
+                self._window_max = elapsed
             self._start = None
 
     def _update(self, now: float) -> None:

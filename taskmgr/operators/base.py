@@ -14,6 +14,7 @@ before the next flush of an output, in one call per operator.
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -126,16 +127,21 @@ class OperatorContext:
         if per_record > 0:
             await self.spend(n * per_record)
 
-    async def spend(self, seconds: float) -> None:
-        """Sleep `seconds` of modelled processing time. In realtime mode a timer wakes late
-        (trio: ~0.3-0.6 ms per sleep here: epoll's millisecond timeouts and the wakeup),
-        which a cost of 0.1 ms per record would multiply, and a task busy without pause
-        would add up; so each sleep is shortened by the previous one's overrun (at most
-        `COST_OVERRUN_LIMIT`), and a task spends its modelled cost in wall time on average:
-        a 5 ms map handles 200 records/s, as Flink's busy thread does, not ~188."""
+    def spend(self, seconds: float) -> Awaitable[None]:
+        """Await it: sleeps `seconds` of modelled processing time. In sim mode it is the
+        kernel's sleep itself (no coroutine frame around it to enter and resume at every
+        step). In realtime mode a timer wakes late (trio: ~0.3-0.6 ms per sleep here:
+        epoll's millisecond timeouts and the wakeup), which a cost of 0.1 ms per record
+        would multiply, and a task busy without pause would add up; so each sleep is
+        shortened by the previous one's overrun (at most `COST_OVERRUN_LIMIT`), and a task
+        spends its modelled cost in wall time on average: a 5 ms map handles 200 records/s,
+        as Flink's busy thread does, not ~188."""
         if kernel.current_mode() == "sim":
-            await kernel.sleep(seconds)
-            return
+            return kernel.sleep(seconds)
+        return self._spend_making_up_overrun(seconds)
+
+    async def _spend_making_up_overrun(self, seconds: float) -> None:
+        """Realtime `spend`: sleep until `seconds` from now, less the last sleep's overrun."""
         deadline = kernel.current_time() + seconds - min(self.cost_overrun, COST_OVERRUN_LIMIT)
         await kernel.sleep_until(deadline)
         self.cost_overrun = kernel.current_time() - deadline
@@ -202,11 +208,18 @@ class Output:
         self.chained: list[tuple[OutputTag | None, StreamOperator]] = []
         self.writers: list[tuple[OutputTag | None, RecordWriterOutput]] = []
 
+    # Asked before every step, these walk the chain in loops (not sum()/min() over
+    # generators), and do not call into the output of an operator that ends the chain (a
+    # sink: no chained operator, no writer), which adds nothing.
+
     def cost_per_record(self) -> float:
         """Modelled cost of one record through the chained operators downstream, now."""
         total = 0.0
-        for _, operator in self.chained:  # a loop, not sum(): asked before every step
-            total += operator.cost_per_record() + operator.output.cost_per_record()
+        for _, operator in self.chained:
+            cost = operator.cost_per_record()
+            if operator.output.chained:
+                cost += operator.output.cost_per_record()
+            total += cost
         return total
 
     def next_flush_at(self) -> float:
@@ -216,14 +229,18 @@ class Output:
         for _, writer in self.writers:
             first = min(first, writer.writer.next_flush_at)
         for _, operator in self.chained:
-            first = min(first, operator.output.next_flush_at())
+            output = operator.output
+            if output.writers or output.chained:
+                first = min(first, output.next_flush_at())
         return first
 
     def headroom(self, limit: int) -> int:
         """Of the next `limit` records, how many can go out before an output downstream in
         the chain turns unavailable (taken as one record out per record in)."""
         for _, operator in self.chained:
-            limit = operator.output.headroom(limit)
+            output = operator.output
+            if output.writers or output.chained:
+                limit = output.headroom(limit)
         for _, writer in self.writers:
             limit = writer.headroom(limit)
         return limit

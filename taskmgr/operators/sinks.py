@@ -60,10 +60,12 @@ class SinkOperator(StreamOperator):
         ctx.services.register_metrics(ctx.vertex_name, ctx.subtask_index, self.latency)
 
     async def process(self, records: Records, input_index: int) -> None:
-        await self.ctx.charge(self.node.cost, len(records))
-        self.ctx.records_received += len(records)
-        self.received += len(records)
-        self._record_latency(records)
+        count = len(records)
+        await self.ctx.charge(self.node.cost, count)
+        self.ctx.records_received += count
+        self.received += count
+        if count:
+            self._record_latency(records, count)
         sink = self.sink
         if isinstance(sink, DiscardingSink):
             return
@@ -75,22 +77,21 @@ class SinkOperator(StreamOperator):
             for value, _ in as_generic(records):
                 self.invoke(value)
 
-    def _record_latency(self, records: Records) -> None:
-        """End-to-end latency of each record: when this sink was done with it minus its
-        creation time (both ns of job time). Flink takes one record at a time through the
-        chain: the records of the task's step were done one after the other, evenly over the
-        time the step has taken until now (exact for one record out per record in, where
-        the sink comes last in the chain)."""
-        count = len(records)
-        if not count:
-            return
-        job_time = self.ctx.run.job_time()
+    def _record_latency(self, records: Records, count: int) -> None:
+        """End-to-end latency of each of the `count` records: when this sink was done with it
+        minus its creation time (both ns of job time). Flink takes one record at a time
+        through the chain: the records of the task's step were done one after the other,
+        evenly over the time the step has taken until now (exact for one record out per
+        record in, where the sink comes last in the chain)."""
+        ctx, run = self.ctx, self.ctx.run
+        now = kernel.current_time()
+        job_time = now - run.t0  # run.job_time(), from the one reading of the clock
         if isinstance(records, FixedWidthRecords):
             created = records.rows["ts"]
         else:
             created = np.fromiter((timestamp for _, timestamp in records), dtype=np.int64, count=count)
-        spacing_ns = int((kernel.current_time() - self.ctx.step_start) * 1e9) // count
-        self.latency.record_since(int(job_time * 1e9), created, spacing_ns, self.ctx.run.in_steady_state(job_time))
+        spacing_ns = int((now - ctx.step_start) * 1e9) // count
+        self.latency.record_since(int(job_time * 1e9), created, spacing_ns, run.in_steady_state(job_time))
 
     def _verify(self, records: Records) -> None:
         if isinstance(records, FixedWidthRecords):
