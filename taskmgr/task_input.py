@@ -7,6 +7,7 @@ importing the input side, which imports the operators.
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable
 from typing import Protocol
 
 
@@ -25,7 +26,8 @@ class TaskInput(Protocol):
 
     async def process_input(self) -> InputStatus: ...
 
-    async def wait_available(self) -> None: ...
+    def wait_available(self) -> Awaitable[None]:
+        """Await it: returns once there is input to process (an `async def`, or the wait itself)."""
 
     async def before_mail(self) -> None:
         """Runs before the mailbox actions of a turn (a source emits what it owes by now)."""
