@@ -151,6 +151,33 @@ def _batch_format(record_size: int) -> FixedWidthFormat:
     return FixedWidthFormat(record_size)
 
 
+def blank_rows(record_format: FixedWidthFormat, n: int) -> np.ndarray:
+    """`n` rows of the format holding their length field and the record tag, zero elsewhere.
+    Up to `BLANK_BYTES` they are copied from a template (one copy of bytes instead of
+    zeroing and two strided field writes per batch); larger batches are built."""
+    size = n * record_format.wire_size
+    if size > BLANK_BYTES:
+        rows = np.zeros(n, dtype=record_format.dtype)
+        rows["len"] = record_format.record_size + ELEMENT_HEADER_SIZE
+        rows["tag"] = STREAM_RECORD_TAG
+        return rows
+    return _blank_template(record_format)[:size].copy().view(record_format.dtype)
+
+
+#: Bytes of blank rows `blank_rows` copies from a template (a restore skips 2^20 records at once).
+BLANK_BYTES = 1 << 19
+
+
+@lru_cache(maxsize=None)
+def _blank_template(record_format: FixedWidthFormat) -> np.ndarray:
+    """The bytes of the whole rows of the format that fit `BLANK_BYTES`, blank (never
+    written: `blank_rows` copies them)."""
+    n = BLANK_BYTES // record_format.wire_size
+    template = blank_rows(record_format, n + 1)[:n].view(np.uint8)
+    template.flags.writeable = False
+    return template
+
+
 class FixedWidthRecords:
     """A batch of fixed-width records held as their wire rows (immutable by convention)."""
 
@@ -183,14 +210,12 @@ class FixedWidthRecords:
         """A batch from key, sequence and timestamp columns (a scalar timestamp is broadcast)."""
         record_format = _batch_format(record_size)
         keys = np.asarray(keys, dtype=np.int64)
-        rows = np.zeros(len(keys), dtype=record_format.dtype)
-        rows["len"] = record_size + ELEMENT_HEADER_SIZE
-        rows["tag"] = STREAM_RECORD_TAG
+        rows = blank_rows(record_format, len(keys))
         rows["ts"] = timestamps
         if record_format.has_key:
             rows["key"] = keys
         rows["seq"] = seqs
-        return cls(rows, record_format)
+        return cls.of_rows(rows, record_format)
 
     @classmethod
     def empty(cls, record_format: FixedWidthFormat) -> FixedWidthRecords:
