@@ -112,6 +112,11 @@ def row_dtype(record_size: int) -> np.dtype:
     return np.dtype(fields)
 
 
+#: Bytes of blank rows `FixedWidthFormat.blank_rows` copies from a template (larger batches
+#: are built: a restore skips 2^20 records at once).
+BLANK_BYTES = 1 << 19
+
+
 @dataclass(frozen=True)
 class FixedWidthFormat:
     """Synthetic records of `record_size` value bytes: key int64, seq int64, padding."""
@@ -136,6 +141,26 @@ class FixedWidthFormat:
     def dtype(self) -> np.dtype:
         return row_dtype(self.record_size)
 
+    def blank_rows(self, n: int) -> np.ndarray:
+        """`n` rows holding their length field and the record tag, zero elsewhere. Up to
+        `BLANK_BYTES` they are copied from a template (one copy of bytes instead of zeroing
+        and two strided field writes per batch); larger batches are built."""
+        size = n * self.wire_size
+        if size > BLANK_BYTES:
+            rows = np.zeros(n, dtype=self.dtype)
+            rows["len"] = self.record_size + ELEMENT_HEADER_SIZE
+            rows["tag"] = STREAM_RECORD_TAG
+            return rows
+        return self._blank_template[:size].copy().view(self.dtype)
+
+    @cached_property
+    def _blank_template(self) -> np.ndarray:
+        """The bytes of as many whole blank rows as fit `BLANK_BYTES` (read-only)."""
+        n = BLANK_BYTES // self.wire_size
+        template = self.blank_rows(n + 1)[:n].view(np.uint8)
+        template.flags.writeable = False
+        return template
+
     def encode_value(self, value: tuple[int, int]) -> bytes:
         """The value bytes of one `(key, seq)` record (the key is dropped if rows hold none)."""
         key, seq = value
@@ -149,33 +174,6 @@ def _batch_format(record_size: int) -> FixedWidthFormat:
     """One format per record size for `FixedWidthRecords.make`, so a batch does not build its
     row dtype anew (sources make a batch per wakeup)."""
     return FixedWidthFormat(record_size)
-
-
-def blank_rows(record_format: FixedWidthFormat, n: int) -> np.ndarray:
-    """`n` rows of the format holding their length field and the record tag, zero elsewhere.
-    Up to `BLANK_BYTES` they are copied from a template (one copy of bytes instead of
-    zeroing and two strided field writes per batch); larger batches are built."""
-    size = n * record_format.wire_size
-    if size > BLANK_BYTES:
-        rows = np.zeros(n, dtype=record_format.dtype)
-        rows["len"] = record_format.record_size + ELEMENT_HEADER_SIZE
-        rows["tag"] = STREAM_RECORD_TAG
-        return rows
-    return _blank_template(record_format)[:size].copy().view(record_format.dtype)
-
-
-#: Bytes of blank rows `blank_rows` copies from a template (a restore skips 2^20 records at once).
-BLANK_BYTES = 1 << 19
-
-
-@lru_cache(maxsize=None)
-def _blank_template(record_format: FixedWidthFormat) -> np.ndarray:
-    """The bytes of the whole rows of the format that fit `BLANK_BYTES`, blank (never
-    written: `blank_rows` copies them)."""
-    n = BLANK_BYTES // record_format.wire_size
-    template = blank_rows(record_format, n + 1)[:n].view(np.uint8)
-    template.flags.writeable = False
-    return template
 
 
 class FixedWidthRecords:
@@ -210,7 +208,7 @@ class FixedWidthRecords:
         """A batch from key, sequence and timestamp columns (a scalar timestamp is broadcast)."""
         record_format = _batch_format(record_size)
         keys = np.asarray(keys, dtype=np.int64)
-        rows = blank_rows(record_format, len(keys))
+        rows = record_format.blank_rows(len(keys))
         rows["ts"] = timestamps
         if record_format.has_key:
             rows["key"] = keys
