@@ -76,7 +76,8 @@ class SourceOperator(StreamOperator):
         self.batch_size = max(1, batch_size)
         self.stopped = False
         self.finished = False
-        #: (cost per record, `cost_offsets_ns` of it) for `creation_times`, kept while the cost is the same.
+        #: (cost per record, `cost_offsets_ns` of it) for `creation_times`: at most twice the
+        #: longest step since the cost last changed (a paced source's steps are a few records).
         self._cost_offsets: tuple[float, np.ndarray] | None = None
 
     def stop(self) -> None:
@@ -137,7 +138,7 @@ class SourceOperator(StreamOperator):
             return now_ns
         offsets = self._cost_offsets
         if offsets is None or offsets[0] != cost or len(offsets[1]) < n:
-            offsets = self._cost_offsets = (cost, cost_offsets_ns(cost, max(n, self.batch_size)))
+            offsets = self._cost_offsets = (cost, cost_offsets_ns(cost, 1 << (n - 1).bit_length()))
         return now_ns + offsets[1][:n]
 
     async def _emit_records(self, n: int) -> bool:

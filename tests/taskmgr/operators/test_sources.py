@@ -136,7 +136,7 @@ def test_creation_times_are_those_of_each_step_as_its_cost_changes() -> None:
     """creation_times keeps the offsets of one cost per record and reuses a prefix of them: the
     same timestamps as computed anew for each step, as the cost and the step's length change."""
     source = SourceOperator.__new__(SourceOperator)
-    source.batch_size, source._cost_offsets = 300, None
+    source._cost_offsets = None
     source.ctx = SimpleNamespace(step_cost=0.0, timestamp_ns=lambda: 1_234_567)
     rng = np.random.default_rng(5)
     for _ in range(200):
@@ -145,3 +145,4 @@ def test_creation_times_are_those_of_each_step_as_its_cost_changes() -> None:
         source.ctx.step_cost = cost
         expected = 1_234_567 if cost <= 0 or n <= 1 else 1_234_567 + (np.arange(n) * (cost * 1e9)).astype(np.int64)
         assert np.array_equal(source.creation_times(n), expected)
+    assert len(source._cost_offsets[1]) < 2 * 700  # kept for the steps' lengths, not a whole batch's
