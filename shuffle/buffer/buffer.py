@@ -52,11 +52,13 @@ class MemorySegment:
 
     def grow(self, needed: int) -> memoryview:
         """Writable bytes for at least `needed` bytes, keeping what was written; built slices
-        keep viewing the old bytes, which stay valid because only new positions are written."""
+        keep viewing the old bytes, which stay valid because only new positions are written.
+        Sizes are powers of two from `_MIN_ALLOCATION` up to the segment's (at most twice
+        what is written, and a large first write needs no second allocation and copy)."""
         old = self._memory
         have = 0 if old is None else old.nbytes
         if needed > have:
-            new = memoryview(bytearray(min(self.size, max(needed, 2 * have, _MIN_ALLOCATION))))
+            new = memoryview(bytearray(min(self.size, max(1 << (needed - 1).bit_length(), _MIN_ALLOCATION))))
             if have:
                 new[:have] = old
             self._memory = old = new

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Iterator, Sequence
 from typing import Protocol
 
-import numpy as np
-
 from shuffle import kernel
 from shuffle.buffer.buffer_builder import BufferBuilder, BufferConsumer
 from shuffle.buffer.local_buffer_pool import LocalBufferPool
@@ -24,6 +22,7 @@ from shuffle.config import NetworkConfig
 from shuffle.errors import check
 from shuffle.partition.pipelined_subpartition import PipelinedSubpartition
 from shuffle.partition.result_partition_type import ResultPartitionType
+from shuffle.partition.target_groups import TargetGroups
 from shuffle.serialization.event_serializer import data_type_for_event, serialize_event
 
 
@@ -196,35 +195,38 @@ class ResultPartition:
         concentrated = min(room + (limit_per_channel - count) * size for room, count in zip(left, counts))
         return min(limit, min(spread, concentrated) // record_size + 1)
 
-    def records_before_unavailable_to(self, targets: np.ndarray, record_size: int) -> int:
+    def records_before_unavailable_to(self, groups: TargetGroups, record_size: int) -> int:
         """`records_before_unavailable`, exact, for records of `record_size` wire bytes going
-        to the subpartitions `targets` in order: up to and including the record that takes
-        the pool's last obtainable segment or brings a subpartition to its quota.
+        to the subpartitions `groups.targets` in order: up to and including the record that
+        takes the pool's last obtainable segment or brings a subpartition to its quota.
 
         Only the records that take a segment can stop the loop, and a batch has few: they are
-        found per subpartition (`_segment_takes`), then taken in batch order.
+        found per subpartition (`_segment_takes`; none where the open builder holds all of
+        that subpartition's records), then taken in batch order.
         """
-        n = len(targets)
+        n = len(groups)
         pool = self.buffer_pool
         if pool is None or not pool.is_available() or n <= 1:
             return min(n, 1)
         obtainable = pool.num_obtainable()
-        per_channel = np.bincount(targets, minlength=self.num_subpartitions)
-        channels = np.flatnonzero(per_channel).tolist()
-        if len(channels) == 1:
-            order = None
-        else:  # the batch positions of each subpartition's records, grouped (a stable radix sort)
-            order = np.argsort(targets.astype(np.uint16) if self.num_subpartitions <= 65536 else targets,
-                               kind="stable")
-        starts = (np.cumsum(per_channel) - per_channel).tolist()
         counts = pool.subpartition_buffer_counts()
+        one_channel = len(groups.channels) == 1
+        starts = None
         takes = []  # (batch position, the subpartition's segment count once it is taken)
-        for channel in channels:
-            held, start = counts[channel], starts[channel]
-            for taken, j in enumerate(self._segment_takes(
-                    self._unicast[channel], self.subpartitions[channel].desired_buffer_size,
-                    int(per_channel[channel]), record_size, True, self._takes_that_matter(held, obtainable)), 1):
-                takes.append((j if order is None else int(order[start + j]), held + taken))
+        for channel in groups.channels:
+            records, builder = groups.counts[channel], self._unicast[channel]
+            if builder is not None and builder.writable_bytes >= records * record_size:
+                continue
+            held = counts[channel]
+            segment_takes = self._segment_takes(builder, self.subpartitions[channel].desired_buffer_size, records,
+                                                record_size, True, self._takes_that_matter(held, obtainable))
+            if one_channel:
+                takes.extend((j, held + taken) for taken, j in enumerate(segment_takes, 1))
+                continue
+            if starts is None:
+                order, starts = groups.order, groups.starts()
+            start = starts[channel]
+            takes.extend((int(order[start + j]), held + taken) for taken, j in enumerate(segment_takes, 1))
         takes.sort()
         return self._first_stop(takes, obtainable, n)
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from shuffle import kernel
 from shuffle.partition.result_partition import ResultPartition
+from shuffle.partition.target_groups import TargetGroups
 from shuffle.partitioner.channel_selectors import StreamPartitioner
 from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import FixedWidthRecords
@@ -60,6 +61,8 @@ class RecordWriter:
         #: Channels selected for records that were not written (`writable_prefix` cut their
         #: batch): the same records come again first, and keep them (a selector may be stateful).
         self._preselected: np.ndarray | None = None
+        #: How the batch `writable_prefix` last cut is grouped by target, for its `emit_batch`.
+        self._groups: TargetGroups | None = None
 
     async def emit(self, value: Any, timestamp: int = 0) -> None:
         """Serialize one record and append it to its channel (all channels for broadcast)."""
@@ -76,6 +79,7 @@ class RecordWriter:
 
     async def emit_batch(self, batch: FixedWidthRecords) -> None:
         """Route a batch of fixed-width records, vectorized."""
+        groups, self._groups = self._groups, None
         if not len(batch):
             return
         row = batch.format.wire_size
@@ -99,18 +103,26 @@ class RecordWriter:
             if self.flush_always:
                 self.partition.flush(0)
             return
-        for target, data in _small_runs(targets, wire, row) if small else self._runs(targets, batch, wire):
+        if small:
+            runs = _small_runs(targets, wire, row)
+        else:  # the groups `writable_prefix` found for the batch this one was cut from, if any
+            groups = (groups.prefix(len(batch)) if groups is not None and len(groups) >= len(batch)
+                      else TargetGroups(targets, self.num_subpartitions))
+            runs = self._runs(groups, batch, wire)
+        for target, data in runs:
             await self.partition.emit_record(data, target, row)
             if self.flush_always:
                 self.partition.flush(target)
 
     def writable_prefix(self, batch: FixedWidthRecords) -> int:
         """Of `batch`, how many records Flink's per-record loop writes before the writer turns
-        unavailable: exact, from the channel of each record (kept for `emit_batch`)."""
+        unavailable: exact, from the channel of each record (kept, and their grouping, for
+        `emit_batch` of those records)."""
         if self.selector.is_broadcast or self.num_subpartitions == 1:
             return self.records_before_unavailable(batch.format.wire_size, len(batch))
         targets = self._preselected = self._select(batch)
-        return self.partition.records_before_unavailable_to(targets[:len(batch)], batch.format.wire_size)
+        groups = self._groups = TargetGroups(targets[:len(batch)], self.num_subpartitions)
+        return self.partition.records_before_unavailable_to(groups, batch.format.wire_size)
 
     def _select(self, batch: FixedWidthRecords) -> np.ndarray:
         """The channels of `batch`: those kept from an earlier selection first, then new ones
@@ -123,21 +135,18 @@ class RecordWriter:
         rest = FixedWidthRecords.of_rows(batch.rows[len(kept):], batch.format)
         return np.concatenate([kept, self.selector.select_channels(rest)])
 
-    def _runs(self, targets: np.ndarray, batch: FixedWidthRecords, wire: memoryview) -> list[tuple[int, memoryview]]:
+    @staticmethod
+    def _runs(groups: TargetGroups, batch: FixedWidthRecords, wire: memoryview) -> list[tuple[int, memoryview]]:
         """The batch's wire bytes grouped by target channel (ascending), order kept per channel."""
+        channels = groups.channels
+        if len(channels) == 1:
+            return [(channels[0], wire)]
         row = batch.format.wire_size
-        counts = np.bincount(targets, minlength=self.num_subpartitions)
-        first = int(targets[0])
-        if counts[first] == len(batch):
-            return [(first, wire)]
-        # A stable sort of small integers is a radix sort; np.take copies whole rows.
-        order = np.argsort(targets.astype(np.uint16) if self.num_subpartitions <= 65536 else targets,
-                           kind="stable")
-        grouped = memoryview(np.take(batch.rows, order).view(np.uint8))
+        grouped = memoryview(batch.rows.take(groups.order).view(np.uint8))  # copies whole rows
         runs = []
         offset = 0
-        for target in np.flatnonzero(counts).tolist():
-            size = int(counts[target]) * row
+        for target in channels:
+            size = groups.counts[target] * row
             runs.append((target, grouped[offset:offset + size]))
             offset += size
         return runs

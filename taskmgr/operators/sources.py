@@ -62,6 +62,12 @@ MAX_BURST_SECONDS = 1.0
 REALTIME_WAKE_MARGIN = 0.002
 
 
+def cost_offsets_ns(cost: float, n: int) -> np.ndarray:
+    """When each of `n` records of a step is created after the first (ns), at `cost` seconds
+    per record; a prefix of a longer array is this array (element by element the same)."""
+    return (np.arange(n) * (cost * 1e9)).astype(np.int64)
+
+
 class SourceOperator(StreamOperator):
     """Base of sources: `next_records(n)` hands out up to n records, None at the end."""
 
@@ -70,6 +76,9 @@ class SourceOperator(StreamOperator):
         self.batch_size = max(1, batch_size)
         self.stopped = False
         self.finished = False
+        #: (cost per record, `cost_offsets_ns` of it) for `creation_times`: at most twice the
+        #: longest step since the cost last changed (a paced source's steps are a few records).
+        self._cost_offsets: tuple[float, np.ndarray] | None = None
 
     def stop(self) -> None:
         self.stopped = True
@@ -127,7 +136,10 @@ class SourceOperator(StreamOperator):
         cost = self.ctx.step_cost
         if cost <= 0 or n <= 1:
             return now_ns
-        return now_ns + (np.arange(n) * (cost * 1e9)).astype(np.int64)
+        offsets = self._cost_offsets
+        if offsets is None or offsets[0] != cost or len(offsets[1]) < n:
+            offsets = self._cost_offsets = (cost, cost_offsets_ns(cost, 1 << (n - 1).bit_length()))
+        return now_ns + offsets[1][:n]
 
     async def _emit_records(self, n: int) -> bool:
         """Hand out and emit the next of up to `n` records (`take_records`; one step of the

@@ -10,6 +10,7 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
 from shuffle.partition.result_partition import ResultPartition
 from shuffle.partition.result_partition_type import ResultPartitionType
+from shuffle.partition.target_groups import TargetGroups
 from shuffle.partitioner.channel_selectors import RebalancePartitioner
 from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import FixedWidthRecords
@@ -83,3 +84,51 @@ async def test_the_output_flusher_sleeps_the_timeout_plus_the_overshoot(sim_kern
         nursery.cancel_scope.cancel()
     assert flushes[:4] == pytest.approx([0.0003 + 0.0011 * k for k in range(1, 5)])
     assert announced[0] == pytest.approx(0.0014) and announced[-1] == pytest.approx(0.0014)  # the next one
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_cut_batchs_groups_are_those_of_its_records(seed):
+    """TargetGroups.prefix (a cut batch's groups, from those of the batch it was cut from,
+    sorted or not yet) equals the groups of the prefix's targets themselves."""
+    rng = np.random.default_rng(seed)
+    channels = int(rng.integers(1, 70))
+    targets = rng.integers(0, channels, int(rng.integers(2, 3000)))
+    groups = TargetGroups(targets, channels)
+    if seed % 2:
+        groups.order  # sorted before the cut
+    n = int(rng.integers(1, len(targets) + 1))
+    prefix, fresh = groups.prefix(n), TargetGroups(targets[:n], channels)
+    assert (prefix.counts, prefix.channels, prefix.starts()) == (fresh.counts, fresh.channels, fresh.starts())
+    assert prefix.order.tolist() == fresh.order.tolist() == np.argsort(targets[:n], kind="stable").tolist()
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_cut_batches_write_what_plain_writes_do(sim_kernel, seed):
+    """Batches cut by writable_prefix (their grouping reused from it) put the same bytes into
+    each subpartition as the same batches written without writable_prefix, in lockstep."""
+    rng = np.random.default_rng(seed)
+    channels = int(rng.integers(2, 9))
+    records = FixedWidthRecords.make(rng.integers(0, 10**6, 20_000), np.arange(20_000), 5, 32)
+    writers, outs = [], []
+    for _ in range(2):
+        partition = ResultPartition("p", channels, ResultPartitionType.PIPELINED_BOUNDED,
+                                    NetworkConfig(buffer_size=4096))
+        partition.setup(NetworkBufferPool(500, 4096))
+        writers.append(RecordWriter(partition, RebalancePartitioner(np.random.default_rng(seed)),
+                                    RecordSerializer(records.format), -1))
+        outs.append([bytearray() for _ in range(channels)])
+    sent, cuts = 0, 0
+    while sent < len(records):
+        batch = FixedWidthRecords.of_rows(records.rows[sent:sent + int(rng.integers(1, 3000))], records.format)
+        n = writers[0].writable_prefix(batch)
+        cuts += n < len(batch)
+        for writer, out in zip(writers, outs):
+            await writer.emit_batch(FixedWidthRecords.of_rows(batch.rows[:n], batch.format))
+            writer.flush_all()
+            for index, sub in enumerate(writer.partition.subpartitions):
+                while (polled := sub.poll_buffer()) is not None:
+                    out[index] += polled.buffer.memory()
+                    polled.buffer.recycle()
+        sent += n
+    assert cuts > 0
+    assert outs[0] == outs[1]

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import (
+    BLANK_BYTES,
     RECORD_OVERHEAD,
     FixedWidthFormat,
     FixedWidthRecords,
@@ -182,3 +183,18 @@ def test_a_corrupt_length_field_is_found_in_few_and_in_many_rows(rows, bad_row):
     with pytest.raises(ValueError, match=f"row {bad_row}: length 26"):
         SpanningRecordDeserializer(FixedWidthFormat(16)).add_buffer(wire)
     assert SpanningRecordDeserializer(FixedWidthFormat(16)).add_buffer(batch.to_wire()) is None
+
+
+@pytest.mark.parametrize("record_size", [8, 12, 16, 32, 1000, BLANK_BYTES])
+def test_batches_made_from_the_blank_template_are_the_serializers_records(record_size):
+    """FixedWidthRecords.make copies small batches' blank rows from a template and builds large
+    ones: both hold, record for record, what the serializer writes for one record."""
+    serializer = RecordSerializer(FixedWidthFormat(record_size))
+    template_rows = BLANK_BYTES // serializer.format.wire_size
+    for n in sorted({0, 1, 2, 7, max(0, template_rows - 1), template_rows, template_rows + 1}):
+        rng = np.random.default_rng(n)
+        keys, seqs = rng.integers(-(2**63), 2**63 - 1, n), rng.integers(0, 2**62, n)
+        timestamps = rng.integers(0, 2**50, n)
+        batch = FixedWidthRecords.make(keys, seqs, timestamps, record_size)
+        assert bytes(batch.to_wire()) == b"".join(
+            serializer.serialize((key, seq), ts) for key, seq, ts in zip(keys.tolist(), seqs.tolist(), timestamps.tolist()))

@@ -11,6 +11,7 @@ from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
 from shuffle.partition.result_partition import ResultPartition
 from shuffle.partition.result_partition_type import ResultPartitionType
+from shuffle.partition.target_groups import TargetGroups
 
 
 async def test_emit_after_finish_is_refused(credit_flow):
@@ -124,7 +125,8 @@ async def test_with_the_channels_known_the_cut_is_flinks_stop(sim_kernel, patter
     targets = {"round_robin": [i % 4 for i in range(5000)], "one_channel": [2] * 5000,
                "random": [rng.randrange(4) for _ in range(5000)],
                "skewed": [0 if rng.random() < 0.7 else rng.randrange(1, 4) for _ in range(5000)]}[pattern]
-    predicted = partition.records_before_unavailable_to(np.array(targets), record_size)
+    groups = TargetGroups(np.array(targets), partition.num_subpartitions)
+    predicted = partition.records_before_unavailable_to(groups, record_size)
     assert predicted == await _emit_in_order_until_unavailable(partition, record_size, targets)
 
 
@@ -189,7 +191,8 @@ async def test_the_cut_is_flinks_stop_from_any_state(sim_kernel, seed):
         favourite, bias = rng.randrange(partition.num_subpartitions), rng.random()
         targets = [favourite if rng.random() < bias else rng.randrange(partition.num_subpartitions)
                    for _ in range(n)]
-        predicted = partition.records_before_unavailable_to(np.array(targets), record_size)
+        groups = TargetGroups(np.array(targets), partition.num_subpartitions)
+        predicted = partition.records_before_unavailable_to(groups, record_size)
     else:
         targets = None if mode == "broadcast" else [0] * n
         predicted = partition.records_before_unavailable(record_size, mode == "broadcast", n)

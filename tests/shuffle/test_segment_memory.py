@@ -77,3 +77,15 @@ async def test_an_idle_channel_holds_no_queue_list_or_channel_info_until_it_is_u
     assert h.received[0] == [1, 2, 3] and channel.channel_info == (0, 0)
     other = h.channel(1)  # the other channel stayed idle
     assert other.received is NEVER_QUEUED and h.targets[1][0].subpartitions[h.targets[1][1]]._buffers is NEVER_QUEUED
+
+
+def test_segment_bytes_grow_in_powers_of_two_up_to_the_segment():
+    """At most twice what is written (512 B at least), so a large write is followed by no
+    second allocation and copy until the segment's size."""
+    nbp = NetworkBufferPool(4, 32768)
+    builder = nbp.create_buffer_pool(1, 2).request_buffer_builder()
+    sizes = []
+    for chunk in (45, 500, 600, 20000, 12000):
+        builder.append(memoryview(bytes(chunk)))
+        sizes.append(builder.segment.allocated)
+    assert sizes == [512, 1024, 2048, 32768, 32768]

@@ -10,13 +10,15 @@ receives ~11 buffers a second.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pyarrow.compute as pc
 import pytest
 
 from graph import CollectSink, DiscardingSink, StreamExecutionEnvironment
 from taskmgr.cluster import execute
-from taskmgr.operators.sources import sequence_split
+from taskmgr.operators.sources import SourceOperator, sequence_split
 from taskmgr.workloads import GeneratorState
 
 
@@ -128,3 +130,19 @@ def test_each_subtask_of_from_sequence_emits_its_split():
         if row["vertex"].startswith("Source") and row["metric"] == "numRecordsOut":
             out[row["subtask"]] = max(out.get(row["subtask"], 0), row["value"])
     assert out == {0: 4, 1: 3, 2: 3}
+
+
+def test_creation_times_are_those_of_each_step_as_its_cost_changes() -> None:
+    """creation_times keeps the offsets of one cost per record and reuses a prefix of them: the
+    same timestamps as computed anew for each step, as the cost and the step's length change."""
+    source = SourceOperator.__new__(SourceOperator)
+    source._cost_offsets = None
+    source.ctx = SimpleNamespace(step_cost=0.0, timestamp_ns=lambda: 1_234_567)
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        cost = float(rng.choice([0.0, 1e-7, 3.3e-7, 1e-6, 0.0123]))
+        n = int(rng.integers(1, 700))
+        source.ctx.step_cost = cost
+        expected = 1_234_567 if cost <= 0 or n <= 1 else 1_234_567 + (np.arange(n) * (cost * 1e9)).astype(np.int64)
+        assert np.array_equal(source.creation_times(n), expected)
+    assert len(source._cost_offsets[1]) < 2 * 700  # kept for the steps' lengths, not a whole batch's
