@@ -176,7 +176,7 @@ class FramedMessageStream:
         # an epoll round per frame).
         if self._unsent is not None:
             await self._send_unsent()
-        if hasattr(self.stream, "writable"):
+        if hasattr(self.stream, "can_send_now"):
             await self.stream.wait_send_all_might_not_block()
 
     def defer(self, fn: Callable[[], None]) -> bool:
@@ -188,11 +188,11 @@ class FramedMessageStream:
     def can_send_now(self) -> bool:
         if self._io is not None:
             return self._unsent is None
-        return self.stream.writable  # the simulated link (`defer` succeeded)
+        return self.stream.can_send_now()  # the simulated link (`defer` succeeded)
 
     def send_now(self, sealed: Any) -> None:
         if self._io is None:
-            self.stream.send_now(sealed, len(sealed))
+            self.stream.send_now((sealed, len(sealed)))
             return
         frame = _WrittenFrame.of(sealed)
         try:
@@ -233,14 +233,18 @@ class FramedMessageStream:
 class ObjectMessageStream:
     """Messages as objects on the simulated link, each the size of Flink's frame on the wire."""
 
-    __slots__ = ("stream", "run_soon", "ready_to_send", "when_writable")
+    __slots__ = ("stream", "run_soon", "ready_to_send", "when_writable", "can_send_now", "send_now")
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
-        # What a stepped writer calls per message is the link's own (no call in between).
+        # What a writer calls per message is the link's own (no call in between): `run_soon`,
+        # `ready_to_send`, `when_writable` (a stepped writer), `can_send_now()` and
+        # `send_now(sealed)` (a sealed message is the link's `(item, size)`).
         self.run_soon: Callable[[Callable[[], None]], None] = stream.run_soon
         self.ready_to_send: Callable[[], bool] = stream.ready_to_send
         self.when_writable: Callable[[Callable[[], None]], None] = stream.when_writable
+        self.can_send_now: Callable[[], bool] = stream.can_send_now
+        self.send_now: Callable[[tuple[NettyMessage, int]], None] = stream.send_now
 
     def seal(self, msg: NettyMessage, buffer: Buffer | None = None) -> tuple[NettyMessage, int]:
         if type(msg) is BufferResponse and type(msg.buffer) is not bytes:
@@ -267,12 +271,6 @@ class ObjectMessageStream:
     def defer(self, fn: Callable[[], None]) -> bool:
         self.stream.call_soon(fn)
         return True
-
-    def can_send_now(self) -> bool:
-        return self.stream.writable
-
-    def send_now(self, sealed: tuple[NettyMessage, int]) -> None:
-        self.stream.send_now(*sealed)
 
     def has_unsent(self) -> bool:
         return False
