@@ -283,34 +283,36 @@ class ObjectMessageStream:
 
     async def serve(self, on_messages: OnMessages, writer: OutboundWriter) -> None:
         done = kernel.Event()
-        errors: list[BaseException] = []
+        #: How serving ended, once it did: None (EOF, or reading stopped) or the first error.
+        #: A list, not `done.is_set()`: a delivery reads it without a call.
+        outcome: list[BaseException | None] = []
 
-        def fail(exc: BaseException) -> None:
-            if not done.is_set():
-                errors.append(exc)
+        def finish(error: BaseException | None) -> None:
+            if not outcome:
+                outcome.append(error)
                 done.set()
 
         def on_items(messages: list[NettyMessage] | None) -> None:
-            if done.is_set():
+            if outcome:
                 return
             try:
                 if messages is None:
                     raise kernel.ClosedResourceError("this stream was closed")
                 if not messages or not on_messages(_checked(messages)):
-                    done.set()
+                    finish(None)
             except Exception as exc:  # noqa: BLE001 - raised below, in the connection's task
-                fail(exc)
+                finish(exc)
 
         stream = self.stream
-        writer.start(fail)
+        writer.start(finish)
         stream.set_receiver(on_items)
         try:
             await done.wait()
         finally:
             stream.set_receiver(None)
             writer.stop()
-        if errors:
-            raise errors[0]
+        if outcome[0] is not None:
+            raise outcome[0]
 
 
 def _checked(messages: list[NettyMessage]) -> list[NettyMessage]:
