@@ -18,7 +18,7 @@ is the connection's `OutboundWriter`.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
 from shuffle.netty.message_stream import MessageStream
 from shuffle.netty.outbound_writer import OutboundWriter
@@ -79,13 +79,15 @@ class PartitionRequestQueue:
         return len(self._control)
 
     def add_credit_or_resume_consumption(self, receiver_id: str,
-                                         op: Callable[[CreditBasedSequenceNumberingViewReader], None]) -> None:
+                                         op: Callable[..., None], *args: Any) -> None:
+        """`op(reader, *args)` on the receiver's reader (an unbound method and its arguments
+        rather than a closure per message), then queue the reader if it can send now."""
         if self.fatal_error:
             return
         reader = self.all_readers.get(receiver_id)
         if reader is None:
             raise RuntimeError(f"No reader for receiverId = {receiver_id} exists.")
-        op(reader)
+        op(reader, *args)
         self.enqueue_available_reader(reader)
 
     def acknowledge_all_records_processed(self, receiver_id: str) -> None:
