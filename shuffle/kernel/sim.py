@@ -275,11 +275,7 @@ def _cancel_task(task: Task) -> None:
         _K.runq.append((task, Cancelled()))
 
 
-# -- time ----------------------------------------------------------------------------------
-
-def current_time() -> float:
-    return _K.now
-
+# -- time (the clock: `_K.now`, which `kernel.current_time` reads) ------------------------
 
 @types.coroutine
 def sleep_until(deadline: float) -> Iterator[None]:
