@@ -277,23 +277,30 @@ def _cancel_task(task: Task) -> None:
 
 # -- time (the clock: `_K.now`, which `kernel.current_time` reads) ------------------------
 
-@types.coroutine
-def sleep_until(deadline: float) -> Iterator[None]:
-    """Await it: returns at virtual time `deadline`. A generator that yields to the kernel
-    itself, as `park` does (no coroutine frame around `park` to enter and resume)."""
+def _block_until(deadline: float) -> None:
+    """Block the current task until virtual time `deadline` (runnable at once if it has
+    passed); the sleep that called it yields next."""
     task, token = block()
     if deadline <= _K.now:
         wake(task, token)
     else:
         _K.call_at(deadline, _wake_timer, (task, token))
+
+
+@types.coroutine
+def sleep_until(deadline: float) -> Iterator[None]:
+    """Await it: returns at virtual time `deadline`. A generator that yields to the kernel
+    itself, as `park` does (no coroutine frame around `park` to enter and resume)."""
+    _block_until(deadline)
     yield
 
 
 @types.coroutine
 def sleep(seconds: float) -> Iterator[None]:
     """Await it: returns `seconds` after it is awaited (as trio's: the clock is read then,
-    not when `sleep` is called)."""
-    yield from sleep_until(_K.now + seconds)
+    not when `sleep` is called). Not through `sleep_until`: one generator frame per sleep."""
+    _block_until(_K.now + seconds)
+    yield
 
 
 async def sleep_forever() -> None:
