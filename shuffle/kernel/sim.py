@@ -78,15 +78,18 @@ class SimKernel:
     def __init__(self) -> None:
         self.now = 0.0
         self.runq: deque[tuple[Task, BaseException | None]] = deque()
-        self.heap: list[tuple[float, int, Callable[[Any], None], Any]] = []
+        #: Timers: (time, sequence, fn, args), popped in (time, sequence) order to call `fn(*args)`.
+        self.heap: list[tuple[float, int, Callable[..., Any], tuple[Any, ...]]] = []
         self.counter = itertools.count()
         self.current: Task | None = None
         self.root_scope = CancelScope()
         self.root_scope._active = True
         self.stale_deadlines = 0  # heap entries of deadlines whose scope ended before them
 
-    def call_at(self, when: float, fn: Callable[[Any], None], arg: Any) -> None:
-        heapq.heappush(self.heap, (when, next(self.counter), fn, arg))
+    def call_at(self, when: float, fn: Callable[..., Any], *args: Any) -> None:
+        """Call `fn(*args)` from the loop at virtual time `when` (its arguments travel with
+        the timer: no trampoline call per timer)."""
+        heapq.heappush(self.heap, (when, next(self.counter), fn, args))
 
     def deadline_abandoned(self) -> None:
         """A scope ended before its armed deadline: compact the heap once such entries are
@@ -128,10 +131,10 @@ class SimKernel:
                 return
             if not heap:
                 raise SimulationStuckError(_stuck_report(self.root_scope, self.now))
-            when, _, fn, arg = heappop(heap)
+            when, _, fn, args = heappop(heap)
             if when > self.now:
                 self.now = when
-            fn(arg)
+            fn(*args)
 
 
 
@@ -208,27 +211,21 @@ def wake(task: Task, token: int, exc: BaseException | None = None) -> bool:
     return True
 
 
-def _wake_timer(arg: tuple[Task, int]) -> None:
-    wake(arg[0], arg[1])
-
-
-def _is_live(entry: tuple[float, int, Callable[[Any], None], Any]) -> bool:
+def _is_live(entry: tuple[float, int, Callable[..., Any], tuple[Any, ...]]) -> bool:
     """Whether popping this heap entry would do anything (False: a stale timer or deadline)."""
-    fn, arg = entry[2], entry[3]
-    if fn is _wake_timer:
-        return arg[0].token == arg[1] and arg[0].state != _RUNNING and arg[0].state != _DONE
+    fn, args = entry[2], entry[3]
+    if fn is wake:
+        task, token = args
+        return task.token == token and task.state != _RUNNING and task.state != _DONE
     if fn is _deadline_reached:
-        return arg[0]._deadline_token == arg[1] and arg[0]._active
+        scope, token = args
+        return scope._deadline_token == token and scope._active
     return True
 
 
 def wake_at(when: float, task: Task, token: int) -> None:
     """Wake the blocked `task` at virtual time `when` (no-op if it was woken before)."""
-    _K.call_at(when, _wake_timer, (task, token))
-
-
-def _call(fn: Callable[[], None]) -> None:
-    fn()
+    _K.call_at(when, wake, task, token)
 
 
 class _Step:
@@ -259,13 +256,13 @@ def run_soon(fn: Callable[[], None]) -> None:
 def call_at(when: float, fn: Callable[[], None]) -> None:
     """Call `fn()` from the kernel loop at virtual time `when` (at once if it has passed).
     `fn` runs outside any task: it must not block, and must not raise."""
-    _K.call_at(max(when, _K.now), _call, fn)
+    _K.call_at(max(when, _K.now), fn)
 
 
 def call_soon(fn: Callable[[], None]) -> None:
     """Call `fn()` from the kernel loop at this instant, once every runnable task has yielded
     (an event-loop hop: cheaper than waking a task, and after the caller's current step)."""
-    _K.call_at(_K.now, _call, fn)
+    _K.call_at(_K.now, fn)
 
 
 def _cancel_task(task: Task) -> None:
@@ -284,7 +281,7 @@ def _block_until(deadline: float) -> None:
     if deadline <= _K.now:
         wake(task, token)
     else:
-        _K.call_at(deadline, _wake_timer, (task, token))
+        _K.call_at(deadline, wake, task, token)
 
 
 @types.coroutine
@@ -311,7 +308,7 @@ async def sleep_forever() -> None:
 async def wait_all_tasks_blocked() -> None:
     """Return once every other task is blocked (before virtual time moves on); for tests."""
     task, token = block()
-    _K.call_at(_K.now, _wake_timer, (task, token))
+    _K.call_at(_K.now, wake, task, token)
     await park()
 
 
@@ -406,7 +403,7 @@ class CancelScope:
         if self._deadline <= _K.now:
             self.cancel()
         else:
-            _K.call_at(self._deadline, _deadline_reached, (self, self._deadline_token))
+            _K.call_at(self._deadline, _deadline_reached, self, self._deadline_token)
 
     def cancel(self) -> None:
         if self.cancel_called:
@@ -426,8 +423,7 @@ class CancelScope:
                 child._propagate()
 
 
-def _deadline_reached(arg: tuple[CancelScope, int]) -> None:
-    scope, token = arg
+def _deadline_reached(scope: CancelScope, token: int) -> None:
     if scope._deadline_token == token and scope._active:
         scope.cancel()
 

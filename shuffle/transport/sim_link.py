@@ -58,7 +58,7 @@ class _Direction:
         self.unread = 0  # bytes in the window
         self.link_free_at = -math.inf  # when the link finishes serializing what it has
         self.reader: tuple[sim.Task, int] | None = None  # a reader blocked until an arrival
-        self.receiver: Callable[[Any], None] | None = None  # delivers arrivals (`set_receiver`)
+        self.receiver: Callable[[], None] | None = None  # delivers arrivals (`set_receiver`)
         self.delivery_pending = False  # a delivery to `receiver` is scheduled
         #: Writers blocked on a full window: blocked tasks, or steps to run (`when_writable`).
         self.writers: list[tuple[sim.Task, int] | Callable[[], None]] = []
@@ -201,7 +201,7 @@ class SimStream:
                 sim.wake_at(arrival, *out.reader)
             elif out.receiver is not None and not out.delivery_pending:
                 out.delivery_pending = True
-                sim._K.call_at(arrival, out.receiver, None)
+                sim._K.call_at(arrival, out.receiver)
         out.items.append((arrival, item, size))
 
     def _enter_send(self) -> None:
@@ -280,9 +280,9 @@ class SimStream:
         inbound.receiver = None if on_items is None else self._deliver
         if on_items is not None and inbound.items and not inbound.delivery_pending:
             inbound.delivery_pending = True
-            sim._K.call_at(max(inbound.items[0][0], sim._K.now), self._deliver, None)
+            sim._K.call_at(max(inbound.items[0][0], sim._K.now), self._deliver)
 
-    def _deliver(self, _: Any) -> None:
+    def _deliver(self) -> None:
         inbound = self._in
         inbound.delivery_pending = False
         on_items = self._on_items
@@ -297,7 +297,7 @@ class SimStream:
                 self._on_items([])
         elif items and self._on_items is not None and not inbound.delivery_pending:
             inbound.delivery_pending = True
-            sim._K.call_at(items[0][0], self._deliver, None)
+            sim._K.call_at(items[0][0], self._deliver)
 
     def _take_arrived(self) -> tuple[list[Any], bool]:
         """The objects that have arrived by now, in order, and whether EOF comes next."""
