@@ -63,11 +63,11 @@ class CreditBasedSequenceNumberingViewReader:
     def need_announce_backlog(self) -> bool:
         return self.credit_based and self.initial_credit == 0 and self.num_credits_available == 0
 
-    def _has_credit(self) -> bool:
-        return self.num_credits_available > 0 or not self.credit_based
+    # "Has credit" (`num_credits_available > 0 or not credit_based`) is written out in the two
+    # methods that ask it, once per buffer each, rather than called.
 
     def get_availability_and_backlog(self) -> tuple[bool, int]:
-        return self.view.get_availability_and_backlog(self._has_credit())
+        return self.view.get_availability_and_backlog(self.num_credits_available > 0 or not self.credit_based)
 
     def get_next_buffer(self) -> ReaderBuffer | None:
         nxt = self.view.get_next_buffer()
@@ -79,7 +79,8 @@ class CreditBasedSequenceNumberingViewReader:
                 nxt.buffer.recycle()
                 raise CreditViolationError("no credit available")
         next_type = nxt.next_data_type
-        more = next_type is not DataType.NONE and (self._has_credit() or next_type.is_event)
+        more = next_type is not DataType.NONE and (
+            self.num_credits_available > 0 or not self.credit_based or next_type.is_event)
         return ReaderBuffer(nxt.buffer, nxt.buffers_in_backlog, nxt.sequence_number, more)
 
     def check_invariants(self) -> None:
