@@ -106,8 +106,10 @@ class SimKernel:
         heapq.heapify(self.heap)
         self.stale_deadlines = 0
 
-    def run_until_done(self, main: Task) -> None:
+    def run_until_done(self, main: Task) -> Any:
+        """Run until `main` is done; its return value (its error goes to `_ROOT_OUTCOME`)."""
         runq, heap = self.runq, self.heap
+        result = None
         heappop = heapq.heappop
         while True:
             while runq:
@@ -118,8 +120,10 @@ class SimKernel:
                         yielded = task.coro.send(None)
                     else:
                         yielded = task.coro.throw(exc)
-                except StopIteration:
+                except StopIteration as stop:
                     _task_done(task, None)
+                    if task is main:
+                        result = stop.value
                     continue
                 except BaseException as error:  # noqa: BLE001 - a task's end, handled by its nursery
                     _task_done(task, error)
@@ -128,7 +132,7 @@ class SimKernel:
                     _foreign_await(task, yielded)
             self.current = None
             if main.state == _DONE:
-                return
+                return result
             if not heap:
                 raise SimulationStuckError(_stuck_report(self.root_scope, self.now))
             when, _, fn, args = heappop(heap)
@@ -652,21 +656,18 @@ def run(async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
     global _K
     if _K is not None:
         raise RuntimeError("a sim kernel run is already in progress in this thread")
+    # the main task is `async_fn`'s coroutine itself (no frame around it to enter per resumption)
+    coro = async_fn(*args)
     kernel = _K = SimKernel()
     _ROOT_OUTCOME.clear()
     root_scope = kernel.root_scope
-    result: list[Any] = []
-
-    async def main() -> None:
-        result.append(await async_fn(*args))
-
-    task = Task(main(), getattr(async_fn, "__qualname__", "main"), root_scope, None)
+    task = Task(coro, getattr(async_fn, "__qualname__", "main"), root_scope, None)
     root_scope._tasks[task] = None
     kernel.runq.append((task, None))
     thresholds = gc.get_threshold()
     gc.set_threshold(max(YOUNG_GC_THRESHOLD, thresholds[0]), *thresholds[1:])
     try:
-        kernel.run_until_done(task)
+        result = kernel.run_until_done(task)
     finally:
         gc.set_threshold(*thresholds)
         _K = None
@@ -676,7 +677,7 @@ def run(async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
     _ROOT_OUTCOME.clear()
     if error is not None:
         raise error
-    return result[0]
+    return result
 
 
 def _close_all(root: CancelScope) -> None:
