@@ -77,7 +77,8 @@ class SimKernel:
 
     def __init__(self) -> None:
         self.now = 0.0
-        self.runq: deque[tuple[Task, BaseException | None]] = deque()
+        #: (task, exception to throw into it or None), or (fn, _RUN_STEP) for a step (`run_soon`).
+        self.runq: deque[tuple[Any, Any]] = deque()
         #: Timers: (time, sequence, fn, args), popped in (time, sequence) order to call `fn(*args)`.
         self.heap: list[tuple[float, int, Callable[..., Any], tuple[Any, ...]]] = []
         self.counter = itertools.count()
@@ -114,6 +115,10 @@ class SimKernel:
         while True:
             while runq:
                 task, exc = runq.popleft()
+                if exc is _RUN_STEP:  # a step: a call, run where a woken task would run
+                    self.current = None
+                    task()  # an error escaping it ends the run with that error
+                    continue
                 self.current = task
                 try:
                     if exc is None:
@@ -232,19 +237,8 @@ def wake_at(when: float, task: Task, token: int) -> None:
     _K.call_at(when, wake, task, token)
 
 
-class _Step:
-    """A callback queued on the run queue as if it were a task's wakeup (`run_soon`)."""
-
-    __slots__ = ("fn", "coro", "state", "nursery")
-
-    def __init__(self, fn: Callable[[], None]) -> None:
-        self.fn = fn
-        self.coro = self
-        self.state = _RUNNING
-        self.nursery = None  # an error escaping `fn` ends the run with that error
-
-    def send(self, _: None) -> None:
-        self.fn()
+#: What marks a step on the run queue in place of a task's exception (`run_soon`).
+_RUN_STEP = object()
 
 
 def run_soon(fn: Callable[[], None]) -> None:
@@ -254,7 +248,7 @@ def run_soon(fn: Callable[[], None]) -> None:
     writer) costs a call instead of a coroutine resumption. `fn` must not block, and must
     not raise: it runs outside any task, so its caller hands errors to a task itself.
     """
-    _K.runq.append((_Step(fn), None))
+    _K.runq.append((fn, _RUN_STEP))
 
 
 def call_at(when: float, fn: Callable[[], None]) -> None:
