@@ -144,14 +144,14 @@ class PartitionRequestQueue:
                 return self._next_sealed()  # the error, next (ahead of buffers, as Flink writes it at once)
             if nxt is None:
                 continue
-            if nxt.more_available:
+            buffer, backlog, sequence_number, more_available = nxt
+            if more_available:
                 self.available_readers.append(reader)
                 reader.is_registered_as_available = True
-            buffer = nxt.buffer
             if tracer.enabled:
-                tracer.emit("buffer_sent", channel=reader.channel_name, seq=nxt.sequence_number,
-                            backlog=nxt.backlog, bytes=buffer.size, data_type=buffer.data_type.name)
-            msg = BufferResponse(reader.receiver_id, nxt.sequence_number, nxt.backlog, buffer.data_type,
+                tracer.emit("buffer_sent", channel=reader.channel_name, seq=sequence_number,
+                            backlog=backlog, bytes=buffer.size, data_type=buffer.data_type.name)
+            msg = BufferResponse(reader.receiver_id, sequence_number, backlog, buffer.data_type,
                                  buffer.memory(), reader.subpartition_index)
             return self.connection.seal(msg, buffer)
         return None

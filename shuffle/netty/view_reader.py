@@ -6,7 +6,7 @@ Without credit-based flow control (pre-1.5 mode) credit is unlimited.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
@@ -19,11 +19,9 @@ if TYPE_CHECKING:
     from shuffle.netty.partition_request_queue import PartitionRequestQueue
 
 
-class ReaderBuffer(NamedTuple):
-    buffer: Buffer
-    backlog: int
-    sequence_number: int
-    more_available: bool
+#: What a reader hands the queue per buffer: (buffer, backlog, sequence number, more
+#: available). A plain tuple, unpacked at once by its one caller (no NamedTuple to build).
+ReaderBuffer = tuple[Buffer, int, int, bool]
 
 
 class CreditBasedSequenceNumberingViewReader:
@@ -81,7 +79,7 @@ class CreditBasedSequenceNumberingViewReader:
         next_type = nxt.next_data_type
         more = next_type is not DataType.NONE and (
             self.num_credits_available > 0 or not self.credit_based or next_type.is_event)
-        return ReaderBuffer(nxt.buffer, nxt.buffers_in_backlog, nxt.sequence_number, more)
+        return nxt.buffer, nxt.buffers_in_backlog, nxt.sequence_number, more
 
     def check_invariants(self) -> None:
         """Credit is never negative (the channel's name is made only for the error)."""
