@@ -48,10 +48,10 @@ class PartitionRequestQueue:
         self.all_readers[reader.receiver_id] = reader
         self.enqueue_available_reader(reader)
 
-    def notify_reader_non_empty(self, reader: CreditBasedSequenceNumberingViewReader) -> None:
-        self.enqueue_available_reader(reader)
-
     def enqueue_available_reader(self, reader: CreditBasedSequenceNumberingViewReader) -> None:
+        """Queue `reader` if it can send now, or announce its backlog. Flink's readers reach it
+        through `notifyReaderNonEmpty`, a hop to the Netty thread; with no thread between,
+        the reader calls it itself."""
         if reader.is_registered_as_available or self.fatal_error or reader.view is None:
             return
         available, backlog = reader.get_availability_and_backlog()

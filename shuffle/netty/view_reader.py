@@ -88,10 +88,10 @@ class CreditBasedSequenceNumberingViewReader:
 
     # BufferAvailabilityListener
     def notify_data_available(self) -> None:
-        self.queue.notify_reader_non_empty(self)
+        self.queue.enqueue_available_reader(self)
 
     def notify_priority_event(self, sequence_number: int) -> None:
-        self.queue.notify_reader_non_empty(self)
+        self.queue.enqueue_available_reader(self)
 
     @property
     def is_released(self) -> bool:
