@@ -72,21 +72,19 @@ call_at: Callable[[float, Callable[[], None]], None]
 _mode = "realtime"
 
 
-_current_time: Callable[[], float]
-
-
 def current_time() -> float:
     """Seconds on the kernel's clock (virtual in sim mode). Unlike the other primitives it is
-    a fixed function, so it may be captured as a clock (`clock=kernel.current_time`)."""
-    return _current_time()
+    a fixed function, so it may be captured as a clock (`clock=kernel.current_time`). A sim
+    run's clock is read in place (its kernel is set exactly while it runs): one call per
+    reading, not two."""
+    sim_kernel = sim._K
+    return sim_kernel.now if sim_kernel is not None else realtime.current_time()
 
 
 def _install(backend: Any) -> None:
-    global _current_time
     namespace = globals()
     for name in _PRIMITIVES:
         namespace[name] = getattr(backend, name)
-    _current_time = backend.current_time
 
 
 _install(realtime)

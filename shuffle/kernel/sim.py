@@ -77,16 +77,20 @@ class SimKernel:
 
     def __init__(self) -> None:
         self.now = 0.0
-        self.runq: deque[tuple[Task, BaseException | None]] = deque()
-        self.heap: list[tuple[float, int, Callable[[Any], None], Any]] = []
+        #: (task, exception to throw into it or None), or (fn, _RUN_STEP) for a step (`run_soon`).
+        self.runq: deque[tuple[Any, Any]] = deque()
+        #: Timers: (time, sequence, fn, args), popped in (time, sequence) order to call `fn(*args)`.
+        self.heap: list[tuple[float, int, Callable[..., Any], tuple[Any, ...]]] = []
         self.counter = itertools.count()
         self.current: Task | None = None
         self.root_scope = CancelScope()
         self.root_scope._active = True
         self.stale_deadlines = 0  # heap entries of deadlines whose scope ended before them
 
-    def call_at(self, when: float, fn: Callable[[Any], None], arg: Any) -> None:
-        heapq.heappush(self.heap, (when, next(self.counter), fn, arg))
+    def call_at(self, when: float, fn: Callable[..., Any], *args: Any) -> None:
+        """Call `fn(*args)` from the loop at virtual time `when` (its arguments travel with
+        the timer: no trampoline call per timer)."""
+        heapq.heappush(self.heap, (when, next(self.counter), fn, args))
 
     def deadline_abandoned(self) -> None:
         """A scope ended before its armed deadline: compact the heap once such entries are
@@ -103,20 +107,28 @@ class SimKernel:
         heapq.heapify(self.heap)
         self.stale_deadlines = 0
 
-    def run_until_done(self, main: Task) -> None:
+    def run_until_done(self, main: Task) -> Any:
+        """Run until `main` is done; its return value (its error goes to `_ROOT_OUTCOME`)."""
         runq, heap = self.runq, self.heap
+        result = None
         heappop = heapq.heappop
         while True:
             while runq:
                 task, exc = runq.popleft()
+                if exc is _RUN_STEP:  # a step: a call, run where a woken task would run
+                    self.current = None
+                    task()  # an error escaping it ends the run with that error
+                    continue
                 self.current = task
                 try:
                     if exc is None:
                         yielded = task.coro.send(None)
                     else:
                         yielded = task.coro.throw(exc)
-                except StopIteration:
+                except StopIteration as stop:
                     _task_done(task, None)
+                    if task is main:
+                        result = stop.value
                     continue
                 except BaseException as error:  # noqa: BLE001 - a task's end, handled by its nursery
                     _task_done(task, error)
@@ -125,13 +137,13 @@ class SimKernel:
                     _foreign_await(task, yielded)
             self.current = None
             if main.state == _DONE:
-                return
+                return result
             if not heap:
                 raise SimulationStuckError(_stuck_report(self.root_scope, self.now))
-            when, _, fn, arg = heappop(heap)
+            when, _, fn, args = heappop(heap)
             if when > self.now:
                 self.now = when
-            fn(arg)
+            fn(*args)
 
 
 
@@ -208,42 +220,25 @@ def wake(task: Task, token: int, exc: BaseException | None = None) -> bool:
     return True
 
 
-def _wake_timer(arg: tuple[Task, int]) -> None:
-    wake(arg[0], arg[1])
-
-
-def _is_live(entry: tuple[float, int, Callable[[Any], None], Any]) -> bool:
+def _is_live(entry: tuple[float, int, Callable[..., Any], tuple[Any, ...]]) -> bool:
     """Whether popping this heap entry would do anything (False: a stale timer or deadline)."""
-    fn, arg = entry[2], entry[3]
-    if fn is _wake_timer:
-        return arg[0].token == arg[1] and arg[0].state != _RUNNING and arg[0].state != _DONE
+    fn, args = entry[2], entry[3]
+    if fn is wake:
+        task, token = args
+        return task.token == token and task.state != _RUNNING and task.state != _DONE
     if fn is _deadline_reached:
-        return arg[0]._deadline_token == arg[1] and arg[0]._active
+        scope, token = args
+        return scope._deadline_token == token and scope._active
     return True
 
 
 def wake_at(when: float, task: Task, token: int) -> None:
     """Wake the blocked `task` at virtual time `when` (no-op if it was woken before)."""
-    _K.call_at(when, _wake_timer, (task, token))
+    _K.call_at(when, wake, task, token)
 
 
-def _call(fn: Callable[[], None]) -> None:
-    fn()
-
-
-class _Step:
-    """A callback queued on the run queue as if it were a task's wakeup (`run_soon`)."""
-
-    __slots__ = ("fn", "coro", "state", "nursery")
-
-    def __init__(self, fn: Callable[[], None]) -> None:
-        self.fn = fn
-        self.coro = self
-        self.state = _RUNNING
-        self.nursery = None  # an error escaping `fn` ends the run with that error
-
-    def send(self, _: None) -> None:
-        self.fn()
+#: What marks a step on the run queue in place of a task's exception (`run_soon`).
+_RUN_STEP = object()
 
 
 def run_soon(fn: Callable[[], None]) -> None:
@@ -253,19 +248,19 @@ def run_soon(fn: Callable[[], None]) -> None:
     writer) costs a call instead of a coroutine resumption. `fn` must not block, and must
     not raise: it runs outside any task, so its caller hands errors to a task itself.
     """
-    _K.runq.append((_Step(fn), None))
+    _K.runq.append((fn, _RUN_STEP))
 
 
 def call_at(when: float, fn: Callable[[], None]) -> None:
     """Call `fn()` from the kernel loop at virtual time `when` (at once if it has passed).
     `fn` runs outside any task: it must not block, and must not raise."""
-    _K.call_at(max(when, _K.now), _call, fn)
+    _K.call_at(max(when, _K.now), fn)
 
 
 def call_soon(fn: Callable[[], None]) -> None:
     """Call `fn()` from the kernel loop at this instant, once every runnable task has yielded
     (an event-loop hop: cheaper than waking a task, and after the caller's current step)."""
-    _K.call_at(_K.now, _call, fn)
+    _K.call_at(_K.now, fn)
 
 
 def _cancel_task(task: Task) -> None:
@@ -275,29 +270,32 @@ def _cancel_task(task: Task) -> None:
         _K.runq.append((task, Cancelled()))
 
 
-# -- time ----------------------------------------------------------------------------------
+# -- time (the clock: `_K.now`, which `kernel.current_time` reads) ------------------------
 
-def current_time() -> float:
-    return _K.now
+def _block_until(deadline: float) -> None:
+    """Block the current task until virtual time `deadline` (runnable at once if it has
+    passed); the sleep that called it yields next."""
+    task, token = block()
+    if deadline <= _K.now:
+        wake(task, token)
+    else:
+        _K.call_at(deadline, wake, task, token)
 
 
 @types.coroutine
 def sleep_until(deadline: float) -> Iterator[None]:
     """Await it: returns at virtual time `deadline`. A generator that yields to the kernel
     itself, as `park` does (no coroutine frame around `park` to enter and resume)."""
-    task, token = block()
-    if deadline <= _K.now:
-        wake(task, token)
-    else:
-        _K.call_at(deadline, _wake_timer, (task, token))
+    _block_until(deadline)
     yield
 
 
 @types.coroutine
 def sleep(seconds: float) -> Iterator[None]:
     """Await it: returns `seconds` after it is awaited (as trio's: the clock is read then,
-    not when `sleep` is called)."""
-    yield from sleep_until(_K.now + seconds)
+    not when `sleep` is called). Not through `sleep_until`: one generator frame per sleep."""
+    _block_until(_K.now + seconds)
+    yield
 
 
 async def sleep_forever() -> None:
@@ -308,7 +306,7 @@ async def sleep_forever() -> None:
 async def wait_all_tasks_blocked() -> None:
     """Return once every other task is blocked (before virtual time moves on); for tests."""
     task, token = block()
-    _K.call_at(_K.now, _wake_timer, (task, token))
+    _K.call_at(_K.now, wake, task, token)
     await park()
 
 
@@ -403,7 +401,7 @@ class CancelScope:
         if self._deadline <= _K.now:
             self.cancel()
         else:
-            _K.call_at(self._deadline, _deadline_reached, (self, self._deadline_token))
+            _K.call_at(self._deadline, _deadline_reached, self, self._deadline_token)
 
     def cancel(self) -> None:
         if self.cancel_called:
@@ -423,8 +421,7 @@ class CancelScope:
                 child._propagate()
 
 
-def _deadline_reached(arg: tuple[CancelScope, int]) -> None:
-    scope, token = arg
+def _deadline_reached(scope: CancelScope, token: int) -> None:
     if scope._deadline_token == token and scope._active:
         scope.cancel()
 
@@ -653,21 +650,18 @@ def run(async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
     global _K
     if _K is not None:
         raise RuntimeError("a sim kernel run is already in progress in this thread")
+    # the main task is `async_fn`'s coroutine itself (no frame around it to enter per resumption)
+    coro = async_fn(*args)
     kernel = _K = SimKernel()
     _ROOT_OUTCOME.clear()
     root_scope = kernel.root_scope
-    result: list[Any] = []
-
-    async def main() -> None:
-        result.append(await async_fn(*args))
-
-    task = Task(main(), getattr(async_fn, "__qualname__", "main"), root_scope, None)
+    task = Task(coro, getattr(async_fn, "__qualname__", "main"), root_scope, None)
     root_scope._tasks[task] = None
     kernel.runq.append((task, None))
     thresholds = gc.get_threshold()
     gc.set_threshold(max(YOUNG_GC_THRESHOLD, thresholds[0]), *thresholds[1:])
     try:
-        kernel.run_until_done(task)
+        result = kernel.run_until_done(task)
     finally:
         gc.set_threshold(*thresholds)
         _K = None
@@ -677,7 +671,7 @@ def run(async_fn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
     _ROOT_OUTCOME.clear()
     if error is not None:
         raise error
-    return result[0]
+    return result
 
 
 def _close_all(root: CancelScope) -> None:

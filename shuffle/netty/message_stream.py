@@ -19,14 +19,14 @@ of Flink's frames while no hop pays for encoding and decoding. The handlers see 
 - `await wait_writable()`: until the connection takes a write at once (Netty's
   `isWritable`); Flink checks it before it takes a reader off the queue or builds an
   AddCredit, so nothing is pulled while the connection is congested;
-- `defer(fn)`: hand an idle writer's work to the connection's event loop, as Flink hands
-  it to the Netty thread, and return True; `fn` writes with `can_send_now()` /
+- `defer(fn)` (where `defers` is True): hand an idle writer's work to the connection's
+  event loop, as Flink hands it to the Netty thread; `fn` writes with `can_send_now()` /
   `send_now(sealed)`, without waking the writer task. On the simulated link `fn` runs after
   the current task's step. Over TCP it runs at once, in the calling task: the socket takes
   what it can without waiting (Netty's thread would write it at once; a trio task switch
   per message costs more than the write), and what it does not take (`has_unsent()`) the
   writer task writes first when woken (`wait_writable`), as it raises an error the socket
-  gave. Over other byte streams `defer` returns False and the writer task does the work;
+  gave. Over other byte streams `defers` is False and the writer task does the work;
 - `await receive()`: the next messages, in order; [] once the peer closed the stream;
 - `await serve(on_messages, writer)`: run the connection: arrived messages go to
   `on_messages(messages)` in order (it returns False to stop reading) while `writer` (an
@@ -70,7 +70,10 @@ class MessageStream(Protocol):
 
     async def wait_writable(self) -> None: ...
 
-    def defer(self, fn: Callable[[], None]) -> bool: ...
+    #: Whether `defer` hands work to the connection's event loop (fixed per connection).
+    defers: bool
+
+    def defer(self, fn: Callable[[], None]) -> None: ...
 
     def can_send_now(self) -> bool: ...
 
@@ -110,12 +113,13 @@ class FramedMessageStream:
     straight into the decoder's buffer and written without a scheduler pass per frame
     (`SocketIO`)."""
 
-    __slots__ = ("stream", "_decoder", "_io", "_unsent")
+    __slots__ = ("stream", "_decoder", "_io", "_unsent", "defers")
 
     def __init__(self, stream: ByteStream, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
         self.stream = stream
         self._decoder = FrameDecoder(max_frame_size)
         self._io = socket_io(stream)
+        self.defers = self._io is not None or hasattr(stream, "call_soon")
         #: What a TCP write left for the next one: the rest of a frame (a write from another
         #: task, `send_now`, that the socket did not take whole, or a write cancelled midway,
         #: so that a later frame, such as a fatal ErrorResponse, does not land inside it), or
@@ -176,23 +180,23 @@ class FramedMessageStream:
         # an epoll round per frame).
         if self._unsent is not None:
             await self._send_unsent()
-        if hasattr(self.stream, "writable"):
+        if hasattr(self.stream, "can_send_now"):
             await self.stream.wait_send_all_might_not_block()
 
-    def defer(self, fn: Callable[[], None]) -> bool:
+    def defer(self, fn: Callable[[], None]) -> None:
         if self._io is not None:
             fn()
-            return True
-        return _defer(self.stream, fn)
+        else:
+            self.stream.call_soon(fn)
 
     def can_send_now(self) -> bool:
         if self._io is not None:
             return self._unsent is None
-        return self.stream.writable  # the simulated link (`defer` succeeded)
+        return self.stream.can_send_now()  # the simulated link (`defer` succeeded)
 
     def send_now(self, sealed: Any) -> None:
         if self._io is None:
-            self.stream.send_now(sealed, len(sealed))
+            self.stream.send_now((sealed, len(sealed)))
             return
         frame = _WrittenFrame.of(sealed)
         try:
@@ -233,14 +237,22 @@ class FramedMessageStream:
 class ObjectMessageStream:
     """Messages as objects on the simulated link, each the size of Flink's frame on the wire."""
 
-    __slots__ = ("stream", "run_soon", "ready_to_send", "when_writable")
+    __slots__ = ("stream", "defer", "run_soon", "ready_to_send", "when_writable", "can_send_now", "send_now")
+
+    defers = True
 
     def __init__(self, stream: Any) -> None:
         self.stream = stream
-        # What a stepped writer calls per message is the link's own (no call in between).
+        # What a writer calls per message is the link's own (no call in between): `defer`
+        # (the link's `call_soon`), `run_soon`, `ready_to_send`, `when_writable` (a stepped
+        # writer), `can_send_now()` and `send_now(sealed)` (a sealed message is the link's
+        # `(item, size)`).
+        self.defer: Callable[[Callable[[], None]], None] = stream.call_soon
         self.run_soon: Callable[[Callable[[], None]], None] = stream.run_soon
         self.ready_to_send: Callable[[], bool] = stream.ready_to_send
         self.when_writable: Callable[[Callable[[], None]], None] = stream.when_writable
+        self.can_send_now: Callable[[], bool] = stream.can_send_now
+        self.send_now: Callable[[tuple[NettyMessage, int]], None] = stream.send_now
 
     def seal(self, msg: NettyMessage, buffer: Buffer | None = None) -> tuple[NettyMessage, int]:
         if type(msg) is BufferResponse and type(msg.buffer) is not bytes:
@@ -264,16 +276,6 @@ class ObjectMessageStream:
     async def wait_writable(self) -> None:
         await self.stream.wait_send_all_might_not_block()
 
-    def defer(self, fn: Callable[[], None]) -> bool:
-        self.stream.call_soon(fn)
-        return True
-
-    def can_send_now(self) -> bool:
-        return self.stream.writable
-
-    def send_now(self, sealed: tuple[NettyMessage, int]) -> None:
-        self.stream.send_now(*sealed)
-
     def has_unsent(self) -> bool:
         return False
 
@@ -285,34 +287,36 @@ class ObjectMessageStream:
 
     async def serve(self, on_messages: OnMessages, writer: OutboundWriter) -> None:
         done = kernel.Event()
-        errors: list[BaseException] = []
+        #: How serving ended, once it did: None (EOF, or reading stopped) or the first error.
+        #: A list, not `done.is_set()`: a delivery reads it without a call.
+        outcome: list[BaseException | None] = []
 
-        def fail(exc: BaseException) -> None:
-            if not done.is_set():
-                errors.append(exc)
+        def finish(error: BaseException | None) -> None:
+            if not outcome:
+                outcome.append(error)
                 done.set()
 
         def on_items(messages: list[NettyMessage] | None) -> None:
-            if done.is_set():
+            if outcome:
                 return
             try:
                 if messages is None:
                     raise kernel.ClosedResourceError("this stream was closed")
                 if not messages or not on_messages(_checked(messages)):
-                    done.set()
+                    finish(None)
             except Exception as exc:  # noqa: BLE001 - raised below, in the connection's task
-                fail(exc)
+                finish(exc)
 
         stream = self.stream
-        writer.start(fail)
+        writer.start(finish)
         stream.set_receiver(on_items)
         try:
             await done.wait()
         finally:
             stream.set_receiver(None)
             writer.stop()
-        if errors:
-            raise errors[0]
+        if outcome[0] is not None:
+            raise outcome[0]
 
 
 def _checked(messages: list[NettyMessage]) -> list[NettyMessage]:
@@ -320,14 +324,6 @@ def _checked(messages: list[NettyMessage]) -> list[NettyMessage]:
         if message is CORRUPTED:
             raise CorruptedStreamError("Network stream corrupted: received incorrect magic number.")
     return messages
-
-
-def _defer(stream: Any, fn: Callable[[], None]) -> bool:
-    call_soon = getattr(stream, "call_soon", None)
-    if call_soon is None:
-        return False
-    call_soon(fn)
-    return True
 
 
 def message_stream(stream: Any, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> FramedMessageStream | ObjectMessageStream:

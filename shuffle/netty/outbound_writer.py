@@ -52,9 +52,11 @@ class OutboundWriter:
     def wake(self) -> None:
         if self._wakeup is None or self._deferred:
             return  # the writer is busy, or a deferred write will see the work
-        self._deferred = True  # before `defer`, which may write at once (over TCP)
-        if not self.connection.defer(self._write_idle):
-            self._deferred = False
+        connection = self.connection
+        if connection.defers:
+            self._deferred = True  # before `defer`, which may write at once (over TCP)
+            connection.defer(self._write_idle)
+        else:
             self._wakeup.set()
             self._wakeup = None
 

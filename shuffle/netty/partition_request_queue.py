@@ -18,7 +18,7 @@ is the connection's `OutboundWriter`.
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
 from shuffle.netty.message_stream import MessageStream
 from shuffle.netty.outbound_writer import OutboundWriter
@@ -48,10 +48,10 @@ class PartitionRequestQueue:
         self.all_readers[reader.receiver_id] = reader
         self.enqueue_available_reader(reader)
 
-    def notify_reader_non_empty(self, reader: CreditBasedSequenceNumberingViewReader) -> None:
-        self.enqueue_available_reader(reader)
-
     def enqueue_available_reader(self, reader: CreditBasedSequenceNumberingViewReader) -> None:
+        """Queue `reader` if it can send now, or announce its backlog. Flink's readers reach it
+        through `notifyReaderNonEmpty`, a hop to the Netty thread; with no thread between,
+        the reader calls it itself."""
         if reader.is_registered_as_available or self.fatal_error or reader.view is None:
             return
         available, backlog = reader.get_availability_and_backlog()
@@ -79,13 +79,15 @@ class PartitionRequestQueue:
         return len(self._control)
 
     def add_credit_or_resume_consumption(self, receiver_id: str,
-                                         op: Callable[[CreditBasedSequenceNumberingViewReader], None]) -> None:
+                                         op: Callable[..., None], *args: Any) -> None:
+        """`op(reader, *args)` on the receiver's reader (an unbound method and its arguments
+        rather than a closure per message), then queue the reader if it can send now."""
         if self.fatal_error:
             return
         reader = self.all_readers.get(receiver_id)
         if reader is None:
             raise RuntimeError(f"No reader for receiverId = {receiver_id} exists.")
-        op(reader)
+        op(reader, *args)
         self.enqueue_available_reader(reader)
 
     def acknowledge_all_records_processed(self, receiver_id: str) -> None:
@@ -142,14 +144,14 @@ class PartitionRequestQueue:
                 return self._next_sealed()  # the error, next (ahead of buffers, as Flink writes it at once)
             if nxt is None:
                 continue
-            if nxt.more_available:
+            buffer, backlog, sequence_number, more_available = nxt
+            if more_available:
                 self.available_readers.append(reader)
                 reader.is_registered_as_available = True
-            buffer = nxt.buffer
             if tracer.enabled:
-                tracer.emit("buffer_sent", channel=reader.channel_name, seq=nxt.sequence_number,
-                            backlog=nxt.backlog, bytes=buffer.size, data_type=buffer.data_type.name)
-            msg = BufferResponse(reader.receiver_id, nxt.sequence_number, nxt.backlog, buffer.data_type,
+                tracer.emit("buffer_sent", channel=reader.channel_name, seq=sequence_number,
+                            backlog=backlog, bytes=buffer.size, data_type=buffer.data_type.name)
+            msg = BufferResponse(reader.receiver_id, sequence_number, backlog, buffer.data_type,
                                  buffer.memory(), reader.subpartition_index)
             return self.connection.seal(msg, buffer)
         return None

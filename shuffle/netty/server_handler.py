@@ -98,7 +98,8 @@ class PartitionRequestServerHandler:
                 reader = queue.all_readers.get(msg.receiver_id)
                 self.tracer.emit("credit_received", channel=reader.channel_name if reader else msg.receiver_id,
                                  credit=msg.credit)
-            queue.add_credit_or_resume_consumption(msg.receiver_id, lambda r: r.add_credit(msg.credit))
+            queue.add_credit_or_resume_consumption(msg.receiver_id, CreditBasedSequenceNumberingViewReader.add_credit,
+                                                    msg.credit)
         elif kind is PartitionRequest:
             limit = self.config.max_partition_requests_per_connection
             if len(queue.all_readers) + self.waiting_requests >= limit:
@@ -113,7 +114,8 @@ class PartitionRequestServerHandler:
                 return
             queue.notify_reader_created(reader)
         elif kind is ResumeConsumption:
-            queue.add_credit_or_resume_consumption(msg.receiver_id, lambda r: r.resume_consumption())
+            queue.add_credit_or_resume_consumption(msg.receiver_id,
+                                                    CreditBasedSequenceNumberingViewReader.resume_consumption)
         elif kind is CancelPartitionRequest:
             queue.cancel(msg.receiver_id)
         elif kind is CloseRequest:

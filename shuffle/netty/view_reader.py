@@ -6,7 +6,7 @@ Without credit-based flow control (pre-1.5 mode) credit is unlimited.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
@@ -19,11 +19,9 @@ if TYPE_CHECKING:
     from shuffle.netty.partition_request_queue import PartitionRequestQueue
 
 
-class ReaderBuffer(NamedTuple):
-    buffer: Buffer
-    backlog: int
-    sequence_number: int
-    more_available: bool
+#: What a reader hands the queue per buffer: (buffer, backlog, sequence number, more
+#: available). A plain tuple, unpacked at once by its one caller (no NamedTuple to build).
+ReaderBuffer = tuple[Buffer, int, int, bool]
 
 
 class CreditBasedSequenceNumberingViewReader:
@@ -63,11 +61,11 @@ class CreditBasedSequenceNumberingViewReader:
     def need_announce_backlog(self) -> bool:
         return self.credit_based and self.initial_credit == 0 and self.num_credits_available == 0
 
-    def _has_credit(self) -> bool:
-        return self.num_credits_available > 0 or not self.credit_based
+    # "Has credit" (`num_credits_available > 0 or not credit_based`) is written out in the two
+    # methods that ask it, once per buffer each, rather than called.
 
     def get_availability_and_backlog(self) -> tuple[bool, int]:
-        return self.view.get_availability_and_backlog(self._has_credit())
+        return self.view.get_availability_and_backlog(self.num_credits_available > 0 or not self.credit_based)
 
     def get_next_buffer(self) -> ReaderBuffer | None:
         nxt = self.view.get_next_buffer()
@@ -79,8 +77,9 @@ class CreditBasedSequenceNumberingViewReader:
                 nxt.buffer.recycle()
                 raise CreditViolationError("no credit available")
         next_type = nxt.next_data_type
-        more = next_type is not DataType.NONE and (self._has_credit() or next_type.is_event)
-        return ReaderBuffer(nxt.buffer, nxt.buffers_in_backlog, nxt.sequence_number, more)
+        more = next_type is not DataType.NONE and (
+            self.num_credits_available > 0 or not self.credit_based or next_type.is_event)
+        return nxt.buffer, nxt.buffers_in_backlog, nxt.sequence_number, more
 
     def check_invariants(self) -> None:
         """Credit is never negative (the channel's name is made only for the error)."""
@@ -89,10 +88,10 @@ class CreditBasedSequenceNumberingViewReader:
 
     # BufferAvailabilityListener
     def notify_data_available(self) -> None:
-        self.queue.notify_reader_non_empty(self)
+        self.queue.enqueue_available_reader(self)
 
     def notify_priority_event(self, sequence_number: int) -> None:
-        self.queue.notify_reader_non_empty(self)
+        self.queue.enqueue_available_reader(self)
 
     @property
     def is_released(self) -> bool:

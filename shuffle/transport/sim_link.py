@@ -58,7 +58,7 @@ class _Direction:
         self.unread = 0  # bytes in the window
         self.link_free_at = -math.inf  # when the link finishes serializing what it has
         self.reader: tuple[sim.Task, int] | None = None  # a reader blocked until an arrival
-        self.receiver: Callable[[Any], None] | None = None  # delivers arrivals (`set_receiver`)
+        self.receiver: Callable[[], None] | None = None  # delivers arrivals (`set_receiver`)
         self.delivery_pending = False  # a delivery to `receiver` is scheduled
         #: Writers blocked on a full window: blocked tasks, or steps to run (`when_writable`).
         self.writers: list[tuple[sim.Task, int] | Callable[[], None]] = []
@@ -103,8 +103,7 @@ class SimStream:
         """Send an object that takes `size` bytes on the wire; the peer receives it as it is."""
         await self._send(message, size)
 
-    @property
-    def writable(self) -> bool:
+    def can_send_now(self) -> bool:
         """A send now would be taken at once (Netty's `isWritable`, and no send in progress)."""
         out = self._out
         return (not self._sending and not self._closed and not out.reader_closed and not out.paused
@@ -148,11 +147,12 @@ class SimStream:
         """Run `step()` (`run_soon`) when the window has room again, or the connection closes."""
         self._out.writers.append(step)
 
-    def send_now(self, item: Any, size: int) -> None:
-        """Send without waiting; only while `writable`."""
-        if not self.writable:
+    def send_now(self, sized: tuple[Any, int]) -> None:
+        """Send `(item, size on the wire)` without waiting; only while `can_send_now()`. One
+        argument: a message stream hands over its sealed message as it is (no call between)."""
+        if not self.can_send_now():
             raise kernel.BusyResourceError("the connection is not writable now")
-        self._push(item, size)
+        self._push(*sized)
 
     async def wait_send_all_might_not_block(self) -> None:
         self._enter_send()
@@ -192,7 +192,8 @@ class SimStream:
             item = CORRUPTED if self.carries_objects else bytes(size)  # zeros: no frame's magic
         out.unread += size
         network = self._network
-        start = max(sim._K.now, out.link_free_at)  # after what the link carries already
+        now, link_free_at = sim._K.now, out.link_free_at
+        start = link_free_at if link_free_at > now else now  # after what the link carries already
         out.link_free_at = start + size / (out.bandwidth or network.bandwidth_bytes_per_s)
         arrival = out.link_free_at + (network.latency_s if out.latency is None else out.latency)
         if not out.items:
@@ -200,7 +201,7 @@ class SimStream:
                 sim.wake_at(arrival, *out.reader)
             elif out.receiver is not None and not out.delivery_pending:
                 out.delivery_pending = True
-                sim._K.call_at(arrival, out.receiver, None)
+                sim._K.call_at(arrival, out.receiver)
         out.items.append((arrival, item, size))
 
     def _enter_send(self) -> None:
@@ -279,9 +280,9 @@ class SimStream:
         inbound.receiver = None if on_items is None else self._deliver
         if on_items is not None and inbound.items and not inbound.delivery_pending:
             inbound.delivery_pending = True
-            sim._K.call_at(max(inbound.items[0][0], sim._K.now), self._deliver, None)
+            sim._K.call_at(max(inbound.items[0][0], sim._K.now), self._deliver)
 
-    def _deliver(self, _: Any) -> None:
+    def _deliver(self) -> None:
         inbound = self._in
         inbound.delivery_pending = False
         on_items = self._on_items
@@ -296,7 +297,7 @@ class SimStream:
                 self._on_items([])
         elif items and self._on_items is not None and not inbound.delivery_pending:
             inbound.delivery_pending = True
-            sim._K.call_at(items[0][0], self._deliver, None)
+            sim._K.call_at(items[0][0], self._deliver)
 
     def _take_arrived(self) -> tuple[list[Any], bool]:
         """The objects that have arrived by now, in order, and whether EOF comes next."""

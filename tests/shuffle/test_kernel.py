@@ -215,6 +215,39 @@ def test_awaiting_another_event_loops_primitive_in_sim_mode_is_a_clear_error():
         kernel.run(main, mode="sim")
 
 
+def test_run_soon_steps_run_in_fifo_order_with_woken_tasks_and_an_escaping_error_ends_the_run():
+    from shuffle.kernel import sim
+
+    async def main():
+        order = []
+        event = kernel.Event()
+
+        async def waiter():
+            await event.wait()
+            order.append("task")
+
+        async with kernel.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            await kernel.sleep(0)  # the waiter runs first and waits
+            sim.run_soon(lambda: order.append("step 1"))
+            event.set()
+            sim.run_soon(lambda: order.append("step 2"))
+        return order
+
+    assert kernel.run(main, mode="sim") == ["step 1", "task", "step 2"]
+
+    async def failing():
+        def boom():
+            raise ValueError("the step failed")
+
+        sim.run_soon(boom)
+        await kernel.sleep(1)
+
+    with pytest.raises(ValueError, match="the step failed"):
+        kernel.run(failing, mode="sim")
+    assert kernel.run(main, mode="sim") == ["step 1", "task", "step 2"]  # the next run is clean
+
+
 def test_the_realtime_kernel_is_back_after_a_sim_run():
     async def mode():
         return kernel.current_mode()
