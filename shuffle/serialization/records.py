@@ -275,7 +275,8 @@ class FixedWidthRecords:
         return memoryview(self.rows.view(np.uint8))
 
     def __len__(self) -> int:
-        return len(self.rows)
+        # The shape, not len(rows): asked several times per buffer, and a call fewer each.
+        return self.rows.shape[0]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, FixedWidthRecords):
@@ -292,8 +293,12 @@ def check_rows(rows: np.ndarray, record_format: FixedWidthFormat) -> None:
     """Vectorized check that every row has the format's length field and the record tag."""
     if len(rows) <= _FEW_ROWS:
         # A few rows (a flushed buffer of a paced source): their header bytes, without numpy passes.
+        # A loop, not all() over a generator: a buffer's check, without a resumption per row.
         data, size, header = rows.tobytes(), rows.itemsize, _row_header(record_format.record_size)
-        if all(data.startswith(header, offset) for offset in range(0, len(data), size)):
+        for offset in range(0, len(data), size):
+            if not data.startswith(header, offset):
+                break
+        else:
             return
     bad = (rows["len"] != record_format.record_size + ELEMENT_HEADER_SIZE) | (rows["tag"] != STREAM_RECORD_TAG)
     if bad.any():

@@ -28,10 +28,12 @@ from shuffle.serialization.records import (
 class SpanningRecordDeserializer:
     """Per-channel record reassembly for a generic or a fixed-width format."""
 
-    __slots__ = ("format", "_pending", "_parsed")
+    __slots__ = ("format", "_fixed", "_pending", "_parsed")
 
     def __init__(self, record_format: GenericFormat | FixedWidthFormat) -> None:
         self.format = record_format
+        #: The format if fixed-width (None: generic), told apart once, not per buffer.
+        self._fixed = record_format if isinstance(record_format, FixedWidthFormat) else None
         self._pending = bytearray()  # start of a record that continues in the next buffer
         self._parsed: list[Any] = []  # generic: (value, timestamp); fixed: FixedWidthRecords
 
@@ -48,8 +50,8 @@ class SpanningRecordDeserializer:
     def add_buffer(self, data: bytes | bytearray | memoryview) -> None:
         """Parse the records `data` completes; keeps no reference to `data` afterwards."""
         with memoryview(data) as raw, raw.cast("B") as view:
-            if isinstance(self.format, FixedWidthFormat):
-                self._add_fixed(view, self.format)
+            if self._fixed is not None:
+                self._add_fixed(view, self._fixed)
             else:
                 self._add_generic(view)
 
@@ -57,8 +59,8 @@ class SpanningRecordDeserializer:
         """Records parsed since the last read: a list of `(value, timestamp)` for the generic
         format, one `FixedWidthRecords` batch (possibly empty) for the fixed-width format."""
         parsed, self._parsed = self._parsed, []
-        if isinstance(self.format, FixedWidthFormat):
-            return FixedWidthRecords.concat(parsed) if parsed else FixedWidthRecords.empty(self.format)
+        if self._fixed is not None:
+            return FixedWidthRecords.concat(parsed) if parsed else FixedWidthRecords.empty(self._fixed)
         return parsed
 
     def _add_fixed(self, view: memoryview, record_format: FixedWidthFormat) -> None:

@@ -29,6 +29,8 @@ class CheckpointedInputGate:
                  handler: CheckpointBarrierHandler | None = None, tracer: Tracer = NULL_TRACER,
                  task_name: str = "") -> None:
         self.gates = list(gates)
+        #: How many gates (they never change; `poll_next` asks per buffer).
+        self._num_gates = len(self.gates)
         self._by_index = {gate.gate_index: gate for gate in self.gates}
         self.input_index = input_index
         self.handler = handler
@@ -39,8 +41,7 @@ class CheckpointedInputGate:
     def poll_next(self) -> BufferOrEvent | None:
         """The next buffer or event of any gate (a gate with a priority event first: one
         gate alone polls its own priority events first itself)."""
-        gates = self.gates
-        num_gates = len(gates)
+        gates, num_gates = self.gates, self._num_gates
         if num_gates > 1:
             for gate in gates:
                 if gate.has_priority_events:

@@ -258,7 +258,7 @@ class Output:
         return limit
 
     async def emit(self, records: Records, tag: OutputTag | None = None) -> None:
-        if not len(records):
+        if not records:  # empty? (truth asks `__len__` alone: a call fewer than len())
             return
         for edge_tag, operator in self.chained:
             if edge_tag == tag:
