@@ -113,7 +113,7 @@ class ResultPartition:
         builder = self._broadcast
         if builder is not None:
             return builder.capacity - builder.position
-        room = min(min(sub.desired_buffer_size for sub in self.subpartitions), self.config.buffer_size)
+        room = min(min([sub.desired_buffer_size for sub in self.subpartitions]), self.config.buffer_size)
         for builder in self._unicast:
             if builder is not None and builder.capacity - builder.position < room:
                 room = builder.capacity - builder.position
@@ -421,12 +421,12 @@ class ResultPartition:
 
     @property
     def output_queue_length(self) -> int:
-        return sum(sub.number_of_queued_buffers for sub in self.subpartitions)
+        return sum([sub.number_of_queued_buffers for sub in self.subpartitions])
 
     @property
     def output_queue_size(self) -> int:
         """`outputQueueSize`: queued bytes over the subpartitions."""
-        return sum(sub.queued_bytes for sub in self.subpartitions)
+        return sum([sub.queued_bytes for sub in self.subpartitions])
 
     def out_pool_usage(self) -> tuple[int, int]:
         """(used, size) of the pool, for `outPoolUsage`."""
