@@ -179,21 +179,23 @@ class LocalBufferPool:
     # -- sizing and availability ----------------------------------------------------------
 
     def set_num_buffers(self, n: int) -> None:
-        if n == self.current_pool_size and self._is_settled():
-            return  # nothing to give back, fetch or signal (redistribution mostly keeps sizes)
+        """Resize the pool to `n` (within min and max), giving back free segments above it.
+
+        Redistribution mostly keeps sizes: then, if no blocked requester is to be woken and
+        no segment is to be fetched below the pool size (one is free, or the size is taken),
+        checking availability and signalling would change nothing and are skipped. Every
+        change of the free segments or subpartition counts updates availability itself, and
+        no free segment is kept above the pool size. (Checked here, not in a helper: redistribution calls
+        this for every pool of a TaskManager whenever a channel takes its exclusive buffers.)"""
+        if (n == self.current_pool_size and self._segment_event is None
+                and (self._available or self.num_requested >= self.current_pool_size)):
+            return
         self.current_pool_size = max(self.min_buffers, min(n, self.max_buffers))
         while self.num_requested > self.current_pool_size and self._available:
             self.num_requested -= 1
             self.network_pool.recycle_pooled_segment(self._available.pop())
         self._update_availability()
         self._signal_segment()
-
-    def _is_settled(self) -> bool:
-        """Whether checking availability and signalling now would change nothing: no blocked
-        requester to wake, and no segment to fetch below the pool size (one is free, or the
-        size is taken). Every change of the free segments or subpartition counts updates
-        availability itself, and no free segment is kept above the pool size."""
-        return self._segment_event is None and (bool(self._available) or self.num_requested >= self.current_pool_size)
 
     def _update_availability(self) -> None:
         if self.is_destroyed:
