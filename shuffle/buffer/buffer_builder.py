@@ -37,9 +37,11 @@ class BufferBuilder:
 
     def append(self, data: memoryview, start: int = 0) -> int:
         """Copy as many bytes of `data[start:]` as fit; returns how many were copied."""
-        n = min(len(data) - start, self.capacity - self.position)
+        pos = self.position
+        n = len(data) - start
+        if n > self.capacity - pos:
+            n = self.capacity - pos
         if n > 0:
-            pos = self.position
             if pos + n > self.memory.nbytes:
                 self.memory = self.segment.grow(pos + n)
             self.memory[pos:pos + n] = data[start:start + n]
