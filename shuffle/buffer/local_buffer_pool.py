@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from shuffle import kernel
 from shuffle.availability import AvailabilityHelper
-from shuffle.buffer.buffer import Buffer, MemorySegment
+from shuffle.buffer.buffer import Buffer, MemorySegment, Recycler
 from shuffle.buffer.buffer_builder import BufferBuilder
 from shuffle.errors import CancelTaskError
 
@@ -32,9 +32,8 @@ class BufferListener(Protocol):
 
 
 class _SubpartitionRecycler:
-    """Gives a segment back to its pool, counted against one subpartition (or none:
-    `UNKNOWN_CHANNEL`). A slotted object: ~60 bytes per subpartition, where a keyword
-    partial cost ~450."""
+    """Gives a segment back to its pool, counted against one subpartition. A slotted
+    object: ~60 bytes per subpartition, where a keyword partial cost ~450."""
 
     __slots__ = ("pool", "channel")
 
@@ -70,7 +69,9 @@ class LocalBufferPool:
         #: Per subpartition, made when it first takes a buffer (most of a wide partition's
         #: subpartitions stay idle for long).
         self._recyclers: list[_SubpartitionRecycler | None] = [None] * num_subpartitions
-        self._untargeted_recycler = _SubpartitionRecycler(self, UNKNOWN_CHANNEL)
+        #: Floating and untargeted buffers go back through `recycle` itself (its channel is
+        #: `UNKNOWN_CHANNEL` by default): no recycler object's call in between.
+        self._untargeted_recycler: Recycler = self.recycle
         self._update_availability()
 
     # -- requesting -----------------------------------------------------------------------
