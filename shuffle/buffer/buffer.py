@@ -22,51 +22,44 @@ Recycler = Callable[["MemorySegment"], None]
 class MemorySegment:
     """A fixed-size piece of network memory; its bytes exist while it holds data.
 
-    `size` is the segment's capacity (what pools account). The bytes behind it are only
-    what was written: the writer (BufferBuilder) grows them as it appends, a receiving
-    channel adopts the bytes that arrived (`adopt`), and they are dropped when the last
-    buffer over the segment is recycled.
+    `size` is the segment's capacity (what pools account). `memory` is only what was
+    written (empty if nothing): the writer (BufferBuilder) grows it as it appends, a
+    receiving channel adopts the bytes that arrived (`adopt`), and it is dropped when the
+    last buffer over the segment is recycled. A plain attribute, not a property: every
+    buffer read and every builder reads it (set it only through the methods below and
+    `SegmentRef.release`).
     """
 
-    __slots__ = ("size", "_memory")
+    __slots__ = ("size", "memory")
 
     def __init__(self, size: int, memory: memoryview | None = None) -> None:
         self.size = size
-        self._memory = memory
-
-    @property
-    def memory(self) -> memoryview:
-        """The bytes written so far (empty if none)."""
-        return self._memory if self._memory is not None else _EMPTY
+        self.memory = _EMPTY if memory is None else memory
 
     @property
     def allocated(self) -> int:
         """Bytes of real memory behind the segment now."""
-        return 0 if self._memory is None else self._memory.nbytes
+        return self.memory.nbytes
 
     def adopt(self, data: bytes | memoryview) -> None:
         """Hold `data` as the segment's content (no copy; the segment is read, not written)."""
         if len(data) > self.size:
             raise ValueError(f"{len(data)} bytes do not fit a segment of {self.size}")
-        self._memory = memoryview(data)
+        self.memory = memoryview(data)
 
     def grow(self, needed: int) -> memoryview:
         """Writable bytes for at least `needed` bytes, keeping what was written; built slices
         keep viewing the old bytes, which stay valid because only new positions are written.
         Sizes are powers of two from `_MIN_ALLOCATION` up to the segment's (at most twice
         what is written, and a large first write needs no second allocation and copy)."""
-        old = self._memory
-        have = 0 if old is None else old.nbytes
+        old = self.memory
+        have = old.nbytes
         if needed > have:
             new = memoryview(bytearray(min(self.size, max(1 << (needed - 1).bit_length(), _MIN_ALLOCATION))))
             if have:
                 new[:have] = old
-            self._memory = old = new
+            self.memory = old = new
         return old
-
-    def free_memory(self) -> None:
-        """The segment holds no data any more: drop its bytes."""
-        self._memory = None
 
     @staticmethod
     def wrap(data: bytes | bytearray) -> "MemorySegment":
@@ -102,8 +95,9 @@ class SegmentRef:
             raise RuntimeError("buffer recycled twice")
         self.count -= 1
         if self.count == 0:
-            self.segment.free_memory()
-            self.recycler(self.segment)
+            segment = self.segment
+            segment.memory = _EMPTY  # it holds no data any more: drop its bytes
+            self.recycler(segment)
 
 
 class Buffer:

@@ -37,9 +37,11 @@ class BufferBuilder:
 
     def append(self, data: memoryview, start: int = 0) -> int:
         """Copy as many bytes of `data[start:]` as fit; returns how many were copied."""
-        n = min(len(data) - start, self.capacity - self.position)
+        pos = self.position
+        n = len(data) - start
+        if n > self.capacity - pos:
+            n = self.capacity - pos
         if n > 0:
-            pos = self.position
             if pos + n > self.memory.nbytes:
                 self.memory = self.segment.grow(pos + n)
             self.memory[pos:pos + n] = data[start:start + n]
@@ -72,15 +74,16 @@ class BufferBuilder:
 class BufferConsumer:
     """Reads what its builder has committed; `build()` returns the next slice."""
 
-    __slots__ = ("builder", "data_type", "read_position", "_finished_seen", "_closed")
+    __slots__ = ("builder", "data_type", "read_position", "is_finished", "_closed")
 
     def __init__(self, builder: BufferBuilder, read_position: int) -> None:
         self.builder = builder
         self.data_type = builder.data_type  # the builder's, fixed (read several times per buffer)
         self.read_position = read_position
-        # Flink's consumer caches the writer's "finished" flag and refreshes it only when
-        # building a slice; the subpartition's notification rules depend on this.
-        self._finished_seen = builder.finished
+        #: Flink's `isFinished()`: the writer's "finished" flag as cached when the last slice
+        #: was built (the subpartition's notification rules depend on this). An attribute, read
+        #: several times per buffer; only `build` and `copy` set it.
+        self.is_finished = builder.finished
         self._closed = False
 
     @staticmethod
@@ -97,9 +100,6 @@ class BufferConsumer:
     def is_buffer(self) -> bool:
         return self.data_type.is_buffer
 
-    def is_finished(self) -> bool:
-        return self._finished_seen
-
     def is_data_available(self) -> bool:
         return self.read_position < self.builder.position
 
@@ -109,7 +109,7 @@ class BufferConsumer:
     def build(self) -> Buffer:
         """The slice from the read position to the committed position (may be empty)."""
         builder = self.builder
-        self._finished_seen = builder.finished
+        self.is_finished = builder.finished
         start, end = self.read_position, builder.position
         self.read_position = end
         builder.ref.retain()
@@ -118,7 +118,7 @@ class BufferConsumer:
     def copy(self) -> "BufferConsumer":
         """Another reader over the same segment at the same position (reference counted)."""
         other = self.builder.create_buffer_consumer_from(self.read_position)
-        other._finished_seen = self._finished_seen
+        other.is_finished = self.is_finished
         return other
 
     def close(self) -> None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from shuffle import kernel
 from shuffle.availability import AvailabilityHelper
-from shuffle.buffer.buffer import Buffer, MemorySegment
+from shuffle.buffer.buffer import Buffer, MemorySegment, Recycler
 from shuffle.buffer.buffer_builder import BufferBuilder
 from shuffle.errors import CancelTaskError
 
@@ -32,9 +32,8 @@ class BufferListener(Protocol):
 
 
 class _SubpartitionRecycler:
-    """Gives a segment back to its pool, counted against one subpartition (or none:
-    `UNKNOWN_CHANNEL`). A slotted object: ~60 bytes per subpartition, where a keyword
-    partial cost ~450."""
+    """Gives a segment back to its pool, counted against one subpartition. A slotted
+    object: ~60 bytes per subpartition, where a keyword partial cost ~450."""
 
     __slots__ = ("pool", "channel")
 
@@ -70,7 +69,9 @@ class LocalBufferPool:
         #: Per subpartition, made when it first takes a buffer (most of a wide partition's
         #: subpartitions stay idle for long).
         self._recyclers: list[_SubpartitionRecycler | None] = [None] * num_subpartitions
-        self._untargeted_recycler = _SubpartitionRecycler(self, UNKNOWN_CHANNEL)
+        #: Floating and untargeted buffers go back through `recycle` itself (its channel is
+        #: `UNKNOWN_CHANNEL` by default): no recycler object's call in between.
+        self._untargeted_recycler: Recycler = self.recycle
         self._update_availability()
 
     # -- requesting -----------------------------------------------------------------------
@@ -179,21 +180,23 @@ class LocalBufferPool:
     # -- sizing and availability ----------------------------------------------------------
 
     def set_num_buffers(self, n: int) -> None:
-        if n == self.current_pool_size and self._is_settled():
-            return  # nothing to give back, fetch or signal (redistribution mostly keeps sizes)
+        """Resize the pool to `n` (within min and max), giving back free segments above it.
+
+        Redistribution mostly keeps sizes: then, if no blocked requester is to be woken and
+        no segment is to be fetched below the pool size (one is free, or the size is taken),
+        checking availability and signalling would change nothing and are skipped. Every
+        change of the free segments or subpartition counts updates availability itself, and
+        no free segment is kept above the pool size. (Checked here, not in a helper: redistribution calls
+        this for every pool of a TaskManager whenever a channel takes its exclusive buffers.)"""
+        if (n == self.current_pool_size and self._segment_event is None
+                and (self._available or self.num_requested >= self.current_pool_size)):
+            return
         self.current_pool_size = max(self.min_buffers, min(n, self.max_buffers))
         while self.num_requested > self.current_pool_size and self._available:
             self.num_requested -= 1
             self.network_pool.recycle_pooled_segment(self._available.pop())
         self._update_availability()
         self._signal_segment()
-
-    def _is_settled(self) -> bool:
-        """Whether checking availability and signalling now would change nothing: no blocked
-        requester to wake, and no segment to fetch below the pool size (one is free, or the
-        size is taken). Every change of the free segments or subpartition counts updates
-        availability itself, and no free segment is kept above the pool size."""
-        return self._segment_event is None and (bool(self._available) or self.num_requested >= self.current_pool_size)
 
     def _update_availability(self) -> None:
         if self.is_destroyed:
