@@ -3,6 +3,7 @@ the effect is already steady)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,25 @@ def test_checkpoints_under_backpressure_aligned_unaligned_timeout_and_debloated(
     debloated = checkpoints(tmp_path, "duration=30s", "checkpoints.mode=aligned", "network.debloat=true")
     completed = [c for c in debloated if c["status"] == "COMPLETED"]
     assert completed and max(c["duration_ms"] for c in completed) < aligned[0]["duration_ms"] / 10
+
+
+def test_wide_checkpoints_wait_behind_the_bottleneck_and_align_fast_elsewhere(tmp_path: Path) -> None:
+    from shuffle.partitioner.key_groups import assign_key_to_parallel_operator
+
+    vertices = run(tmp_path, "wide-checkpoints")  # its 40 s: past the queues filling up
+    keys = [assign_key_to_parallel_operator(key, 128, 8) for key in range(1000)]
+    hot = max(range(8), key=keys.count)  # the reduce with the most keys
+    assert hot == 0
+    reduce = vertices["KeyedMap"]
+    assert subtask(reduce, hot)["busyTimeMsPerSecond"] > 990
+    assert subtask(reduce, hot)["inputQueueLength"] > 40
+    assert all(subtask(vertices["Gen"], i)["backPressuredTimeMsPerSecond"] > 900 for i in range(8))
+    others = [subtask(reduce, i) for i in range(8) if i != hot]
+    assert all(metrics["busyTimeMsPerSecond"] < 950 for metrics in others)
+    # The barrier queues behind the bottleneck's full channels; elsewhere it aligns in ms.
+    assert subtask(reduce, hot)["checkpointStartDelayNanos"] > 1e9
+    assert all(metrics["checkpointStartDelayNanos"] < 0.2e9 for metrics in others)
+    assert all(metrics["checkpointAlignmentTime"] < 0.2e9 for metrics in others)
+    summary = json.loads((tmp_path / "wide-checkpoints" / "summary.json").read_text())
+    completed = [c for c in summary["checkpoints"] if c["status"] == "COMPLETED"]
+    assert len(completed) >= 3 and all(1500 < c["duration_ms"] < 3000 for c in completed[1:])
