@@ -182,12 +182,12 @@ class LocalBufferPool:
     def set_num_buffers(self, n: int) -> None:
         """Resize the pool to `n` (within min and max), giving back free segments above it.
 
-        Redistribution mostly keeps sizes: then, if no blocked requester is to be woken and
-        no segment is to be fetched below the pool size (one is free, or the size is taken),
-        checking availability and signalling would change nothing and are skipped. Every
-        change of the free segments or subpartition counts updates availability itself, and
-        no free segment is kept above the pool size. (Checked here, not in a helper: redistribution calls
-        this for every pool of a TaskManager whenever a channel takes its exclusive buffers.)"""
+        Redistribution mostly keeps sizes (it calls this for every pool of a TaskManager
+        whenever a channel takes its exclusive buffers): then, if no blocked requester is to
+        be woken and no segment is to be fetched below the pool size (one is free, or the
+        size is taken), checking availability and signalling would change nothing and are
+        skipped. Every change of the free segments or subpartition counts updates
+        availability itself, and no free segment is kept above the pool size."""
         if (n == self.current_pool_size and self._segment_event is None
                 and (self._available or self.num_requested >= self.current_pool_size)):
             return
