@@ -344,8 +344,13 @@ def test_faults_must_name_what_the_run_has(tmp_path):
     from scenarios.run import run_scenario
 
     base = (LIBRARY / "slow-map.toml").read_text()
-    cases = [('{ at = "1s", kind = "kill_task_manager", task_manager = "tm-7" }', "no TaskManager 'tm-7'"),
-             ('{ at = "1s", kind = "fail_task", vertex = "Nope" }', "no vertex 'Nope'"),
+    cases = [('{ at = "1s", kind = "kill_task_manager", task_manager = "tm-7" }',
+              "faults[0].task_manager: no TaskManager 'tm-7'"),
+             ('{ at = "1s", kind = "drop_connection", between = ["tm-0", "tm-7"] }',
+              "faults[0].between: no TaskManager 'tm-7'"),
+             ('{ at = "1s", kind = "fail_task", vertex = "Nope" }', "faults[0].vertex: no vertex 'Nope'"),
+             ('{ at = "1s", kind = "fail_task", vertex = "SlowMap", subtask = 2 }',
+              "faults[0].subtask: 'SlowMap -> Sink: Writer' has 2 subtasks, no subtask 2"),
              ('{ at = "1s", kind = "pause_link", between = ["tm-0", "tm-1"], duration = "1s" }',
               "needs the simulated link")]
     for i, (fault, message) in enumerate(cases):
