@@ -211,15 +211,16 @@ def _check_faults(scenario: Scenario, graph: ExecutionGraph) -> None:
     vertices = {vertex.name: vertex for vertex in graph.job_graph.vertices}
     for i, fault in enumerate(scenario.faults):
         where = f"{scenario.source_path}: faults[{i}]"
-        for tm in (fault.task_manager, *(fault.between or ())):
+        for key, tm in (("task_manager", fault.task_manager), *(("between", tm) for tm in fault.between or ())):
             if tm is not None and tm not in names:
-                raise ScenarioError(f"{where}: no TaskManager {tm!r} (the cluster has {', '.join(sorted(names))})")
+                raise ScenarioError(f"{where}.{key}: no TaskManager {tm!r} "
+                                    f"(the cluster has {', '.join(sorted(names))})")
         if fault.vertex is not None:
             matches = [vertex for vertex in vertices.values() if vertex.is_named(fault.vertex)]
             if not matches:
-                raise ScenarioError(f"{where}: no vertex {fault.vertex!r} (vertices: {', '.join(vertices)})")
+                raise ScenarioError(f"{where}.vertex: no vertex {fault.vertex!r} (vertices: {', '.join(vertices)})")
             if fault.subtask >= matches[0].parallelism:
-                raise ScenarioError(f"{where}: {matches[0].name!r} has {matches[0].parallelism} subtasks, "
+                raise ScenarioError(f"{where}.subtask: {matches[0].name!r} has {matches[0].parallelism} subtasks, "
                                     f"no subtask {fault.subtask}")
         if fault.kind in SIM_ONLY and scenario.mode != "sim":
             raise ScenarioError(f"{where}: a {fault.kind!r} fault needs the simulated link (mode = \"sim\")")

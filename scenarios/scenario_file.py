@@ -886,18 +886,40 @@ def parse_override(item: str) -> tuple[str, Any]:
     return key.strip(), value
 
 
+#: Scenario keys whose value is a table (a source's keys = {...}): set whole, not key by key.
+TABLE_VALUED = ("keys",)
+
+
+def flatten_overrides(overrides: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """`overrides` with table values flattened into dotted keys: a table sets each of its keys.
+
+    `network = {buffer_size = "8kb"}` (or a bare dotted key in a sweep file, a nested table in
+    TOML) sets network.buffer_size and keeps the rest of the scenario's [network], in `--set`
+    and in sweeps alike; a source's `keys` table (`TABLE_VALUED`) is set whole.
+    """
+    flat: dict[str, Any] = {}
+    for key, value in overrides.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(value, dict) and dotted.rpartition(".")[2] not in TABLE_VALUED:
+            flat |= flatten_overrides(value, f"{dotted}.")
+        else:
+            flat[dotted] = value
+    return flat
+
+
 def _apply(raw: Mapping[str, Any], overrides: Mapping[str, Any], origin: str,
            named: dict[str, str] | None = None) -> dict[str, Any]:
     """A copy of `raw` with `overrides`; `named` (if given) gets, per override, the key as error
     messages name it -> where it came from ("--set KEY")."""
     result = copy.deepcopy(dict(raw))
-    for key, value in overrides.items():
-        try:
-            resolved = _set(result, key, value)
-        except _BadValue as e:
-            raise UnknownKeyError(f"{origin} {key}={_show(value)}: {e}") from None
-        if named is not None:
-            named[resolved] = f"{origin} {key}"  # no value: the message shows it, unless it is a secret
+    for given, table_or_value in overrides.items():
+        for key, value in flatten_overrides({given: table_or_value}).items():
+            try:
+                resolved = _set(result, key, value)
+            except _BadValue as e:
+                raise UnknownKeyError(f"{origin} {key}={_show(value)}: {e}") from None
+            if named is not None:
+                named[resolved] = f"{origin} {given}"  # no value: the message shows it, unless it is a secret
     return result
 
 

@@ -33,6 +33,7 @@ from scenarios.scenario_file import (
     UnknownKeyError,
     Where,
     check_keys,
+    flatten_overrides,
     read_toml,
     scenario_from_raw,
     show_value,
@@ -78,34 +79,15 @@ def _list(value: Any, where: Where, what: str) -> list[Any]:
     return value
 
 
-#: Scenario keys whose value is a table (a source's keys = {...}): not bare dotted keys.
-TABLE_VALUED = ("keys",)
-
-
-def _dotted(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    """`table` with its nested tables flattened back into dotted keys.
-
-    In TOML a bare dotted key (network.buffer_timeout = ...) is a nested table: taken as
-    one, it would replace the scenario's whole [network] instead of setting one key.
-    """
-    flat: dict[str, Any] = {}
-    for key, value in table.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and dotted.rpartition(".")[2] not in TABLE_VALUED:
-            flat |= _dotted(value, f"{dotted}.")
-        else:
-            flat[dotted] = value
-    return flat
-
-
 def _grid(value: Any, where: Where) -> list[dict[str, Any]]:
     if not isinstance(value, dict):
         raise where.error("must be a table of keys, each with a list of values")
     if not value:
         raise where.error("is empty: give at least one key with a list of values")
-    value = _dotted(value)
+    value = flatten_overrides(value)
     columns = [_list(values, Where(where.file, f"grid {key!r}"), "values") for key, values in value.items()]
-    return [dict(zip(value, combo)) for combo in itertools.product(*columns)]
+    # a table among a key's values sets each of its keys, as a table value of [[points]] does
+    return [flatten_overrides(dict(zip(value, combo))) for combo in itertools.product(*columns)]
 
 
 def _explicit_points(value: Any, where: Where) -> list[dict[str, Any]]:
@@ -113,7 +95,7 @@ def _explicit_points(value: Any, where: Where) -> list[dict[str, Any]]:
     for i, point in enumerate(points):
         if not isinstance(point, dict):
             raise where.item(i).error("must be a table of overrides, e.g. \"network.buffer_timeout\" = \"1ms\"")
-    return [_dotted(point) for point in points]
+    return [flatten_overrides(point) for point in points]
 
 
 def _seeds(value: Any, where: Where) -> list[int]:

@@ -344,8 +344,13 @@ def test_faults_must_name_what_the_run_has(tmp_path):
     from scenarios.run import run_scenario
 
     base = (LIBRARY / "slow-map.toml").read_text()
-    cases = [('{ at = "1s", kind = "kill_task_manager", task_manager = "tm-7" }', "no TaskManager 'tm-7'"),
-             ('{ at = "1s", kind = "fail_task", vertex = "Nope" }', "no vertex 'Nope'"),
+    cases = [('{ at = "1s", kind = "kill_task_manager", task_manager = "tm-7" }',
+              "faults[0].task_manager: no TaskManager 'tm-7'"),
+             ('{ at = "1s", kind = "drop_connection", between = ["tm-0", "tm-7"] }',
+              "faults[0].between: no TaskManager 'tm-7'"),
+             ('{ at = "1s", kind = "fail_task", vertex = "Nope" }', "faults[0].vertex: no vertex 'Nope'"),
+             ('{ at = "1s", kind = "fail_task", vertex = "SlowMap", subtask = 2 }',
+              "faults[0].subtask: 'SlowMap -> Sink: Writer' has 2 subtasks, no subtask 2"),
              ('{ at = "1s", kind = "pause_link", between = ["tm-0", "tm-1"], duration = "1s" }',
               "needs the simulated link")]
     for i, (fault, message) in enumerate(cases):
@@ -371,3 +376,20 @@ def test_cluster_placement_random_draws_where_subtasks_run_from_the_seed(tmp_pat
     assert any(a != b for a, b in drawn)  # as in Flink, most runs split them
     with pytest.raises(ScenarioError, match="cluster.placement: 'spread' is not one of 'ordered', 'random'"):
         load_scenario("scenarios/library/skewed-keys.toml", ["cluster.placement=spread"])
+
+
+def test_a_table_value_in_set_sets_each_of_its_keys_as_in_a_sweep(tmp_path):
+    """`--set network={...}` keeps the file's other [network] keys, as a sweep point's table does;
+    a source's `keys` table is set whole (its keys depend on the distribution)."""
+    text = (MINIMAL.replace('duration = "30s"', 'duration = "30s"\n[network]\nbuffer_timeout = "5ms"')
+            .replace('kind = "source"', 'kind = "source"\nkeys = {distribution = "zipf", exponent = 1.5}'))
+    path = write(tmp_path, text)
+    scenario = load_scenario(path, ['network={buffer_size="8kb"}', 'job.stages[SlowMap]={cost="2ms"}',
+                                    'job.stages[Seq].keys={distribution="hot_key", hot_fraction=0.5}'])
+    assert scenario.network.buffer_size == 8192
+    assert scenario.network.buffer_timeout == pytest.approx(0.005)
+    assert scenario.job.stages[1].cost == pytest.approx(0.002) and scenario.job.stages[1].name == "SlowMap"
+    keys = scenario.job.stages[0].keys
+    assert (keys.distribution, keys.hot_fraction, keys.exponent) == ("hot_key", 0.5, None)
+    assert error_of(tmp_path, MINIMAL, ['network={bufer_size="8kb"}']).endswith(
+        "unknown key 'network.bufer_size' (did you mean 'network.buffer_size'?) (from --set network)")

@@ -56,6 +56,20 @@ seeds = [3, 4]
     assert (scenario.seed, scenario.network.buffer_timeout, scenario.network.floating_buffers_per_gate) == (3, -1, 2)
 
 
+def test_tables_among_a_grid_keys_values_set_each_of_their_keys(tmp_path: Path) -> None:
+    """As a table value of [[points]] does: two keys of a stage varied together, the others kept."""
+    sweep = load_sweep(write_sweep(tmp_path, """
+scenario = "scenario.toml"
+[grid]
+"job.stages[SlowMap]" = [{cost = "1ms", parallelism = 1}, {cost = "2ms"}]
+"""))
+    assert sweep.keys == ("job.stages[SlowMap].cost", "job.stages[SlowMap].parallelism")
+    assert sweep.points[0].written() == {"job.stages[SlowMap].cost": "1ms", "job.stages[SlowMap].parallelism": "1"}
+    first, second = (sweep.scenario(point).job.stages[1] for point in sweep.points)
+    assert (first.cost, first.parallelism) == (pytest.approx(0.001), 1)
+    assert (second.cost, second.parallelism, second.partitioner) == (pytest.approx(0.002), 2, "rebalance")
+
+
 def test_a_bad_value_only_makes_its_point_invalid(tmp_path: Path) -> None:
     sweep = load_sweep(write_sweep(tmp_path, """
 scenario = "scenario.toml"
