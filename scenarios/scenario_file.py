@@ -957,9 +957,15 @@ def _validated(raw: Mapping[str, Any], path: Path, named: Mapping[str, str]) -> 
         # The file does not hold a value an override gave: say where it came from.
         given = [item for key, item in named.items()
                  if any(f"{before}{key}{after}" in str(e) for before in " '" for after in ":.'")]
-        if not given:
-            raise
-        raise type(e)(f"{e} (from {', '.join(given)})") from None
+        if given:
+            raise type(e)(f"{e} (from {', '.join(given)})") from None
+        # A value of the file that an override beside it made wrong (keys.distribution
+        # overridden, the file's keys.hot_fraction refused): name the override too.
+        beside = [item for key, item in named.items()
+                  if "." in key and any(f"{before}{key.rpartition('.')[0]}." in str(e) for before in " '")]
+        if beside:
+            raise type(e)(f"{e} (a value of the file, beside {', '.join(beside)})") from None
+        raise
 
 
 def show_value(value: Any) -> str:

@@ -75,6 +75,10 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", "seed=3", "--set", "job.stages[SlowMap].cost=abc"],
      "slow-map.toml: job.stages[1].cost: 'abc' is not a duration (e.g. \"100ms\") "
      "(from --set job.stages[SlowMap].cost)"),
+    # a value of the file an override beside it made wrong: the override is named too
+    (["plan", str(LIBRARY / "skewed-keys.toml"), "--set", "job.stages[Events].keys.distribution=zipf"],
+     "job.stages[0].keys.hot_fraction: only for distribution = \"hot_key\" "
+     "(a value of the file, beside --set job.stages[Events].keys.distribution)"),
     (["plan", str(SLOW_MAP), "--set", "network.bufer_size=1kb"],
      "(did you mean 'network.buffer_size'?) (from --set network.bufer_size)"),
     # a duration or bandwidth without its unit: "5" could mean 5 s or 5 ms; it is not taken as seconds
