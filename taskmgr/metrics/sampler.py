@@ -45,6 +45,9 @@ TIME_RATES = {
     "accumulateBackPressuredTimeMs": "backPressuredTimeMsPerSecond",
 }
 MS_PER_SECOND = 1000.0
+#: Decimals of the time rates (ms/s): a nanosecond per second. Totals of float seconds
+#: subtracted carry noise far below it (an idle sink's busy time read 2.3e-13 ms/s).
+TIME_RATE_DIGITS = 6
 
 
 class MetricSource(Protocol):
@@ -80,13 +83,14 @@ def derive_rates(
             continue
         per_second = (value - before[key]) / dt
         if key in TIME_RATES:
-            rates[TIME_RATES[key]] = min(max(per_second, 0.0), MS_PER_SECOND)
+            rates[TIME_RATES[key]] = round(min(max(per_second, 0.0), MS_PER_SECOND), TIME_RATE_DIGITS)
         elif not key.startswith("accumulate"):
             rates[f"{key}PerSecond"] = per_second
     idle = rates.get("idleTimeMsPerSecond")
     backpressured = rates.get("backPressuredTimeMsPerSecond")
     if idle is not None and backpressured is not None:
-        rates["busyTimeMsPerSecond"] = MS_PER_SECOND - min(idle + backpressured, MS_PER_SECOND)
+        rates["busyTimeMsPerSecond"] = round(MS_PER_SECOND - min(idle + backpressured, MS_PER_SECOND),
+                                             TIME_RATE_DIGITS)
     return rates
 
 

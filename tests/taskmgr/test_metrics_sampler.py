@@ -173,3 +173,17 @@ def test_a_sinks_latency_of_a_period_is_read_whole_at_its_end():
     # kept from half the time of the snapshot before the last (3 s) on: a run that ends now
     # or later takes its latency from its second half, which starts at 2 s at the earliest
     assert [(t, message["max"]) for t, message in periods] == [(t, 500_000_000) for t in (2.0, 3.0, 4.0)]
+
+
+def test_time_rates_carry_no_float_noise():
+    # an idle sink: its idle total, float seconds summed over a run, falls a hair short of
+    # the period; its busy time is 0, not 2.3e-13 ms/s (the report printed that)
+    counters = {"accumulateIdleTimeMs", "accumulateBackPressuredTimeMs"}
+    before = {"accumulateIdleTimeMs": 4000.0000000000005, "accumulateBackPressuredTimeMs": 0.0}
+    after = {"accumulateIdleTimeMs": 4999.9999999999995, "accumulateBackPressuredTimeMs": 0.0}
+    rates = derive_rates(counters, before, after, 1.0)
+    assert rates["idleTimeMsPerSecond"] == 1000.0
+    assert rates["busyTimeMsPerSecond"] == 0.0
+    # a nanosecond per second still shows
+    after["accumulateBackPressuredTimeMs"] = 0.000001
+    assert derive_rates(counters, before, after, 1.0)["backPressuredTimeMsPerSecond"] == 0.000001
