@@ -9,7 +9,7 @@ that time is hard back-pressure.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Protocol
 
 from shuffle import kernel
@@ -72,7 +72,7 @@ class ResultPartition:
         self._consumed: set[int] = set()
         self._all_data_processed_acks: set[int] = set()
         self.all_data_processed = kernel.Event()
-        self.on_release = None  # set by the ResultPartitionManager
+        self.on_release: Callable[[ResultPartition], None] | None = None  # set by the ResultPartitionManager
 
     @property
     def num_subpartitions(self) -> int:
