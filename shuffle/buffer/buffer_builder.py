@@ -35,7 +35,7 @@ class BufferBuilder:
         self.ref.retain()
         return BufferConsumer(self, offset)
 
-    def append(self, data: memoryview, start: int = 0) -> int:
+    def append(self, data: bytes | bytearray | memoryview, start: int = 0) -> int:
         """Copy as many bytes of `data[start:]` as fit; returns how many were copied."""
         pos = self.position
         n = len(data) - start
