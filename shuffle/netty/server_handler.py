@@ -141,6 +141,6 @@ class PartitionRequestServerHandler:
                 return
             self.queue.notify_reader_created(reader)
         else:
-            exc = PartitionNotFoundError(msg.partition_id)
-            self.queue.send_control(ErrorResponse(type(exc).__name__, str(exc), msg.receiver_id))
+            error = PartitionNotFoundError(msg.partition_id)
+            self.queue.send_control(ErrorResponse(type(error).__name__, str(error), msg.receiver_id))
 
