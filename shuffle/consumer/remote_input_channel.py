@@ -125,7 +125,7 @@ class RemoteInputChannel(InputChannel):
                 received.add_priority_element(
                     (Buffer.of_event(announcement, DataType.PRIORITIZED_EVENT_BUFFER), sequence_number))
                 first_priority = received.num_priority_elements == 1
-            if self.persister.check_for_barrier(event) is not None:
+            if self.persister.check_for_barrier(event) is not None:  # a newer one only: Flink's `> lastBarrierId`
                 self.last_barrier = (event.id, sequence_number)
         self.expected_sequence_number = next_sequence_number(self.expected_sequence_number)
         tracer = self.gate.tracer
@@ -211,8 +211,11 @@ class RemoteInputChannel(InputChannel):
         return [b for b, _ in itertools.takewhile(lambda entry: sequence_number_before(entry[1], barrier), buffers)]
 
     def checkpoint_stopped(self, checkpoint_id: int) -> None:
+        """Forget the received barrier if it is this checkpoint's: a newer one received
+        meanwhile (the stop is an abort for it) keeps its place for its checkpoint."""
         super().checkpoint_stopped(checkpoint_id)
-        self.last_barrier = None
+        if self.last_barrier is not None and self.last_barrier[0] == checkpoint_id:
+            self.last_barrier = None
 
     def convert_to_priority_event(self, sequence_number: int) -> None:
         """The announced barrier at `sequence_number` jumps ahead of the queued buffers."""

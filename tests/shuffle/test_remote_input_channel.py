@@ -193,6 +193,13 @@ def _data(size: int) -> Buffer:
     return Buffer.of_segment(MemorySegment(64), lambda segment: None, size)
 
 
+def _filled(payload: bytes) -> Buffer:
+    """A data buffer holding `payload` (what persisted in-flight data copies)."""
+    buffer = _data(len(payload))
+    buffer.ref.segment.adopt(payload)
+    return buffer
+
+
 async def test_a_blocked_channel_without_exclusive_buffers_gives_its_floating_ones_back(sim_kernel):
     # testOnUpstreamBlockedAndResumed. Flink's test gives the channels no exclusive segments (a
     # stub provider), so all 4 buffers of the channel with initial credit 2 are floating and
@@ -409,3 +416,37 @@ async def test_a_channel_persists_to_the_gates_writer_whenever_its_persister_is_
     await h.settle()
     assert early is h.channel(0).persister
     assert sorted(writer.take(1).inputs) == [h.channel(0).channel_state_key, h.channel(1).channel_state_key]
+
+
+# -- unaligned checkpoints: the channel's last barrier (RemoteInputChannel.checkpointStarted,
+#    checkpointStopped) -------------------------------------------------------------------------
+
+async def test_aborting_an_older_checkpoint_keeps_the_newer_barrier_received_meanwhile(sim_kernel):
+    # Checkpoint 1 runs when the channel receives data, the barrier of checkpoint 2, more data.
+    # The task then aborts 1 (checkpointStopped(1)) and starts 2: what 2 persists of this
+    # channel is what its barrier overtook, not the data behind it.
+    _, gate, [channel] = await _channels(4, 1, [2])
+    writer = ChannelStateWriter()
+    gate.set_channel_state_writer(writer)
+    writer.start(1)
+    writer.start(2)
+    channel.checkpoint_started(CheckpointBarrier(1, 0, UNALIGNED))
+    channel.on_buffer(_filled(b"before"), 0, 0)
+    channel.on_buffer(_barrier(2, UNALIGNED), 1, 0)
+    channel.on_buffer(_filled(b"after"), 2, 0)
+    channel.checkpoint_stopped(1)
+    channel.checkpoint_started(CheckpointBarrier(2, 0, UNALIGNED))
+    assert writer.take(1).inputs[channel.channel_state_key] == [b"before"]
+    assert writer.take(2).inputs[channel.channel_state_key] == [b"before"]
+    _release(channel)
+
+
+async def test_a_barrier_of_an_older_checkpoint_leaves_every_queued_buffer_in_flight(sim_kernel):
+    # checkpointStarted: a received barrier older than the started checkpoint is reset, so
+    # every queued data buffer is in-flight data of the newer checkpoint
+    _, _, [channel] = await _channels(4, 1, [2])
+    channel.on_buffer(_data(1), 0, 0)
+    channel.on_buffer(_barrier(1, UNALIGNED), 1, 0)
+    channel.on_buffer(_data(2), 2, 0)
+    assert [b.size for b in channel.get_inflight_buffers(2)] == [1, 2]
+    _release(channel)
