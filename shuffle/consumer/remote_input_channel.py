@@ -103,11 +103,12 @@ class RemoteInputChannel(InputChannel):
                 f"{self.expected_sequence_number}, but received {sequence_number}."))
             return
         data_type = buffer.data_type
-        if data_type.is_blocking_upstream and self.initial_credit == 0:
+        if data_type.is_blocking_upstream:  # Flink's onBlockingUpstream, then its check of the backlog
+            if self.initial_credit == 0:
+                self.buffer_manager.release_floating_buffers()
             if backlog != 0:
                 buffer.recycle()
-                raise ValueError("There should be no buffers when upstream is blocked.")
-            self.buffer_manager.release_floating_buffers()
+                raise ValueError(f"Illegal number of backlog: {backlog}, should be 0.")
         was_empty = not self.received
         first_priority = False
         self.received = received = own(self.received)

@@ -450,3 +450,15 @@ async def test_a_barrier_of_an_older_checkpoint_leaves_every_queued_buffer_in_fl
     channel.on_buffer(_data(2), 2, 0)
     assert [b.size for b in channel.get_inflight_buffers(2)] == [1, 2]
     _release(channel)
+
+
+async def test_a_blocking_barrier_must_come_with_no_backlog_whatever_the_initial_credit(sim_kernel):
+    # RemoteInputChannel.onBuffer: checkArgument(backlog == 0) for every channel, after a
+    # channel without exclusive buffers gave its floating ones back
+    _, _, [with_credit, without_credit] = await _channels(16, 8, [2, 0])
+    for channel in (with_credit, without_credit):
+        channel.on_sender_backlog(2)
+        with pytest.raises(ValueError, match="Illegal number of backlog: 1, should be 0."):
+            channel.on_buffer(_barrier(1, ALIGNED), 0, 1)
+    assert [c.buffer_manager.available for c in (with_credit, without_credit)] == [4, 0]
+    _release(with_credit, without_credit)
