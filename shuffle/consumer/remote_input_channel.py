@@ -15,8 +15,8 @@ from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
 from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
-from shuffle.errors import (BufferReorderingError, CancelTaskError, PartitionConnectionError, PartitionNotFoundError,
-                            InvariantViolation)
+from shuffle.errors import (BufferReorderingError, CancelTaskError, IllegalStateError, InvariantViolation,
+                            PartitionConnectionError, PartitionNotFoundError)
 from shuffle.java_int import next_sequence_number, sequence_number_before
 from shuffle.prioritized_deque import NEVER_QUEUED, PrioritizedDeque, own
 from shuffle.serialization.event_serializer import deserialize_event, serialize_event
@@ -229,15 +229,20 @@ class RemoteInputChannel(InputChannel):
         if self.received.num_priority_elements == 1:
             self.notify_priority_event(sequence_number)
 
-    def resume_consumption(self) -> None:
+    def _check_not_released(self) -> None:
+        """Flink's `checkState(!isReleased, "Channel released.")` before a message to the producer."""
         if self.is_released:
-            raise RuntimeError(f"channel {self.name} resumed after release")
+            raise IllegalStateError(f"Channel released: {self.name}.")
+
+    def resume_consumption(self) -> None:
+        self._check_not_released()
         if self.initial_credit == 0:
             self.unannounced_credit = 0
         if self.client is not None:
             self.client.resume_consumption(self)
 
     def acknowledge_all_records_processed(self) -> None:
+        self._check_not_released()
         if self.client is not None:
             self.client.acknowledge_all_records_processed(self)
 
@@ -252,7 +257,8 @@ class RemoteInputChannel(InputChannel):
             self.client.close_channel(self)
 
     def announce_buffer_size(self, size: int) -> None:
-        """A NewBufferSize message to the producer (debloating)."""
+        """A NewBufferSize message to the producer (debloating; the gate asks open channels only)."""
+        self._check_not_released()
         if self.client is not None:
             self.client.notify_new_buffer_size(self, size)
 

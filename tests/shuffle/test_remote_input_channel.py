@@ -21,6 +21,7 @@ from shuffle.channel_state import ChannelStateWriter
 from shuffle.config import NetworkConfig
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
 from shuffle.consumer.single_input_gate import SingleInputGate
+from shuffle.errors import IllegalStateError
 from shuffle.java_int import INT_MAX, INT_MIN
 from shuffle.serialization.event_serializer import data_type_for_event, serialize_event
 
@@ -42,6 +43,12 @@ class _Client:
         self.credit_notifications.append(channel)
 
     def resume_consumption(self, channel: RemoteInputChannel) -> None:
+        pass
+
+    def acknowledge_all_records_processed(self, channel: RemoteInputChannel) -> None:
+        pass
+
+    def notify_new_buffer_size(self, channel: RemoteInputChannel, size: int) -> None:
         pass
 
     def close_channel(self, channel: RemoteInputChannel) -> None:
@@ -416,6 +423,18 @@ async def test_a_channel_persists_to_the_gates_writer_whenever_its_persister_is_
     await h.settle()
     assert early is h.channel(0).persister
     assert sorted(writer.take(1).inputs) == [h.channel(0).channel_state_key, h.channel(1).channel_state_key]
+
+
+@pytest.mark.parametrize("call", [
+    lambda channel: channel.resume_consumption(),  # testUnblockReleasedChannel
+    lambda channel: channel.announce_buffer_size(10),  # testReleasedChannelAnnounceBufferSize
+    lambda channel: channel.acknowledge_all_records_processed(),  # RemoteInputChannel's same checkState
+], ids=["resume", "buffer_size", "acknowledge"])
+async def test_a_released_channel_refuses_to_message_its_producer(sim_kernel, call):
+    _, _, [channel] = await _channels(4, 1, [2])
+    channel.release_all_resources()
+    with pytest.raises(IllegalStateError, match="Channel released"):
+        call(channel)
 
 
 # -- unaligned checkpoints: the channel's last barrier (RemoteInputChannel.checkpointStarted,
