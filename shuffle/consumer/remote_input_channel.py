@@ -76,12 +76,16 @@ class RemoteInputChannel(InputChannel):
         await self.buffer_manager.request_exclusive_buffers(self.initial_credit)
 
     async def request_subpartition(self) -> None:
-        if self.client is None:
-            try:
-                connections = self.gate.connections
-                self.client = await connections.create_partition_request_client(self.producer_address)
-            except OSError as exc:  # no connection to the producer's TaskManager
-                raise PartitionConnectionError(self.partition_id) from exc
+        """Connect and send the PartitionRequest; a channel with a client has requested
+        already and sends nothing (Flink's `requestSubpartitions`; retries go through
+        `on_failed_partition_request`)."""
+        if self.client is not None:
+            return
+        try:
+            connections = self.gate.connections
+            self.client = await connections.create_partition_request_client(self.producer_address)
+        except OSError as exc:  # no connection to the producer's TaskManager
+            raise PartitionConnectionError(self.partition_id) from exc
         self.client.request_subpartition(self)
 
     # -- called by the client handler (Netty side) ---------------------------------------

@@ -1,6 +1,8 @@
 """The consumer side of a connection: stalls, releases, corrupted streams, and the cases of
 Flink's CreditBasedPartitionRequestClientHandlerTest (spec 3.5)."""
 
+import pytest
+
 from shuffle import kernel
 from shuffle.config import NetworkConfig
 
@@ -122,3 +124,33 @@ async def test_a_released_channel_sends_its_close_request_but_not_its_credit(cre
     await h.settle()
     assert h.credits_announced(0) == []
     assert h.producer.connection_manager.find_reader(receiver) is None  # the close request arrived
+
+
+def _received_by_producer(h, handle: bool = True) -> list:
+    """What the producer's server reads from the consumer's connection from now on (the
+    messages Flink's tests take from the EmbeddedChannel's outbound side); `handle=False`:
+    the server only records them."""
+    (server,) = h.producer.connection_manager.server_handlers()
+    received = []
+    server_handle = server._handle
+
+    def recording(msg, nursery) -> None:
+        received.append(msg)
+        if handle:
+            server_handle(msg, nursery)
+
+    server._handle = recording
+    return received
+
+
+# -- NettyPartitionRequestClientTest ----------------------------------------------------------
+
+async def test_a_channel_requests_its_subpartition_once(credit_flow):
+    # testDoublePartitionRequest
+    from shuffle.netty.messages import PartitionRequest
+
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    received = _received_by_producer(h)
+    await h.channel(0).request_subpartition()
+    await h.settle()
+    assert [m for m in received if type(m) is PartitionRequest] == []
