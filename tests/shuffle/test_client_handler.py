@@ -143,6 +143,28 @@ def _received_by_producer(h, handle: bool = True) -> list:
     return received
 
 
+@pytest.mark.parametrize("read_first", [True, False], ids=["read_before_release", "read_after_release"])
+async def test_data_for_a_released_channel_is_dropped_with_one_cancel(credit_flow, read_first):
+    # testReadBufferResponse{Before,After}{Releasing,Removing}Channel (releasing a channel here
+    # also removes it from the handler): the buffer is not queued, and the producer gets one
+    # CancelPartitionRequest for the receiver, the close's (Flink's cancelRequestFor sends one)
+    from shuffle.netty.messages import CancelPartitionRequest
+
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    channel = h.channel(0)
+    received = _received_by_producer(h)
+    response = _data(h, 0, 0, 1)
+    if read_first:
+        _deliver(h, response)
+    channel.release_all_resources()
+    if not read_first:
+        _deliver(h, response)
+    _deliver(h, _data(h, 0, 1, 0))  # more of what was in flight
+    await h.settle()
+    assert channel.queue_length == 0
+    assert [m for m in received if type(m) is CancelPartitionRequest] == [CancelPartitionRequest(channel.receiver_id)]
+
+
 # -- NettyPartitionRequestClientTest ----------------------------------------------------------
 
 async def test_a_channel_requests_its_subpartition_once(credit_flow):
