@@ -15,8 +15,8 @@ from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
 from shuffle.consumer.buffer_manager import BufferManager
 from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
-from shuffle.errors import (BufferReorderingError, CancelTaskError, PartitionConnectionError, PartitionNotFoundError,
-                            InvariantViolation)
+from shuffle.errors import (BufferReorderingError, CancelTaskError, IllegalStateError, InvariantViolation,
+                            PartitionConnectionError, PartitionNotFoundError)
 from shuffle.java_int import next_sequence_number, sequence_number_before
 from shuffle.prioritized_deque import NEVER_QUEUED, PrioritizedDeque, own
 from shuffle.serialization.event_serializer import deserialize_event, serialize_event
@@ -76,12 +76,16 @@ class RemoteInputChannel(InputChannel):
         await self.buffer_manager.request_exclusive_buffers(self.initial_credit)
 
     async def request_subpartition(self) -> None:
-        if self.client is None:
-            try:
-                connections = self.gate.connections
-                self.client = await connections.create_partition_request_client(self.producer_address)
-            except OSError as exc:  # no connection to the producer's TaskManager
-                raise PartitionConnectionError(self.partition_id) from exc
+        """Connect and send the PartitionRequest; a channel with a client has requested
+        already and sends nothing (Flink's `requestSubpartitions`; retries go through
+        `on_failed_partition_request`)."""
+        if self.client is not None:
+            return
+        try:
+            connections = self.gate.connections
+            self.client = await connections.create_partition_request_client(self.producer_address)
+        except OSError as exc:  # no connection to the producer's TaskManager
+            raise PartitionConnectionError(self.partition_id) from exc
         self.client.request_subpartition(self)
 
     # -- called by the client handler (Netty side) ---------------------------------------
@@ -103,11 +107,12 @@ class RemoteInputChannel(InputChannel):
                 f"{self.expected_sequence_number}, but received {sequence_number}."))
             return
         data_type = buffer.data_type
-        if data_type.is_blocking_upstream and self.initial_credit == 0:
+        if data_type.is_blocking_upstream:  # Flink's onBlockingUpstream, then its check of the backlog
+            if self.initial_credit == 0:
+                self.buffer_manager.release_floating_buffers()
             if backlog != 0:
                 buffer.recycle()
-                raise ValueError("There should be no buffers when upstream is blocked.")
-            self.buffer_manager.release_floating_buffers()
+                raise ValueError(f"Illegal number of backlog: {backlog}, should be 0.")
         was_empty = not self.received
         first_priority = False
         self.received = received = own(self.received)
@@ -125,7 +130,7 @@ class RemoteInputChannel(InputChannel):
                 received.add_priority_element(
                     (Buffer.of_event(announcement, DataType.PRIORITIZED_EVENT_BUFFER), sequence_number))
                 first_priority = received.num_priority_elements == 1
-            if self.persister.check_for_barrier(event) is not None:
+            if self.persister.check_for_barrier(event) is not None:  # a newer one only: Flink's `> lastBarrierId`
                 self.last_barrier = (event.id, sequence_number)
         self.expected_sequence_number = next_sequence_number(self.expected_sequence_number)
         tracer = self.gate.tracer
@@ -211,8 +216,11 @@ class RemoteInputChannel(InputChannel):
         return [b for b, _ in itertools.takewhile(lambda entry: sequence_number_before(entry[1], barrier), buffers)]
 
     def checkpoint_stopped(self, checkpoint_id: int) -> None:
+        """Forget the received barrier if it is this checkpoint's: a newer one received
+        meanwhile (the stop is an abort for it) keeps its place for its checkpoint."""
         super().checkpoint_stopped(checkpoint_id)
-        self.last_barrier = None
+        if self.last_barrier is not None and self.last_barrier[0] == checkpoint_id:
+            self.last_barrier = None
 
     def convert_to_priority_event(self, sequence_number: int) -> None:
         """The announced barrier at `sequence_number` jumps ahead of the queued buffers."""
@@ -225,15 +233,20 @@ class RemoteInputChannel(InputChannel):
         if self.received.num_priority_elements == 1:
             self.notify_priority_event(sequence_number)
 
-    def resume_consumption(self) -> None:
+    def _check_not_released(self) -> None:
+        """Flink's `checkState(!isReleased, "Channel released.")` before a message to the producer."""
         if self.is_released:
-            raise RuntimeError(f"channel {self.name} resumed after release")
+            raise IllegalStateError(f"Channel released: {self.name}.")
+
+    def resume_consumption(self) -> None:
+        self._check_not_released()
         if self.initial_credit == 0:
             self.unannounced_credit = 0
         if self.client is not None:
             self.client.resume_consumption(self)
 
     def acknowledge_all_records_processed(self) -> None:
+        self._check_not_released()
         if self.client is not None:
             self.client.acknowledge_all_records_processed(self)
 
@@ -248,7 +261,8 @@ class RemoteInputChannel(InputChannel):
             self.client.close_channel(self)
 
     def announce_buffer_size(self, size: int) -> None:
-        """A NewBufferSize message to the producer (debloating)."""
+        """A NewBufferSize message to the producer (debloating; the gate asks open channels only)."""
+        self._check_not_released()
         if self.client is not None:
             self.client.notify_new_buffer_size(self, size)
 

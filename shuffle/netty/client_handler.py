@@ -8,10 +8,12 @@ the connection is congested) goes out as one message. On the simulated link an i
 writer's work is written from the connection's event loop (`MessageStream.defer`). Inbound BufferResponses are copied
 into a buffer of the target channel; an error for one channel fails only that channel.
 
-A BufferResponse or BacklogAnnouncement for a receiver that has no channel (any more) is
-answered with one CancelPartitionRequest, however many arrive before it is written; more
-than `max_receivers` such receivers waiting for their cancel is a protocol error (the
-producer is not Flink's), which fails the connection.
+A channel that closes sends one CancelPartitionRequest, and data still in flight for it is
+dropped without another (as Flink's `cancelRequestFor`). A BufferResponse or
+BacklogAnnouncement for a receiver this connection never had is answered with one
+CancelPartitionRequest, however many arrive before it is written; more than
+`max_receivers` such receivers waiting for their cancel is a protocol error (the producer
+is not Flink's), which fails the connection.
 
 Without credit (flow_control = "tcp") the reader waits for a free buffer of the target
 channel before reading on: while it waits nothing else is read from the connection,
@@ -75,6 +77,10 @@ class CreditBasedPartitionRequestClientHandler:
         self.max_receivers = max_receivers
         #: Receivers without a channel whose CancelPartitionRequest waits to be written.
         self._cancelling: set[str] = set()
+        #: Receivers whose channel closed here: their one CancelPartitionRequest went out with
+        #: the close, and data still in flight for them is dropped without another (Flink's
+        #: `cancelled`, kept per receiver id; a new request by the same id starts afresh).
+        self._closed: set[str] = set()
 
     # -- the client API used by RemoteInputChannel --------------------------------------
 
@@ -87,6 +93,7 @@ class CreditBasedPartitionRequestClientHandler:
             channel.on_error(self.channel_error)
             return
         self.input_channels[channel.receiver_id] = channel
+        self._closed.discard(channel.receiver_id)
         self._enqueue(PartitionRequestMessage(channel, self.credit_based))
 
     def notify_credit_available(self, channel: RemoteInputChannel) -> None:
@@ -103,6 +110,7 @@ class CreditBasedPartitionRequestClientHandler:
 
     def close_channel(self, channel: RemoteInputChannel) -> None:
         if self.input_channels.pop(channel.receiver_id, None) is not None:
+            self._closed.add(channel.receiver_id)
             self._enqueue(CancelPartitionRequestMessage(channel.receiver_id))
 
     # -- connection loops -----------------------------------------------------------------
@@ -222,7 +230,7 @@ class CreditBasedPartitionRequestClientHandler:
             raise RuntimeError(f"Received unknown message from producer: {type(msg).__name__}")
 
     def _outbound_cancel(self, receiver_id: str) -> None:
-        if receiver_id in self._cancelling:
+        if receiver_id in self._cancelling or receiver_id in self._closed:
             return
         if len(self._cancelling) >= self.max_receivers:
             raise ProtocolError(f"the producer sent data for more than {self.max_receivers} unknown receivers")
@@ -256,5 +264,6 @@ class CreditBasedPartitionRequestClientHandler:
         self.input_channels.clear()
         self._outbound.clear()
         self._cancelling.clear()
+        self._closed.clear()
         for channel in channels:
             channel.on_error(cause)

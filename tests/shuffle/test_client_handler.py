@@ -1,6 +1,8 @@
 """The consumer side of a connection: stalls, releases, corrupted streams, and the cases of
 Flink's CreditBasedPartitionRequestClientHandlerTest (spec 3.5)."""
 
+import pytest
+
 from shuffle import kernel
 from shuffle.config import NetworkConfig
 
@@ -122,3 +124,133 @@ async def test_a_released_channel_sends_its_close_request_but_not_its_credit(cre
     await h.settle()
     assert h.credits_announced(0) == []
     assert h.producer.connection_manager.find_reader(receiver) is None  # the close request arrived
+
+
+def _received_by_producer(h, handle: bool = True) -> list:
+    """What the producer's server reads from the consumer's connection from now on (the
+    messages Flink's tests take from the EmbeddedChannel's outbound side); `handle=False`:
+    the server only records them."""
+    (server,) = h.producer.connection_manager.server_handlers()
+    received = []
+    server_handle = server._handle
+
+    def recording(msg, nursery) -> None:
+        received.append(msg)
+        if handle:
+            server_handle(msg, nursery)
+
+    server._handle = recording
+    return received
+
+
+async def test_a_buffer_response_queues_the_buffer_and_sets_the_backlog(credit_flow):
+    # testReceiveBuffer
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    _deliver(h, _data(h, 0, 0, 2))
+    channel = h.channel(0)
+    assert channel.queue_length == 1
+    assert channel.buffer_manager.num_required_buffers - channel.initial_credit == 2  # getSenderBacklog
+
+
+async def test_credit_waits_while_the_connection_is_unwritable_and_goes_out_once_writable(credit_flow):
+    # testNotifyCreditAvailable, its second half: channel 0's next buffer (backlog 1) brings one
+    # more floating buffer; its AddCredit waits for the congested connection, then goes out alone
+    from shuffle.netty.messages import AddCredit
+
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096), channels=2, one_gate=True)
+    _deliver(h, _data(h, 0, 0, 1), _data(h, 1, 0, 1))
+    await h.settle()
+    received = _received_by_producer(h)
+    h.set_writable(False, side="consumer")
+    _deliver(h, _data(h, 0, 1, 1))
+    assert [h.channel(i).unannounced_credit for i in (0, 1)] == [1, 0]
+    await h.settle()
+    assert received == []
+    h.set_writable(True, side="consumer")
+    await h.settle()
+    assert received == [AddCredit(1, h.channel(0).receiver_id)]
+    assert [h.channel(i).unannounced_credit for i in (0, 1)] == [0, 0]
+
+
+@pytest.mark.parametrize("read_first", [True, False], ids=["read_before_release", "read_after_release"])
+async def test_data_for_a_released_channel_is_dropped_with_one_cancel(credit_flow, read_first):
+    # testReadBufferResponse{Before,After}{Releasing,Removing}Channel (releasing a channel here
+    # also removes it from the handler): the buffer is not queued, and the producer gets one
+    # CancelPartitionRequest for the receiver, the close's (Flink's cancelRequestFor sends one)
+    from shuffle.netty.messages import CancelPartitionRequest
+
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    channel = h.channel(0)
+    received = _received_by_producer(h)
+    response = _data(h, 0, 0, 1)
+    if read_first:
+        _deliver(h, response)
+    channel.release_all_resources()
+    if not read_first:
+        _deliver(h, response)
+    _deliver(h, _data(h, 0, 1, 0))  # more of what was in flight
+    await h.settle()
+    assert channel.queue_length == 0
+    assert [m for m in received if type(m) is CancelPartitionRequest] == [CancelPartitionRequest(channel.receiver_id)]
+
+
+async def test_a_partition_not_found_is_retried_with_the_initial_credit(credit_flow):
+    # testReceivePartitionNotFoundException (the handler calls onFailedPartitionRequest) and
+    # NettyPartitionRequestClientTest.testRetriggerPartitionRequest (each retry is a new
+    # PartitionRequest carrying the initial credit)
+    from shuffle.netty.messages import ErrorResponse, PartitionRequest
+
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096, partition_request_timeout=1.0,
+                                               request_backoff_max=2.0))  # Flink's test: 1 ms and 2 ms
+    channel = h.channel(0)
+    received = _received_by_producer(h, handle=False)  # the partition exists: a real server refuses a 2nd reader
+    for _ in range(2):
+        _deliver(h, ErrorResponse("PartitionNotFoundError", f"Partition {channel.partition_id} not found.",
+                                  channel.receiver_id))
+        await h.settle()
+    assert channel.error is None
+    assert [(m.receiver_id, m.credit) for m in received if type(m) is PartitionRequest] == [
+        (channel.receiver_id, 2), (channel.receiver_id, 2)]
+
+
+# -- NettyPartitionRequestClientTest ----------------------------------------------------------
+
+async def test_a_channel_requests_its_subpartition_once(credit_flow):
+    # testDoublePartitionRequest
+    from shuffle.netty.messages import PartitionRequest
+
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    received = _received_by_producer(h)
+    await h.channel(0).request_subpartition()
+    await h.settle()
+    assert [m for m in received if type(m) is PartitionRequest] == []
+
+
+@pytest.mark.parametrize("message", ["ResumeConsumption", "AckAllUserRecordsProcessed"])
+async def test_resume_and_acknowledge_go_out_for_their_channel(credit_flow, message):
+    # testResumeConsumption, testAcknowledgeAllRecordsProcessed
+    from shuffle.netty import messages
+
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    received = _received_by_producer(h)
+    channel = h.channel(0)
+    if message == "ResumeConsumption":
+        channel.resume_consumption()
+    else:
+        channel.acknowledge_all_records_processed()
+    await h.settle()
+    assert received == [getattr(messages, message)(channel.receiver_id)]
+
+
+async def test_the_connection_outlives_its_last_channel_until_it_fails(credit_flow):
+    # testPartitionRequestClientReuse: with connection reuse across jobs (Flink 2.x's default)
+    # a client whose last channel closed is kept; one whose connection failed is replaced
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096))
+    manager = h.consumer.connection_manager
+    address = h.channel(0).producer_address
+    client = h.channel(0).client
+    h.channel(0).release_all_resources()
+    await h.settle()
+    assert await manager.create_partition_request_client(address) is client
+    client._fail_all(RuntimeError("test"))
+    assert await manager.create_partition_request_client(address) is not client

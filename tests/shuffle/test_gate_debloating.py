@@ -116,3 +116,24 @@ async def test_a_broadcast_buffer_takes_the_smallest_size_any_consumer_asked_for
     await h.settle()
     for channel in (0, 1):
         assert [c.size for c in h.consume(channel, 10)] == [300, 300, 300, 100]
+
+
+async def test_a_new_size_goes_to_every_open_channel_of_the_gate_and_skips_released_ones(credit_flow):
+    # CreditBasedPartitionRequestClientHandlerTest.testAnnounceBufferSize (one NewBufferSize per
+    # channel, in channel order) and SingleInputGate.announceBufferSize's isReleased filter (a
+    # released channel would refuse: "Channel released")
+    h = await credit_flow(config=DEBLOAT, channels=3, one_gate=True)
+    gate = h.gate(0)
+    for channel in (0, 2):
+        await h.emit(channel, 4096, record_size=256)
+    h.flush()
+    await h.settle()
+    h.channel(1).release_all_resources()
+    gate.throughput_calculator.calculate_throughput()
+    h.consume(0, 1)
+    await kernel.sleep(0.5)
+    gate.trigger_debloating()
+    await h.settle()
+    size = gate.buffer_debloater.last_buffer_size
+    assert [(e["channel"], e["size"]) for e in h.trace.of("buffer_size_announced")] == [
+        (h.channel(0).name, size), (h.channel(2).name, size)]

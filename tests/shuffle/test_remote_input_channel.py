@@ -21,6 +21,7 @@ from shuffle.channel_state import ChannelStateWriter
 from shuffle.config import NetworkConfig
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
 from shuffle.consumer.single_input_gate import SingleInputGate
+from shuffle.errors import CancelTaskError, IllegalStateError, PartitionNotFoundError
 from shuffle.java_int import INT_MAX, INT_MIN
 from shuffle.serialization.event_serializer import data_type_for_event, serialize_event
 
@@ -42,6 +43,12 @@ class _Client:
         self.credit_notifications.append(channel)
 
     def resume_consumption(self, channel: RemoteInputChannel) -> None:
+        pass
+
+    def acknowledge_all_records_processed(self, channel: RemoteInputChannel) -> None:
+        pass
+
+    def notify_new_buffer_size(self, channel: RemoteInputChannel, size: int) -> None:
         pass
 
     def close_channel(self, channel: RemoteInputChannel) -> None:
@@ -66,11 +73,12 @@ class _Counting:
         pool.request_buffer, pool.add_buffer_listener = request_buffer, add_buffer_listener
 
 
-async def _channels(total_segments: int, floating: int, exclusive: list[int],
-                    requested: bool = True) -> tuple[NetworkBufferPool, SingleInputGate, list[RemoteInputChannel]]:
+async def _channels(total_segments: int, floating: int, exclusive: list[int], requested: bool = True,
+                    config: NetworkConfig | None = None,
+                    ) -> tuple[NetworkBufferPool, SingleInputGate, list[RemoteInputChannel]]:
     """A gate with a `floating`-buffer pool and one remote channel per `exclusive` entry."""
     network_pool = NetworkBufferPool(total_segments, 64)
-    gate = SingleInputGate(0, "consumer", NetworkConfig(buffer_size=64), network_pool)
+    gate = SingleInputGate(0, "consumer", config or NetworkConfig(buffer_size=64), network_pool)
     channels = [RemoteInputChannel(gate, i, "partition", i, "producer", credit)
                 for i, credit in enumerate(exclusive)]
     for channel in channels:
@@ -191,6 +199,13 @@ def _barrier(checkpoint_id: int, options: CheckpointOptions) -> Buffer:
 
 def _data(size: int) -> Buffer:
     return Buffer.of_segment(MemorySegment(64), lambda segment: None, size)
+
+
+def _filled(payload: bytes) -> Buffer:
+    """A data buffer holding `payload` (what persisted in-flight data copies)."""
+    buffer = _data(len(payload))
+    buffer.ref.segment.adopt(payload)
+    return buffer
 
 
 async def test_a_blocked_channel_without_exclusive_buffers_gives_its_floating_ones_back(sim_kernel):
@@ -409,3 +424,165 @@ async def test_a_channel_persists_to_the_gates_writer_whenever_its_persister_is_
     await h.settle()
     assert early is h.channel(0).persister
     assert sorted(writer.take(1).inputs) == [h.channel(0).channel_state_key, h.channel(1).channel_state_key]
+
+
+# -- released channels, the single-threaded orderings of Flink's concurrent release tests ---
+
+class _Counted:
+    """A data buffer whose recycling is counted (Flink's `isRecycled`)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.recycled = 0
+        self.buffer = Buffer.of_segment(MemorySegment(64), self._recycle, size)
+
+    def _recycle(self, _segment) -> None:
+        self.recycled += 1
+
+
+async def test_an_out_of_order_buffer_is_dropped_and_the_queued_one_kept_until_release(sim_kernel):
+    # testExceptionOnReordering: the buffer out of order is recycled at once, the one queued
+    # before it only when the failed channel is released
+    _, _, [channel] = await _channels(4, 1, [2])
+    queued, late = _Counted(), _Counted()
+    channel.on_buffer(queued.buffer, 0, -1)
+    channel.on_buffer(late.buffer, 29, -1)
+    with pytest.raises(IOError):
+        channel.get_next_buffer()
+    assert (queued.recycled, late.recycled) == (0, 1)
+    channel.release_all_resources()
+    assert queued.recycled == 1
+
+
+async def test_a_buffer_for_a_released_channel_is_recycled_not_queued(sim_kernel):
+    # testConcurrentOnBufferAndRelease, the buffer arriving after the release
+    _, _, [channel] = await _channels(4, 1, [2])
+    channel.release_all_resources()
+    late = _Counted()
+    channel.on_buffer(late.buffer, 0, 1)
+    assert late.recycled == 1 and channel.queue_length == 0 and channel.expected_sequence_number == 0
+
+
+async def test_a_released_channel_declines_the_floating_buffer_it_waited_for(sim_kernel):
+    # testConcurrentNotifyBufferAvailableAndRelease, the offer coming after the release
+    _, gate, [channel] = await _channels(4, 1, [2])
+    taken = gate.buffer_pool.request_buffer()
+    channel.on_sender_backlog(4)
+    assert channel.buffer_manager.is_waiting_for_floating_buffers
+    channel.release_all_resources()
+    assert channel.buffer_manager.notify_buffer_available(taken) is False
+    taken.recycle()
+    assert gate.buffer_pool.num_available == 1
+
+
+async def test_release_after_backlog_requests_returns_every_buffer_and_stops_requests(sim_kernel):
+    # testConcurrentOnSenderBacklogAndRelease, the release after the backlogs (and one more after it)
+    network_pool, gate, [channel] = await _channels(130, 128, [2])
+    for backlog in range(1, 129):
+        channel.on_sender_backlog(backlog)
+    assert channel.buffer_manager.available == 130
+    channel.release_all_resources()
+    channel.on_sender_backlog(128)
+    assert channel.buffer_manager.available == 0
+    assert gate.buffer_pool.num_available + network_pool.num_available_segments == 130
+
+
+async def test_polling_a_released_channel_cancels_the_task(sim_kernel):
+    # testConcurrentGetNextBufferAndRelease, the poll after the release
+    _, _, [channel] = await _channels(4, 1, [2])
+    received = [_Counted() for _ in range(2)]
+    for seq, counted in enumerate(received):
+        channel.on_buffer(counted.buffer, seq, 0)
+    channel.release_all_resources()
+    assert [c.recycled for c in received] == [1, 1]
+    with pytest.raises(CancelTaskError, match="Queried for a buffer after channel has been released."):
+        channel.get_next_buffer()
+
+
+@pytest.mark.parametrize("call", [
+    lambda channel: channel.resume_consumption(),  # testUnblockReleasedChannel
+    lambda channel: channel.announce_buffer_size(10),  # testReleasedChannelAnnounceBufferSize
+    lambda channel: channel.acknowledge_all_records_processed(),  # RemoteInputChannel's same checkState
+], ids=["resume", "buffer_size", "acknowledge"])
+async def test_a_released_channel_refuses_to_message_its_producer(sim_kernel, call):
+    _, _, [channel] = await _channels(4, 1, [2])
+    channel.release_all_resources()
+    with pytest.raises(IllegalStateError, match="Channel released"):
+        call(channel)
+
+
+# -- partition-request retries (RemoteInputChannel.increaseBackoff, 1.18+) -------------------
+
+class _RequestCounting(_Client):
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = 0
+
+    def request_subpartition(self, channel: RemoteInputChannel) -> None:
+        self.requests += 1
+
+
+@pytest.mark.parametrize("timeout, max_backoff, retries", [(0.5, 1.0, 3), (0.5, 0.5, 1), (0.0, 0.0, 0)],
+                         ids=["exponential", "single", "none"])
+async def test_a_not_found_request_is_retried_while_the_backoff_allows(sim_kernel, timeout, max_backoff, retries):
+    # testPartitionRequestExponentialBackoff (backoff 500, 1000, 1500 retried; 2000 fails),
+    # testPartitionRequestSingleBackoff, testPartitionRequestNoBackoff: each retry re-sends at once
+    config = NetworkConfig(buffer_size=64, partition_request_timeout=timeout, request_backoff_max=max_backoff)
+    _, _, [channel] = await _channels(4, 1, [2], config=config)
+    channel.client = client = _RequestCounting()
+    for _ in range(retries):
+        channel.on_failed_partition_request()
+        assert channel.error is None
+    assert client.requests == retries
+    channel.on_failed_partition_request()
+    assert client.requests == retries
+    # testPartitionNotFoundExceptionWhileRetriggeringRequest: the error is raised as it is
+    with pytest.raises(PartitionNotFoundError) as failure:
+        channel.get_next_buffer()
+    assert failure.value.partition_id == channel.partition_id
+    _release(channel)
+
+
+# -- unaligned checkpoints: the channel's last barrier (RemoteInputChannel.checkpointStarted,
+#    checkpointStopped) -------------------------------------------------------------------------
+
+async def test_aborting_an_older_checkpoint_keeps_the_newer_barrier_received_meanwhile(sim_kernel):
+    # Checkpoint 1 runs when the channel receives data, the barrier of checkpoint 2, more data.
+    # The task then aborts 1 (checkpointStopped(1)) and starts 2: what 2 persists of this
+    # channel is what its barrier overtook, not the data behind it.
+    _, gate, [channel] = await _channels(4, 1, [2])
+    writer = ChannelStateWriter()
+    gate.set_channel_state_writer(writer)
+    writer.start(1)
+    writer.start(2)
+    channel.checkpoint_started(CheckpointBarrier(1, 0, UNALIGNED))
+    channel.on_buffer(_filled(b"before"), 0, 0)
+    channel.on_buffer(_barrier(2, UNALIGNED), 1, 0)
+    channel.on_buffer(_filled(b"after"), 2, 0)
+    channel.checkpoint_stopped(1)
+    channel.checkpoint_started(CheckpointBarrier(2, 0, UNALIGNED))
+    assert writer.take(1).inputs[channel.channel_state_key] == [b"before"]
+    assert writer.take(2).inputs[channel.channel_state_key] == [b"before"]
+    _release(channel)
+
+
+async def test_a_barrier_of_an_older_checkpoint_leaves_every_queued_buffer_in_flight(sim_kernel):
+    # checkpointStarted: a received barrier older than the started checkpoint is reset, so
+    # every queued data buffer is in-flight data of the newer checkpoint
+    _, _, [channel] = await _channels(4, 1, [2])
+    channel.on_buffer(_data(1), 0, 0)
+    channel.on_buffer(_barrier(1, UNALIGNED), 1, 0)
+    channel.on_buffer(_data(2), 2, 0)
+    assert [b.size for b in channel.get_inflight_buffers(2)] == [1, 2]
+    _release(channel)
+
+
+async def test_a_blocking_barrier_must_come_with_no_backlog_whatever_the_initial_credit(sim_kernel):
+    # RemoteInputChannel.onBuffer: checkArgument(backlog == 0) for every channel, after a
+    # channel without exclusive buffers gave its floating ones back
+    _, _, [with_credit, without_credit] = await _channels(16, 8, [2, 0])
+    for channel in (with_credit, without_credit):
+        channel.on_sender_backlog(2)
+        with pytest.raises(ValueError, match="Illegal number of backlog: 1, should be 0."):
+            channel.on_buffer(_barrier(1, ALIGNED), 0, 1)
+    assert [c.buffer_manager.available for c in (with_credit, without_credit)] == [4, 0]
+    _release(with_credit, without_credit)
