@@ -205,7 +205,7 @@ def _load_environment(target: str, overrides: Sequence[str]) -> StreamExecutionE
     module_name, sep, function_name = target.partition(":")
     if not sep or not module_name or not function_name:
         raise UserError(f"{target}: not a scenario file, nor a program 'module:function'")
-    if Path(target).suffix or "/" in module_name:
+    if not all(part.isidentifier() for part in module_name.split(".")):  # a path, not a (dotted) module
         raise UserError(f"{target}: no such file")
     function = load_program(target, target, str(Path.cwd()))
     env = StreamExecutionEnvironment.get_execution_environment()

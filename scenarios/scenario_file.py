@@ -123,7 +123,7 @@ def _with_units(
 
 _as_duration = _with_units(parse_duration, "duration", '"100ms"')
 _as_size = _with_units(parse_size, "size", '"32kb"', numbers_ok=True)
-_as_bandwidth = _with_units(parse_bandwidth, "bandwidth", '"10gbit"')
+_as_bandwidth = _with_units(parse_bandwidth, "bandwidth", '"10gbit" or "200mb/s"')
 
 
 def _at_least(convert: Callable[[Any], float], low: float, *, strict: bool = False,

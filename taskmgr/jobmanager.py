@@ -21,6 +21,7 @@ from collections.abc import Callable, Hashable, Mapping
 from dataclasses import asdict, dataclass, field
 import itertools
 import math
+import numbers
 import zlib
 from typing import Any
 
@@ -74,6 +75,13 @@ class JobConfig:
     restart: RestartStrategy = RestartStrategy()
     #: How shared slots land on TaskManagers: "ordered" or "random" (taskmgr.scheduler).
     placement: str = "ordered"
+
+    def __post_init__(self) -> None:
+        # a duration of 0 or less ran an empty job that read as FINISHED, NaN failed with an
+        # empty TooSlowError, infinity never ended an unbounded job, a string failed deep inside
+        if (isinstance(self.duration, bool) or not isinstance(self.duration, numbers.Real)
+                or not math.isfinite(self.duration) or self.duration <= 0):
+            raise ValueError(f"duration must be a finite number of seconds > 0, got {self.duration!r}")
 
 
 @dataclass

@@ -361,6 +361,8 @@ class CreditFlowHarness:
     def announce_buffer_size(self, channel: int, size: int) -> None:
         """The consumer announces a buffer size for the channel (NewBufferSize, as debloating
         does): the producer cuts its next buffers for it to that size."""
+        if type(size) is not int or size <= 0:  # Flink's NewBufferSize refuses it on the Netty thread, later
+            raise ValueError(f"announce_buffer_size: the size must be a positive number of bytes, got {size!r}")
         self.channel(channel).announce_buffer_size(size)
 
     @_driving

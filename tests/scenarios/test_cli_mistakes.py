@@ -86,7 +86,7 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
      "job.stages[1].cost: '5' has no unit (e.g. \"100ms\") (from --set job.stages[SlowMap].cost)"),
     (["plan", str(SLOW_MAP), "--set", 'duration="30"'], "duration: '30' has no unit (e.g. \"100ms\")"),
     (["plan", str(SLOW_MAP), "--set", 'network.link_bandwidth="10"'],
-     "network.link_bandwidth: '10' has no unit (e.g. \"10gbit\")"),
+     "network.link_bandwidth: '10' has no unit (e.g. \"10gbit\" or \"200mb/s\")"),
     # a negative buffer timeout is a duration, but below 0 (Flink's -1 is "off" here)
     (["plan", str(SLOW_MAP), "--set", "network.buffer_timeout=-1ms"],
      "network.buffer_timeout: '-1ms' must be >= 0 (or \"off\": flush only full buffers)"),

@@ -153,6 +153,21 @@ def test_program_mistakes_exit_2_with_one_line(module: str, message: str, comman
     assert module in err
 
 
+def test_plan_takes_a_program_in_a_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    # a dotted module, as a scenario's job.program takes it (it was refused as "no such file")
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "__init__.py").write_text("")
+    (tmp_path / "jobs" / "mine.py").write_text("def build(env):\n    env.from_sequence(1, 10).name('Seq').print()\n")
+    monkeypatch.chdir(tmp_path)
+    for module in ("jobs", "jobs.mine"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    assert main(["plan", "jobs.mine:build"]) == 0
+    assert "Source: Seq -> Sink: Print to Std. Out" in capsys.readouterr().out
+    assert main(["plan", "some/where.txt:build"]) == 2
+    assert "some/where.txt:build: no such file" in capsys.readouterr().err
+
+
 def test_unwritable_out_is_a_user_mistake(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")

@@ -138,7 +138,7 @@ partitioner = "rebalance"
             "scenario.toml: network.buffer_timeout: '10 parsecs' is not a duration (e.g. \"100ms\") or \"off\"",
         ),
         ("[network]\nbuffer_size = 'big'", "scenario.toml: network.buffer_size: 'big' is not a size (e.g. \"32kb\")"),
-        ("[network]\nlink_bandwidth = 3", 'scenario.toml: network.link_bandwidth: 3 is not a bandwidth (e.g. "10gbit")'),
+        ("[network]\nlink_bandwidth = 3", 'scenario.toml: network.link_bandwidth: 3 is not a bandwidth (e.g. "10gbit" or "200mb/s")'),
         ("[network]\nflow_control = 'udp'", "scenario.toml: network.flow_control: 'udp' is not one of 'credit', 'tcp'"),
         ("[network]\nfloating_buffers_per_gate = 0", "scenario.toml: network.floating_buffers_per_gate: 0 must be >= 1"),
         ("[network]\nexclusive_buffers_per_channel = 1.5", "scenario.toml: network.exclusive_buffers_per_channel: 1.5 is not an integer"),
@@ -393,3 +393,19 @@ def test_a_table_value_in_set_sets_each_of_its_keys_as_in_a_sweep(tmp_path):
     assert (keys.distribution, keys.hot_fraction, keys.exponent) == ("hot_key", 0.5, None)
     assert error_of(tmp_path, MINIMAL, ['network={bufer_size="8kb"}']).endswith(
         "unknown key 'network.bufer_size' (did you mean 'network.buffer_size'?) (from --set network)")
+
+
+def test_the_readme_checkpoints_section_loads_with_its_cost_settings(tmp_path):
+    # its commented cost line wrote upload_bandwidth = "200MB", which is not a bandwidth
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    block = readme.split("## Checkpoints: barriers and their alignment\n", 1)[1].split("```toml\n", 1)[1]
+    block = block.split("```", 1)[0]
+    lines = []
+    for line in block.splitlines():
+        if re.match(r"# \w+ = ", line):  # "# key = value, key = value": the optional costs
+            lines.extend(pair.strip() for pair in line[2:].rstrip(",").split(", "))
+        elif not line.startswith("#"):
+            lines.append(line)
+    scenario = load_scenario(write(tmp_path, MINIMAL + "\n".join(lines) + "\n"))
+    assert scenario.checkpoints.upload_bandwidth == 200e6
+    assert scenario.checkpoints.state_size == 0

@@ -114,6 +114,17 @@ async def test_driving_a_closed_harness_says_so(credit_flow, drive):
     await h.close()  # closing again does nothing
 
 
+@pytest.mark.parametrize("size", [0, -1, 1.5])
+async def test_announcing_a_buffer_size_that_is_not_positive_is_refused_at_the_call(credit_flow, size):
+    """It was sent, and the message's own check then failed the whole run from inside the
+    client's writer at the next settle."""
+    h = await credit_flow(config=SMALL)
+    with pytest.raises(ValueError, match=f"announce_buffer_size: the size must be a positive number of bytes, "
+                                         f"got {size}"):
+        h.announce_buffer_size(0, size)
+    await h.settle()
+
+
 def test_a_transport_on_the_wrong_kernel_says_which_kernel_it_needs():
     """Opened under trio, the simulated link failed with "'NoneType' object has no attribute
     'now'"; tcp in the sim kernel (credit_flow(transport="tcp")) with trio's "must be called

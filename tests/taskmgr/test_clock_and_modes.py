@@ -37,6 +37,14 @@ def test_sim_clock_is_virtual() -> None:
     assert kernel.run(sleep_an_hour, mode="sim") >= 3600
 
 
+@pytest.mark.parametrize("duration", [0, -1.0, float("nan"), float("inf"), "10s", True])
+def test_a_duration_that_is_not_a_positive_number_of_seconds_is_refused(duration: object) -> None:
+    # 0 and -1 ran an empty job that read FINISHED, NaN raised an empty TooSlowError,
+    # infinity never ended, "10s" failed with a TypeError from inside the run
+    with pytest.raises(ValueError, match=f"duration must be a finite number of seconds > 0, got {duration!r}"):
+        execute(keyed_pipeline(), duration=duration, task_managers=2)  # type: ignore[arg-type]
+
+
 def slow_map() -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment()
     (env.from_generator().name("Seq").rebalance().map(cost="5ms").name("SlowMap")
