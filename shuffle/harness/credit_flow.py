@@ -113,6 +113,12 @@ def _driving(method: Method) -> Method:
     return checked  # type: ignore[return-value]
 
 
+def _check_count(method: str, name: str, value: float) -> None:
+    """A count or time a test gives the harness: negative, it would do nothing and say nothing."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{method}: {name} must be a number >= 0, got {value!r}")
+
+
 def _check_kernel(transport: str) -> None:
     """A transport on the wrong kernel fails deep inside it (the simulated link reads a
     virtual clock that is not there; real sockets need trio): say so before starting."""
@@ -229,6 +235,7 @@ class CreditFlowHarness:
     @_driving
     async def emit(self, channel: int, nbytes: int, record_size: int = 0) -> None:
         """Write `nbytes` of record data (records of `record_size` bytes) for a channel."""
+        _check_count("emit", "nbytes", nbytes)
         partition, subpartition = self.targets[channel]
         await partition.emit_record(bytes(nbytes), subpartition, record_size)
 
@@ -236,6 +243,7 @@ class CreditFlowHarness:
     @_driving
     async def emit_buffers(self, channel: int, n: int) -> None:
         """Fill `n` whole buffers; they become visible as the next buffer starts (or on flush)."""
+        _check_count("emit_buffers", "n", n)
         partition, subpartition = self.targets[channel]
         size = self.config.buffer_size
         for _ in range(n):
@@ -283,6 +291,7 @@ class CreditFlowHarness:
     def consume(self, channel: int, n: int = 1) -> list[Consumed]:
         """Read up to `n` buffers or events of a channel's gate now, recycling each (creates
         credit); filed under the channel each came from."""
+        _check_count("consume", "n", n)
         return self._consume(channel, n)
 
     def _consume(self, channel: int, n: int | None) -> list[Consumed]:
@@ -377,6 +386,8 @@ class CreditFlowHarness:
             streams = [handler.stream for handler in self.producer.connection_manager.server_handlers()]
         else:
             raise ValueError(f"side must be 'consumer' or 'producer', not {side!r}")
+        if not streams:
+            raise ValueError("set_writable: no connection to make unwritable (the harness's channels are local)")
         for stream in streams:
             stream.set_writable(writable)
 
@@ -384,6 +395,7 @@ class CreditFlowHarness:
     async def settle(self, seconds: float = 0.05) -> None:
         """Let the simulated network and tasks run for `seconds` of virtual time, then check
         the stack's invariants (`InvariantViolation` if one broke)."""
+        _check_count("settle", "seconds", seconds)
         await kernel.sleep(seconds)
         self.check_invariants()
 

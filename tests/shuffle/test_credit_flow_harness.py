@@ -3,6 +3,7 @@ it must express, determinism, and clear errors for misuse."""
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -123,6 +124,29 @@ async def test_announcing_a_buffer_size_that_is_not_positive_is_refused_at_the_c
                                          f"got {size}"):
         h.announce_buffer_size(0, size)
     await h.settle()
+
+
+@pytest.mark.parametrize("drive, message", [
+    (lambda h: h.settle(-1), "settle: seconds must be a number >= 0, got -1"),
+    (lambda h: h.emit_buffers(0, -3), "emit_buffers: n must be a number >= 0, got -3"),
+    (lambda h: h.emit(0, -10), "emit: nbytes must be a number >= 0, got -10"),
+    (lambda h: h.consume(0, -1), "consume: n must be a number >= 0, got -1"),
+])
+async def test_a_negative_count_is_refused(credit_flow, drive, message):
+    """settle(-1), emit_buffers(0, -3) and consume(0, -1) did nothing and said nothing: a
+    test asserting on what followed passed for the wrong reason."""
+    h = await credit_flow(config=SMALL)
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        outcome = drive(h)  # consume refuses at the call, the async ones when awaited
+        if inspect.isawaitable(outcome):
+            await outcome
+
+
+async def test_making_local_channels_unwritable_is_refused(credit_flow):
+    """It did nothing: local channels have no connection."""
+    h = await credit_flow(config=SMALL, local=True)
+    with pytest.raises(ValueError, match="no connection to make unwritable"):
+        h.set_writable(False)
 
 
 def test_a_transport_on_the_wrong_kernel_says_which_kernel_it_needs():
