@@ -216,6 +216,10 @@ class SingleInputGate:
                 continue
             if result.more_available:
                 self._queue_channel(channel, None, force_priority=result.more_priority_events)
+            elif not self._with_data:
+                # Flink's checkUnavailability: unavailable as soon as the queue empties, not
+                # at the next poll (a union of gates waits for the gate's next data then)
+                self.availability.set_unavailable()
             buffer = result.buffer
             self.num_bytes_in += buffer.size
             if throughput is not None:

@@ -150,3 +150,19 @@ def test_channel_infos_carry_gate_and_channel_index():
         assert [(c.channel_info.gate_index, c.channel_info.channel_index) for c in channels] == \
             [(gate_index, 0), (gate_index, 1), (gate_index, 2)]
 
+
+
+def test_the_gate_is_unavailable_as_soon_as_its_last_queued_channel_is_polled():
+    # Flink: SingleInputGate.waitAndGetNextData calls checkUnavailability after taking data,
+    # so the availability future is reset when the queue empties, not at the next empty poll
+    # (what UnionInputGateTest.testAvailability/testEmptyPull rely on through the union).
+    gate, (c0, c1) = scripted_gate(2)
+    c0.read_buffer(next_data_type=DataType.NONE)
+    c1.read_buffer(next_data_type=DataType.NONE)
+    gate.notify_channel_non_empty(c0)
+    gate.notify_channel_non_empty(c1)
+    gate.poll_next().buffer.recycle()
+    assert gate.is_available()  # channel 1 is still queued
+    result = gate.poll_next()
+    result.buffer.recycle()
+    assert not result.more_available and not gate.is_available()
