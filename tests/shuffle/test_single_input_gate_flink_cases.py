@@ -166,3 +166,20 @@ def test_the_gate_is_unavailable_as_soon_as_its_last_queued_channel_is_polled():
     result = gate.poll_next()
     result.buffer.recycle()
     assert not result.more_available and not gate.is_available()
+
+
+def test_a_closed_gate_cancels_the_poll_unless_it_had_finished():
+    # Flink: SingleInputGate.getNextBufferOrEvent returns nothing once every channel ended,
+    # closed or not, and otherwise throws CancelTaskException("Input gate is already closed.")
+    from shuffle.errors import CancelTaskError
+
+    gate, (c0,) = scripted_gate(1)
+    gate.close()
+    with pytest.raises(CancelTaskError, match=r"^Input gate is already closed\.$"):
+        gate.poll_next()
+    gate, (c0,) = scripted_gate(1)
+    c0.read_end_of_partition()
+    gate.notify_channel_non_empty(c0)
+    assert gate.poll_next().event == EndOfPartitionEvent.INSTANCE
+    gate.close()
+    assert gate.poll_next() is None
