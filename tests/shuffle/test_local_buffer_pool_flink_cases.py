@@ -90,6 +90,14 @@ def test_free_excess_buffers_go_back_when_the_pool_shrinks(pools):
     assert pool.num_available == TOTAL // 2
 
 
+def test_a_pool_cannot_be_sized_below_its_minimum(pools):
+    # Flink: LocalBufferPoolTest.testSetLessThanRequiredNumBuffers
+    _, pool = pools
+    pool.set_num_buffers(1)
+    with pytest.raises(ValueError, match=r"^Buffer pool needs at least 1 buffers, but tried to set to 0$"):
+        pool.set_num_buffers(0)
+
+
 def test_a_bounded_pool_serves_between_its_minimum_and_maximum(pools):
     # Flink: LocalBufferPoolTest.testBoundedBuffer
     network, first = pools
@@ -108,3 +116,36 @@ def test_a_bounded_pool_serves_between_its_minimum_and_maximum(pools):
             buffer.recycle()
             assert pool.num_available == returned
     pool.destroy()
+
+
+class _Listener:
+    def __init__(self):
+        self.got = []
+
+    def notify_buffer_available(self, buffer):
+        self.got.append(buffer)
+        return True
+
+
+def test_a_segment_fetched_from_the_network_is_kept_free_not_lent_to_a_listener():
+    # Flink 2.3's LocalBufferPool.checkAvailability fetches a segment from the global pool into
+    # the free deque (requestMemorySegmentFromGlobal); only a recycled segment goes to a
+    # waiting BufferListener. So a pool that grows while a channel waits keeps the new
+    # segment free until a buffer of the pool is recycled.
+    network = NetworkBufferPool(6, 64)
+    pool = network.create_buffer_pool(1, 4)
+    other = network.create_buffer_pool(1, 4)
+    assert pool.num_buffers == 3
+    held = [pool.request_buffer() for _ in range(3)]
+    assert pool.request_buffer() is None
+    listener = _Listener()
+    assert pool.add_buffer_listener(listener)
+    other.destroy()  # redistribution: the pool grows to 4 and fetches a segment
+    assert pool.num_buffers == 4
+    assert listener.got == [] and pool.num_available == 1
+    held.pop().recycle()  # a recycled one goes to the listener
+    assert len(listener.got) == 1 and pool.num_available == 1
+    for buffer in held + listener.got:
+        buffer.recycle()
+    pool.destroy()
+    assert network.num_available_segments == 6
