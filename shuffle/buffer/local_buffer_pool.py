@@ -180,7 +180,8 @@ class LocalBufferPool:
     # -- sizing and availability ----------------------------------------------------------
 
     def set_num_buffers(self, n: int) -> None:
-        """Resize the pool to `n` (within min and max), giving back free segments above it.
+        """Resize the pool to `n` (at most max; below min is an error, as Flink's
+        checkArgument), giving back free segments above it.
 
         Redistribution mostly keeps sizes (it calls this for every pool of a TaskManager
         whenever a channel takes its exclusive buffers): then, if no blocked requester is to
@@ -188,10 +189,12 @@ class LocalBufferPool:
         size is taken), checking availability and signalling would change nothing and are
         skipped. Every change of the free segments or subpartition counts updates
         availability itself, and no free segment is kept above the pool size."""
+        if n < self.min_buffers:
+            raise ValueError(f"Buffer pool needs at least {self.min_buffers} buffers, but tried to set to {n}")
         if (n == self.current_pool_size and self._segment_event is None
                 and (self._available or self.num_requested >= self.current_pool_size)):
             return
-        self.current_pool_size = max(self.min_buffers, min(n, self.max_buffers))
+        self.current_pool_size = min(n, self.max_buffers)
         while self.num_requested > self.current_pool_size and self._available:
             self.num_requested -= 1
             self.network_pool.recycle_pooled_segment(self._available.pop())
@@ -206,9 +209,10 @@ class LocalBufferPool:
         if not self._available and self.num_requested < self.current_pool_size:
             segment = self.network_pool.request_pooled_segment()
             if segment is not None:
+                # kept free, as Flink's checkAvailability does: only a recycled segment is
+                # offered to waiting listeners
                 self.num_requested += 1
-                if not self._offer_to_listeners(segment):
-                    self._available.append(segment)
+                self._available.append(segment)
             elif not self._waiting_on_global:
                 self._waiting_on_global = True
                 self.network_pool.when_segment_available(self._on_global_segment)

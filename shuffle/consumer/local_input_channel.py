@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from shuffle import kernel
 from shuffle.consumer.input_channel import BufferAndAvailability, InputChannel
-from shuffle.errors import CancelTaskError, PartitionNotFoundError
+from shuffle.errors import CancelTaskError, IllegalStateError, PartitionNotFoundError
 from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 from shuffle.serialization.event_serializer import deserialize_event
 
@@ -42,8 +42,14 @@ class LocalInputChannel(InputChannel):
                 await kernel.sleep(self.current_backoff)
         if self.gate.tracer.enabled:
             self.gate.tracer.emit("partition_request", channel=self.name, initial_credit=0, local=True)
-        if self.view is not None and self.view.subpartition.is_data_available():
-            self.notify_channel_non_empty()
+        if self.view is not None:
+            if self.is_released:  # released while the request waited: the view goes at once
+                self.view.release_all_resources()
+                self.view = None
+            else:
+                # Flink's requestSubpartitions calls notifyDataAvailable once the view is
+                # there, data or not: the gate queues the channel and its first poll finds out
+                self.notify_channel_non_empty()
 
     def increase_backoff(self) -> bool:
         """Exponential backoff: 0 -> initial -> doubled up to max; False once exhausted."""
@@ -70,7 +76,7 @@ class LocalInputChannel(InputChannel):
             self.num_buffers_in += 1  # as Flink's loop counts the empty buffers it skips
         if nxt is None:
             if view.is_released:
-                raise CancelTaskError("Queried for a buffer after channel has been released.")
+                raise CancelTaskError(f"Consumed partition {view} has been released.")
             return None
         buffer = nxt.buffer
         if buffer.is_buffer:
@@ -91,23 +97,33 @@ class LocalInputChannel(InputChannel):
     def notify_data_available(self) -> None:
         self.notify_channel_non_empty()
 
+    def _check_not_released(self) -> None:
+        if self.is_released:
+            raise IllegalStateError("Channel released.")
+
     def resume_consumption(self) -> None:
+        self._check_not_released()
         if self.view is None:
             raise RuntimeError(f"channel {self.name} resumed before it was requested")
         self.view.resume_consumption()
 
     def acknowledge_all_records_processed(self) -> None:
+        self._check_not_released()
         if self.view is not None:
             self.view.acknowledge_all_data_processed()
 
     def release_all_resources(self) -> None:
+        """Release the view and forget it (Flink's releaseAllResources): a released channel
+        has nothing more to read and no queue to report."""
         if not self.is_released:
             self.is_released = True
             if self.view is not None:
                 self.view.release_all_resources()
+                self.view = None
 
     def announce_buffer_size(self, size: int) -> None:
         """Debloating: straight to the producer's subpartition through the view."""
+        self._check_not_released()
         if self.view is not None:
             self.view.notify_new_buffer_size(size)
             if self.gate.tracer.enabled:

@@ -27,7 +27,7 @@ from shuffle.channel_state import ChannelStateWriter
 from shuffle.config import NetworkConfig
 from shuffle.consumer.input_channel import InputChannel, InputChannelInfo
 from shuffle.consumer.remote_input_channel import ConnectionProvider, RemoteInputChannel
-from shuffle.errors import IllegalStateError, check
+from shuffle.errors import CancelTaskError, IllegalStateError, check
 from shuffle.java_int import INT_MAX, INT_MIN
 from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.prioritized_deque import PrioritizedDeque
@@ -196,8 +196,10 @@ class SingleInputGate:
 
     def poll_next(self) -> BufferOrEvent | None:
         """The next buffer or event, or None if no channel has data right now."""
+        if self.is_finished:
+            return None  # Flink's getNextBufferOrEvent: nothing more, closed or not
         if self.is_closed:
-            raise RuntimeError(f"input gate {self.gate_index} of {self.owner_name} is closed")
+            raise CancelTaskError("Input gate is already closed.")
         throughput = self.throughput_calculator
         while True:
             if not self._with_data:
@@ -216,6 +218,10 @@ class SingleInputGate:
                 continue
             if result.more_available:
                 self._queue_channel(channel, None, force_priority=result.more_priority_events)
+            elif not self._with_data:
+                # Flink's checkUnavailability: unavailable as soon as the queue empties, not
+                # at the next poll (a union of gates waits for the gate's next data then)
+                self.availability.set_unavailable()
             buffer = result.buffer
             self.num_bytes_in += buffer.size
             if throughput is not None:

@@ -64,3 +64,8 @@ class PipelinedSubpartitionView:
             self._released = True
             self.subpartition.release()
             self.subpartition.parent.on_consumed_subpartition(self.subpartition.index)
+
+    def __str__(self) -> str:
+        """Flink's `PipelinedSubpartitionView.toString` (errors quote it)."""
+        subpartition = self.subpartition
+        return f"PipelinedSubpartitionView(index: {subpartition.index}) of ResultPartition {subpartition.parent_name}"

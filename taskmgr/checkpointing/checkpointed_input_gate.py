@@ -1,5 +1,6 @@
 """`CheckpointedInputGate` (spec 5.2): one logical input of a task (one gate, or the gates
-of a union, read round-robin) whose events go through the task's barrier handler.
+of a union read through a `UnionInputGate`, as Flink's `InputGateUtil.createInputGate`
+makes it) whose events go through the task's barrier handler.
 
 The input processor decides *when* an event is handled: priority events (unaligned
 barriers, announcements) at once, other events after the records polled before them,
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
 
-from shuffle import kernel
 from shuffle.api.events import (
     CancelCheckpointMarker,
     CheckpointBarrier,
@@ -20,6 +20,7 @@ from shuffle.api.events import (
 )
 from shuffle.consumer.input_channel import InputChannelInfo
 from shuffle.consumer.single_input_gate import BufferOrEvent, SingleInputGate
+from shuffle.consumer.union_input_gate import UnionInputGate
 from shuffle.trace import NULL_TRACER, Tracer
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointBarrierHandler
 
@@ -36,34 +37,26 @@ class CheckpointedInputGate:
         self.handler = handler
         self.tracer = tracer
         self.task_name = task_name
-        self._next = 0
+        #: Several gates are read as Flink's union reads them (by when their data came).
+        self._union = UnionInputGate(self.gates) if self._num_gates > 1 else None
 
     def poll_next(self) -> BufferOrEvent | None:
-        """The next buffer or event of any gate (a gate with a priority event first: one
-        gate alone polls its own priority events first itself)."""
-        gates, num_gates = self.gates, self._num_gates
-        if num_gates > 1:
-            for gate in gates:
-                if gate.has_priority_events:
-                    return gate.poll_next()
-        for _ in range(num_gates):
-            gate = gates[self._next]
-            self._next = (self._next + 1) % num_gates
-            if not gate.is_finished:
-                result = gate.poll_next()
-                if result is not None:
-                    return result
-        return None
+        """The next buffer or event (of the gate whose turn it is, priority events first)."""
+        union = self._union
+        if union is None:
+            return self.gates[0].poll_next()
+        return union.poll_next()
 
     @property
     def has_priority_events(self) -> bool:
-        for gate in self.gates:  # loops, not any()/all(): asked before every chunk of records
-            if gate.has_priority_events:
-                return True
-        return False
+        union = self._union
+        if union is None:
+            return self.gates[0].has_priority_events
+        return union.priority_availability.is_available
 
     async def wait_priority_event(self) -> None:
-        await kernel.wait_any([gate.priority_availability.wait for gate in self.gates])
+        union = self._union
+        await (self.gates[0] if union is None else union).priority_availability.wait()
 
     def handle_event(self, result: BufferOrEvent) -> None:
         """Hand an event to the barrier handler (spec 5.2's table); EndOfData is answered
@@ -89,19 +82,14 @@ class CheckpointedInputGate:
 
     @property
     def is_finished(self) -> bool:
-        for gate in self.gates:
-            if not gate.is_finished:
-                return False
-        return True
+        union = self._union
+        return self.gates[0].is_finished if union is None else union.is_finished
 
     def unfinished_channels(self) -> list[InputChannelInfo]:
         return [channel for gate in self.gates for channel in gate.unfinished_channels()]
 
     def wait_available(self) -> Awaitable[None]:
-        """Await it: returns once a gate has data or every gate finished. One gate: that
-        gate's wait itself (a finished gate stays available: it returns at once), not a
-        coroutine around it, and without wait_any's list (once per idle wait)."""
-        gates = self.gates
-        if len(gates) == 1:
-            return gates[0].wait_available()
-        return kernel.wait_any([gate.wait_available for gate in gates if not gate.is_finished])
+        """Await it: returns once a gate has data or every gate finished (the gate's or the
+        union's wait itself, not a coroutine around it)."""
+        union = self._union
+        return self.gates[0].wait_available() if union is None else union.wait_available()

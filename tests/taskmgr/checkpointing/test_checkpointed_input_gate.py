@@ -3,6 +3,13 @@
 from shuffle.config import NetworkConfig
 
 
+def _task_gates(h):
+    """The harness's gates (each gate 0 of its consumer) as the gates 0, 1, ... of one task."""
+    for index, gate in enumerate(h.gates):
+        gate.gate_index = index
+    return h.gates
+
+
 async def test_one_gate_serves_a_priority_event_before_queued_data(credit_flow):
     """One gate alone is polled without the union's scan for gates with priority events: the
     gate puts a channel with one ahead of those with data itself."""
@@ -35,7 +42,7 @@ async def test_several_gates_serve_the_gate_with_a_priority_event_first(credit_f
 
     h = await credit_flow(config=NetworkConfig(buffer_size=4096), channels=2, local=True,
                           separate_producers=True)
-    checkpointed = CheckpointedInputGate(h.gates, input_index=0)
+    checkpointed = CheckpointedInputGate(_task_gates(h), input_index=0)
     for channel in (0, 1):
         await h.emit_buffers(channel, 3)
         h.flush(channel)
@@ -51,3 +58,23 @@ async def test_several_gates_serve_the_gate_with_a_priority_event_first(credit_f
     while (result := checkpointed.poll_next()) is not None:
         if result.buffer is not None:
             result.buffer.recycle()
+
+
+async def test_several_gates_are_read_in_the_order_their_data_arrived(credit_flow):
+    # Flink reads a task's several gates through a UnionInputGate, which queues a gate when
+    # its data arrives: gate 1, whose buffer came first, is read before gate 0.
+    from taskmgr.checkpointing.checkpointed_input_gate import CheckpointedInputGate
+
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096), channels=2, local=True,
+                          separate_producers=True)
+    checkpointed = CheckpointedInputGate(_task_gates(h), input_index=0)
+    assert checkpointed.poll_next() is None
+    for channel in (1, 0):
+        await h.emit_buffers(channel, 1)
+        h.flush(channel)
+        await h.settle()
+    order = []
+    while (result := checkpointed.poll_next()) is not None:
+        order.append(result.channel_info.gate_index)
+        result.buffer.recycle()
+    assert order == [1, 0]
