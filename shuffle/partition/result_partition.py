@@ -70,6 +70,10 @@ class ResultPartition:
         self.is_finished = False
         self.is_released = False
         self._consumed: set[int] = set()
+        #: Flink's numberOfUsers: each subpartition's reader and the producer itself (until
+        #: it closes the partition); released when none is left.
+        self._users = num_subpartitions + 1
+        self._producer_closed = False
         self._all_data_processed_acks: set[int] = set()
         self.all_data_processed = kernel.Event()
         self.on_release: Callable[[ResultPartition], None] | None = None  # set by the ResultPartitionManager
@@ -397,9 +401,17 @@ class ResultPartition:
         return self.buffer_pool.wait_available()
 
     def on_consumed_subpartition(self, index: int) -> None:
-        """Release once every consumer has released its subpartition (release-by-upstream)."""
+        """A reader released subpartition `index`: one user less (a repeated call counts once)."""
+        if self.is_released or index in self._consumed:
+            return
         self._consumed.add(index)
-        if len(self._consumed) == self.num_subpartitions:
+        self._one_user_less()
+
+    def _one_user_less(self) -> None:
+        """Release once every reader and the producer are done with it (release-by-upstream,
+        Flink's `decrementNumberOfUsers`): queued data stays for a reader that is gone until then."""
+        self._users -= 1
+        if self._users == 0:
             self.release()
 
     def on_all_data_processed(self, index: int) -> None:
@@ -407,11 +419,31 @@ class ResultPartition:
         if len(self._all_data_processed_acks) == self.num_subpartitions:
             self.all_data_processed.set()
 
+    def close(self) -> None:
+        """The producer is done with the partition (its task ended, finished or not): the open
+        builders are let go and the pool is destroyed, its queued buffers going back to network
+        memory as readers recycle them (Flink's `close`, then `lazyDestroy`); one user less."""
+        self._close_builders()
+        if self.buffer_pool is not None:
+            self.buffer_pool.destroy()
+        if not self._producer_closed:
+            self._producer_closed = True
+            if not self.is_released:
+                self._one_user_less()
+
     def release(self) -> None:
-        """Recycle everything and give the pool back."""
+        """Recycle everything queued; the pool stays until the producer closes the partition
+        (as in Flink: a record written after a release goes to a buffer that is dropped)."""
         if self.is_released:
             return
         self.is_released = True
+        self._close_builders()
+        for sub in self.subpartitions:
+            sub.release()
+        if self.on_release is not None:
+            self.on_release(self)
+
+    def _close_builders(self) -> None:
         for builder in self._unicast:
             if builder is not None:
                 builder.close()
@@ -419,12 +451,6 @@ class ResultPartition:
         if self._broadcast is not None:
             self._broadcast.close()
             self._broadcast = None
-        for sub in self.subpartitions:
-            sub.release()
-        if self.buffer_pool is not None:
-            self.buffer_pool.destroy()
-        if self.on_release is not None:
-            self.on_release(self)
 
     # -- metrics -------------------------------------------------------------------------
 

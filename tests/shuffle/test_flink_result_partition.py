@@ -16,8 +16,10 @@ from shuffle import kernel
 from shuffle.api.events import EndOfPartitionEvent
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
+from shuffle.errors import PartitionNotFoundError
 from shuffle.java_int import INT_MAX
 from shuffle.partition.result_partition import ResultPartition, partition_pool_size
+from shuffle.partition.result_partition_manager import ResultPartitionManager
 from shuffle.partition.result_partition_type import ResultPartitionType
 
 BUFFER_SIZE = 1024
@@ -266,3 +268,71 @@ async def test_hard_back_pressured_time(sim_kernel):
         await result.emit_record(bytes(BUFFER_SIZE), 0)  # waits for the buffer
     assert timer.total == pytest.approx(0.005)
     assert result.subpartitions[0].poll_buffer() is not None
+
+
+# -- release and close ----------------------------------------------------------------------
+
+async def test_release_memory_on_pipelined_partition(sim_kernel):
+    """testReleaseMemoryOnPipelinedPartition: close() destroys the pool but the queued buffers
+    stay taken; release() recycles them into network memory."""
+    network = NetworkBufferPool(10, BUFFER_SIZE)
+    result = ResultPartition("p", 1, ResultPartitionType.PIPELINED, NetworkConfig(buffer_size=BUFFER_SIZE))
+    result.setup(network)
+    for _ in range(10):
+        await result.emit_record(bytes(BUFFER_SIZE - 1), 0)
+    assert result.buffer_pool.num_available == 0
+    result.close()
+    assert result.buffer_pool.is_destroyed
+    assert network.total_segments - network.num_available_segments == 10
+    result.release()
+    assert network.num_available_segments == network.total_segments
+
+
+async def test_add_on_released_partition(sim_kernel):
+    """testAddOnReleasedPipelinedPartition: a record written after release() is dropped, its
+    buffer counted as sent and recycled."""
+    result = partition(ResultPartitionType.PIPELINED)
+    result.release()
+    await result.emit_record(bytes(BUFFER_SIZE), 0)
+    assert (result.num_buffers_out, result.num_bytes_out) == (1, BUFFER_SIZE)
+    assert result.buffer_pool.best_effort_get_num_of_used_buffers() == 0
+
+
+def test_create_subpartition_on_failing_partition():
+    """testCreateSubpartitionOnFailingPartition: a released partition is not found any more."""
+    manager = ResultPartitionManager()
+    result = ResultPartition("p", 1, ResultPartitionType.PIPELINED, NetworkConfig())
+    manager.register_result_partition(result)
+    result.release()
+    with pytest.raises(PartitionNotFoundError):
+        manager.create_subpartition_view("p", 0, _NoListener())
+
+
+class _NoListener:
+    def notify_data_available(self) -> None:
+        pass
+
+    def notify_priority_event(self, sequence_number: int) -> None:
+        pass
+
+
+async def test_release_needs_every_reader_and_the_producer(sim_kernel):
+    """PipelinedSubpartitionWithReadViewTest.testRelease, with Flink's PipelinedResultPartition
+    counting its users (numberOfUsers = subpartitions + 1): released once every reader released
+    its view and the producer closed the partition, whichever comes last; a released view
+    leaves what its subpartition queued in place until then (the view holds nothing)."""
+    manager = ResultPartitionManager()
+    result = partition(ResultPartitionType.PIPELINED)
+    manager.register_result_partition(result)
+    await result.emit_record(bytes(BUFFER_SIZE), 0)
+    views = [manager.create_subpartition_view("p", i, _NoListener()) for i in range(2)]
+    views[0].release_all_resources()
+    views[0].release_all_resources()  # counts once
+    assert views[0].is_released and result.subpartitions[0].number_of_queued_buffers == 1
+    views[1].release_all_resources()
+    assert result in manager.partitions and not result.is_released  # the producer still writes
+    result.close()
+    assert result not in manager.partitions and result.is_released
+    assert result.subpartitions[0].number_of_queued_buffers == 0
+    network = result.buffer_pool.network_pool
+    assert network.num_available_segments == network.total_segments
