@@ -540,3 +540,5 @@ class Task:
             gate.close()
         if self.state is not ExecutionState.FINISHED:
             self.release_partitions()
+        for partition in self._partitions:
+            partition.close()

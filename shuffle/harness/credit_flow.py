@@ -470,6 +470,7 @@ class CreditFlowHarness:
             gate.close()
         for partition in self.partitions:
             partition.release()
+            partition.close()
         await self.producer.close()
         if self.consumer is not self.producer:
             await self.consumer.close()

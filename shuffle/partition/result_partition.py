@@ -70,6 +70,10 @@ class ResultPartition:
         self.is_finished = False
         self.is_released = False
         self._consumed: set[int] = set()
+        #: Flink's numberOfUsers: each subpartition's reader and the producer itself (until
+        #: it closes the partition); released when none is left.
+        self._users = num_subpartitions + 1
+        self._producer_closed = False
         self._all_data_processed_acks: set[int] = set()
         self.all_data_processed = kernel.Event()
         self.on_release: Callable[[ResultPartition], None] | None = None  # set by the ResultPartitionManager
@@ -130,11 +134,12 @@ class ResultPartition:
         record_size = record_size or n
         builder = self._broadcast
         if builder is None:
-            builder = await self._new_broadcast_builder(0)
+            builder = await self._new_broadcast_builder(0, record_size)
         pos = builder.append(data, 0)
         while pos < n:
             self._finish_broadcast_builder()
-            builder = await self._new_broadcast_builder((record_size - pos % record_size) % record_size)
+            partial = (record_size - pos % record_size) % record_size
+            builder = await self._new_broadcast_builder(partial, partial or record_size)
             pos += builder.append(data, pos)
         if builder.is_full():
             self._finish_broadcast_builder()
@@ -177,7 +182,7 @@ class ResultPartition:
             else:
                 builder, desired = self._unicast[0], self.subpartitions[0].desired_buffer_size
             held = counts[0]
-            takes = self._segment_takes(builder, desired, limit, record_size, not broadcast,
+            takes = self._segment_takes(builder, desired, limit, record_size,
                                         self._takes_that_matter(held, obtainable))
             return self._first_stop([(j, held + taken) for taken, j in enumerate(takes, 1)], obtainable, limit)
         size = self._smallest_new_buffer(record_size)
@@ -221,7 +226,7 @@ class ResultPartition:
                 continue
             held = counts[channel]
             segment_takes = self._segment_takes(builder, self.subpartitions[channel].desired_buffer_size, records,
-                                                record_size, True, self._takes_that_matter(held, obtainable))
+                                                record_size, self._takes_that_matter(held, obtainable))
             if one_channel:
                 takes.extend((j, held + taken) for taken, j in enumerate(segment_takes, 1))
                 continue
@@ -233,15 +238,15 @@ class ResultPartition:
         return self._first_stop(takes, obtainable, n)
 
     def _segment_takes(self, builder: BufferBuilder | None, desired: int, records: int, record_size: int,
-                       unicast: bool, most: int) -> Iterator[int]:
+                       most: int) -> Iterator[int]:
         """Of the next `records` records (`record_size` bytes each) one builder stream takes,
         the index of each that takes a new segment, up to `most` of them; `builder` is the
         stream's open builder, if any.
 
         A new builder holds a segment, trimmed when the consumers announced less (`desired`,
-        debloating), but never below the rest of the record it starts with, nor, for a
-        unicast builder, below a whole record it starts with (`_new_unicast_builder`,
-        `_new_broadcast_builder`). The record at the byte where a segment starts takes it.
+        debloating), but never below the rest of the record it starts with, nor below a
+        whole record it starts with (`_new_unicast_builder`, `_new_broadcast_builder`). The
+        record at the byte where a segment starts takes it.
         """
         size = self.buffer_pool.network_pool.segment_size
         trimmed = 0 < desired < size
@@ -255,7 +260,7 @@ class ResultPartition:
                 at += size
                 continue
             into = at % record_size
-            starts_with = record_size - into if into else (record_size if unicast else 0)
+            starts_with = record_size - into if into else record_size
             at += min(size, max(desired, starts_with))
 
     def _takes_that_matter(self, held: int, obtainable: int) -> int:
@@ -315,15 +320,20 @@ class ResultPartition:
         self._unicast[target] = builder
         return builder
 
-    async def _new_broadcast_builder(self, partial_record_length: int) -> BufferBuilder:
+    async def _new_broadcast_builder(self, partial_record_length: int, record_bytes: int) -> BufferBuilder:
+        """The shared builder, starting with `record_bytes` of one record (as
+        `_new_unicast_builder`), trimmed to the smallest size a consumer asked for."""
         # Flink requests the shared builder for subpartition 0: broadcast buffers count
         # against that subpartition's quota (10), which stops the writer before the pool
         # (2 per subpartition + 8) runs dry.
         builder = await self._request_builder(0)
-        desired = min(sub.add(builder.create_buffer_consumer_from(0), partial_record_length)
-                      for sub in self.subpartitions)
+        desired = INT_MAX
+        for sub in self.subpartitions:
+            size = sub.add(builder.create_buffer_consumer_from(0), partial_record_length)
+            if size != -1 and size < desired:  # as Flink: a finished or released one has no say
+                desired = size
         if 0 < desired < builder.capacity:
-            builder.trim(max(partial_record_length, desired))  # the smallest any consumer asked for
+            builder.trim(max(record_bytes, desired))
         self._broadcast = builder
         return builder
 
@@ -391,9 +401,17 @@ class ResultPartition:
         return self.buffer_pool.wait_available()
 
     def on_consumed_subpartition(self, index: int) -> None:
-        """Release once every consumer has released its subpartition (release-by-upstream)."""
+        """A reader released subpartition `index`: one user less (a repeated call counts once)."""
+        if self.is_released or index in self._consumed:
+            return
         self._consumed.add(index)
-        if len(self._consumed) == self.num_subpartitions:
+        self._one_user_less()
+
+    def _one_user_less(self) -> None:
+        """Release once every reader and the producer are done with it (release-by-upstream,
+        Flink's `decrementNumberOfUsers`): queued data stays for a reader that is gone until then."""
+        self._users -= 1
+        if self._users == 0:
             self.release()
 
     def on_all_data_processed(self, index: int) -> None:
@@ -401,11 +419,31 @@ class ResultPartition:
         if len(self._all_data_processed_acks) == self.num_subpartitions:
             self.all_data_processed.set()
 
+    def close(self) -> None:
+        """The producer is done with the partition (its task ended, finished or not): the open
+        builders are let go and the pool is destroyed, its queued buffers going back to network
+        memory as readers recycle them (Flink's `close`, then `lazyDestroy`); one user less."""
+        self._close_builders()
+        if self.buffer_pool is not None:
+            self.buffer_pool.destroy()
+        if not self._producer_closed:
+            self._producer_closed = True
+            if not self.is_released:
+                self._one_user_less()
+
     def release(self) -> None:
-        """Recycle everything and give the pool back."""
+        """Recycle everything queued; the pool stays until the producer closes the partition
+        (as in Flink: a record written after a release goes to a buffer that is dropped)."""
         if self.is_released:
             return
         self.is_released = True
+        self._close_builders()
+        for sub in self.subpartitions:
+            sub.release()
+        if self.on_release is not None:
+            self.on_release(self)
+
+    def _close_builders(self) -> None:
         for builder in self._unicast:
             if builder is not None:
                 builder.close()
@@ -413,12 +451,6 @@ class ResultPartition:
         if self._broadcast is not None:
             self._broadcast.close()
             self._broadcast = None
-        for sub in self.subpartitions:
-            sub.release()
-        if self.buffer_pool is not None:
-            self.buffer_pool.destroy()
-        if self.on_release is not None:
-            self.on_release(self)
 
     # -- metrics -------------------------------------------------------------------------
 

@@ -59,10 +59,10 @@ class PipelinedSubpartitionView:
         return self._released or self.subpartition.is_released
 
     def release_all_resources(self) -> None:
-        """The consumer is gone: release the subpartition (release-by-upstream)."""
+        """The consumer is gone. The view holds nothing: the subpartition keeps what is queued
+        until its partition is released (release-by-upstream: `on_consumed_subpartition`)."""
         if not self._released:
             self._released = True
-            self.subpartition.release()
             self.subpartition.parent.on_consumed_subpartition(self.subpartition.index)
 
     def __str__(self) -> str:
