@@ -19,6 +19,8 @@ from shuffle.consumer.input_channel import InputChannelInfo
 class CheckpointableInput(Protocol):
     """What a handler does to an input gate (Flink's `CheckpointableInput`)."""
 
+    gate_index: int
+
     def block_consumption(self, channel_info: InputChannelInfo) -> None: ...
 
     def resume_consumption(self, channel_info: InputChannelInfo) -> None: ...
