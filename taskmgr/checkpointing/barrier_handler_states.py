@@ -19,6 +19,8 @@ from shuffle.consumer.input_channel import InputChannelInfo
 class CheckpointableInput(Protocol):
     """What a handler does to an input gate (Flink's `CheckpointableInput`)."""
 
+    gate_index: int
+
     def block_consumption(self, channel_info: InputChannelInfo) -> None: ...
 
     def resume_consumption(self, channel_info: InputChannelInfo) -> None: ...
@@ -70,6 +72,10 @@ class ChannelState:
     def add_seen_announcement(self, channel: InputChannelInfo, sequence_number: int) -> None:
         self.announcements[channel] = sequence_number
 
+    def remove_seen_announcement(self, channel: InputChannelInfo) -> None:
+        """The channel's announced barrier was processed: nothing of it is left to prioritize."""
+        self.announcements.pop(channel, None)
+
     def prioritize_all_announcements(self) -> None:
         for channel, sequence_number in sorted(self.announcements.items()):
             self.inputs[channel.gate_index].convert_to_priority_event(channel, sequence_number)
@@ -109,12 +115,9 @@ class BarrierHandlerState:
         return WaitingForFirstBarrierUnaligned(self.state, alternating=True)
 
     def end_of_partition_received(self, controller: Controller, channel: InputChannelInfo) -> BarrierHandlerState:
+        """No barrier processed yet (a checkpoint pending by an announcement only): the
+        channel is forgotten, nothing triggers (Flink's WaitingForFirstBarrier states)."""
         self.state.channel_finished(channel)
-        if controller.all_barriers_received():
-            barrier = controller.pending_checkpoint_barrier
-            if barrier is not None:
-                controller.trigger_global_checkpoint(barrier)
-            return self._finish()
         return self
 
     def abort(self, checkpoint_id: int) -> BarrierHandlerState:
@@ -136,6 +139,7 @@ class WaitingForFirstBarrier(BarrierHandlerState):
             # an upstream task timed out already: go unaligned at once
             return (self.aligned_checkpoint_timeout(controller, barrier)
                     .barrier_received(controller, channel, barrier, mark_channel_blocked))
+        self.state.remove_seen_announcement(channel)
         if mark_channel_blocked:
             self.state.block_channel(channel)
         if controller.all_barriers_received():
@@ -149,6 +153,22 @@ class WaitingForFirstBarrier(BarrierHandlerState):
 
 class CollectingBarriers(WaitingForFirstBarrier):
     """Aligned: channels that delivered the barrier are blocked until all have."""
+
+    def end_of_partition_received(self, controller: Controller, channel: InputChannelInfo) -> BarrierHandlerState:
+        """The channel counts as aligned: the last one triggers. Alternating, an alignment
+        already past its timeout (its timer not run yet) goes unaligned now, as a late
+        barrier would (Flink's AlternatingCollectingBarriers)."""
+        self.state.channel_finished(channel)
+        barrier = controller.pending_checkpoint_barrier
+        if barrier is None:
+            return self
+        if controller.all_barriers_received():
+            controller.trigger_global_checkpoint(barrier)
+            return self._finish()
+        if self.alternating and controller.is_timed_out(barrier):
+            return (self.aligned_checkpoint_timeout(controller, barrier)
+                    .end_of_partition_received(controller, channel))
+        return self
 
     def aligned_checkpoint_timeout(self, controller: Controller, barrier: CheckpointBarrier) -> BarrierHandlerState:
         """Alternating: prioritize the announced barriers and go unaligned now."""
@@ -185,16 +205,17 @@ class WaitingForFirstBarrierUnaligned(BarrierHandlerState):
             return self._stop(barrier.id)
         return CollectingBarriersUnaligned(self.state, self.alternating)
 
-    def end_of_partition_received(self, controller: Controller, channel: InputChannelInfo) -> BarrierHandlerState:
-        self.state.channel_finished(channel)
-        return self
-
     def abort(self, checkpoint_id: int) -> BarrierHandlerState:
-        return self._stop(checkpoint_id)
+        """No barrier processed, so no input persists: only unblock (Flink's stopCheckpoint)."""
+        self.state.unblock_all_channels()
+        return self._waiting()
 
     def _stop(self, checkpoint_id: int) -> BarrierHandlerState:
         self.state.stop_persisting(checkpoint_id)
         self.state.unblock_all_channels()
+        return self._waiting()
+
+    def _waiting(self) -> BarrierHandlerState:
         if self.alternating:
             return WaitingForFirstBarrier(self.state, alternating=True)
         return WaitingForFirstBarrierUnaligned(self.state)
@@ -217,3 +238,6 @@ class CollectingBarriersUnaligned(WaitingForFirstBarrierUnaligned):
             barrier = controller.pending_checkpoint_barrier
             return self._stop(barrier.id if barrier is not None else -1)
         return self
+
+    def abort(self, checkpoint_id: int) -> BarrierHandlerState:
+        return self._stop(checkpoint_id)

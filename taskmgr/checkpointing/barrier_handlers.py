@@ -21,7 +21,10 @@ from taskmgr.checkpointing.single_checkpoint_barrier_handler import (
 def create_checkpoint_barrier_handler(config: Any, task: CheckpointableTask, gates: Sequence[CheckpointableInput],
                                       num_channels: int, clock: Clock,
                                       register_timer: TimerService) -> CheckpointBarrierHandler:
-    """`config` is the job's `graph.CheckpointConfig` (checkpointing enabled)."""
+    """`config` is the job's `graph.CheckpointConfig` (checkpointing enabled). The handler
+    finds a channel's gate by its gate index, so the gates are ordered by it (Flink sorts
+    them the same way), whatever order they came in."""
+    gates = sorted(gates, key=lambda gate: gate.gate_index)
     if config.mode.value == "AT_LEAST_ONCE":
         return CheckpointBarrierTracker(task, num_channels, clock,
                                         enable_checkpoint_after_tasks_finished=config.checkpoints_after_tasks_finish)

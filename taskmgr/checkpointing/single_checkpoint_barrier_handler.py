@@ -287,7 +287,9 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
             self._cancel_timer = None
 
     def _abort(self, checkpoint_id: int, reason: str) -> None:
-        was_current = checkpoint_id == self.current_checkpoint_id
+        """Flink's abortInternal: `checkpoint_id` becomes the current checkpoint if newer, and
+        the alignment gauges reset when it is the current one (also when it was newer: a
+        CancelCheckpointMarker ahead of any barrier leaves no alignment time)."""
         self.current_checkpoint_id = max(self.current_checkpoint_id, checkpoint_id)
         self.last_cancelled_or_completed_checkpoint_id = max(self.last_cancelled_or_completed_checkpoint_id,
                                                              checkpoint_id)
@@ -295,6 +297,6 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
         self.aligned_channels.clear()
         self._cancel_alignment_timer()
         self.state = self.state.abort(checkpoint_id)
-        if was_current:
+        if checkpoint_id == self.current_checkpoint_id:
             self._reset_alignment()
         self.task.abort_checkpoint_on_barrier(checkpoint_id, reason)

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import math
 
-from shuffle.api.events import AlignmentType, CancelCheckpointMarker, CheckpointBarrier, CheckpointOptions
-from shuffle.consumer.input_channel import InputChannelInfo
+from shuffle.api.events import AlignmentType, CancelCheckpointMarker, CheckpointOptions
 from taskmgr.checkpointing.checkpoint_barrier_tracker import CheckpointBarrierTracker
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import (
     CHECKPOINT_DECLINED_INPUT_END_OF_STREAM,
@@ -19,70 +18,11 @@ from taskmgr.checkpointing.single_checkpoint_barrier_handler import (
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import elapsed_millis
 from taskmgr.processing_time import absolute_time_millis
 
+from barrier_fakes import Clock, FakeGate, FakeTask, barrier, ch, make
+
 ALIGNED = CheckpointOptions()
 UNALIGNED = CheckpointOptions(alignment=AlignmentType.UNALIGNED)
 TIMEOUTABLE = CheckpointOptions(aligned_checkpoint_timeout=0.5)
-
-
-def ch(i: int, gate: int = 0) -> InputChannelInfo:
-    return InputChannelInfo(gate, i)
-
-
-class FakeGate:
-    def __init__(self, log: list) -> None:
-        self.log = log
-
-    def block_consumption(self, channel): self.log.append(("block", channel.channel_index))
-    def resume_consumption(self, channel): self.log.append(("resume", channel.channel_index))
-    def checkpoint_started(self, barrier): self.log.append(("started", barrier.id))
-    def checkpoint_stopped(self, checkpoint_id): self.log.append(("stopped", checkpoint_id))
-    def convert_to_priority_event(self, channel, seq): self.log.append(("prioritize", channel.channel_index, seq))
-
-
-class FakeTask:
-    def __init__(self, log: list) -> None:
-        self.log = log
-        self.metrics = {}
-
-    def init_inputs_checkpoint(self, barrier): self.log.append(("init", barrier.id))
-    def alignment_started(self, checkpoint_id, start_delay_ns): pass
-    def trigger_checkpoint_on_barrier(self, barrier, metrics):
-        self.log.append(("trigger", barrier.id, "unaligned" if barrier.options.is_unaligned else "aligned"))
-        self.metrics[barrier.id] = metrics
-    def abort_checkpoint_on_barrier(self, checkpoint_id, reason): self.log.append(("abort", checkpoint_id, reason))
-    def inputs_finished(self, checkpoint_id): self.log.append(("inputs_finished", checkpoint_id))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 10.0
-        self.timers = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def register(self, delay, action):
-        timer = [self.now + delay, action, False]
-        self.timers.append(timer)
-        return lambda: timer.__setitem__(2, True)
-
-    def advance(self, to: float) -> None:
-        self.now = to
-        for timer in list(self.timers):
-            if timer[0] <= to and not timer[2]:
-                timer[2] = True
-                timer[1]()
-
-
-def make(factory, channels=2):
-    log, clock = [], Clock()
-    task = FakeTask(log)
-    handler = factory(task, [FakeGate(log)], channels, clock, clock.register)
-    return handler, log, clock, task
-
-
-def barrier(checkpoint_id, options=ALIGNED, ts_s=10.0):
-    return CheckpointBarrier(checkpoint_id, int(ts_s * 1000), options)
 
 
 def test_aligned_blocks_each_channel_until_the_last_barrier_then_triggers_and_resumes_all():
