@@ -82,7 +82,7 @@ class BufferConsumer:
         self.read_position = read_position
         #: Flink's `isFinished()`: the writer's "finished" flag as cached when the last slice
         #: was built (the subpartition's notification rules depend on this). An attribute, read
-        #: several times per buffer; only `build` and `copy` set it.
+        #: several times per buffer; only `build` sets it after creation.
         self.is_finished = builder.finished
         self._closed = False
 
@@ -116,10 +116,9 @@ class BufferConsumer:
         return Buffer(builder.ref, start, end - start, builder.data_type)
 
     def copy(self) -> "BufferConsumer":
-        """Another reader over the same segment at the same position (reference counted)."""
-        other = self.builder.create_buffer_consumer_from(self.read_position)
-        other.is_finished = self.is_finished
-        return other
+        """Another reader over the same segment at the same position (reference counted). As
+        Flink's, its cached finished flag is read from the writer now, not copied."""
+        return self.builder.create_buffer_consumer_from(self.read_position)
 
     def close(self) -> None:
         if not self._closed:

@@ -19,6 +19,17 @@ if TYPE_CHECKING:
 
 
 
+#: Longest single wait of an unpooled request for a returned segment (Flink's `wait(2000)`).
+UNPOOLED_WAIT = 2.0
+#: Flink 2.x's key of the unpooled request timeout (the 1.x key is its deprecated alias).
+REQUEST_TIMEOUT_KEY = "taskmanager.network.memory.buffers-request-timeout"
+
+
+def _millis(seconds: float) -> int:
+    """Whole milliseconds, as Java's `Duration.toMillis` (truncated; float noise aside)."""
+    return round(seconds * 1_000_000) // 1000
+
+
 class InsufficientBuffersError(IOError):
     """Not enough network memory for a pool's minimum or a channel's exclusive buffers."""
 
@@ -30,6 +41,8 @@ class NetworkBufferPool:
                  exclusive_request_timeout: float = 30.0) -> None:
         if num_segments < 1:
             raise ValueError("a NetworkBufferPool needs at least one segment")
+        if _millis(exclusive_request_timeout) <= 0:
+            raise ValueError("The timeout for requesting exclusive buffers should be positive.")
         self.total_segments = num_segments
         self.segment_size = segment_size
         self.exclusive_request_timeout = exclusive_request_timeout
@@ -41,7 +54,6 @@ class NetworkBufferPool:
         self._pools_capacity = 0  # the sum of the pools' max - min: what they could take in all
         self._segment_waiters: list[Callable[[], None]] = []
         self._unpooled_event: kernel.Event | None = None
-        self._destroyed = False
 
     # -- pooled segments (local pools) ------------------------------------------------
 
@@ -72,39 +84,47 @@ class NetworkBufferPool:
         """Take `n` segments as required, waiting (bounded) while local pools give back
         excess. The caller holds them as a count (free segments hold nothing) and makes a
         `MemorySegment(segment_size)` when it uses one."""
-        if n <= 0:
+        if n < 0:
+            raise ValueError("Number of buffers to request must be non-negative.")
+        if n == 0:
             return
         self._reserve(n)
         self.redistribute_buffers()
         if self._num_available >= n:
-            # Nothing to wait for, so no timeout to arm: a deadline per channel would only
+            # Nothing to wait for, so no deadline to keep: a timer per channel would only
             # sit in the kernel's heap, abandoned.
             self._num_available -= n
             return
         got = 0
+        deadline = kernel.current_time() + self.exclusive_request_timeout
         try:
-            with kernel.fail_after(self.exclusive_request_timeout):
-                while got < n:
-                    if self._num_available:
-                        self._num_available -= 1
-                        got += 1
-                        continue
+            # Flink's internalRequestMemorySegments: take a free segment or wait for a
+            # returned one, at most UNPOOLED_WAIT; the deadline is checked only after such a
+            # step, so the request fails at the first wake-up at or past it (up to 2 s late).
+            while True:
+                if self._num_available:
+                    self._num_available -= 1
+                    got += 1
+                else:
                     self._unpooled_event = self._unpooled_event or kernel.Event()
-                    await self._unpooled_event.wait()
-        except BaseException as failure:
-            # As Flink's internalRequestMemorySegments: whatever ends the wait (the timeout, or
+                    with kernel.move_on_after(UNPOOLED_WAIT):
+                        await self._unpooled_event.wait()
+                if got >= n:
+                    return
+                if kernel.current_time() >= deadline:
+                    raise InsufficientBuffersError(
+                        f"Timeout triggered when requesting exclusive buffers: {self._config_description()},  "
+                        f"or you may increase the timeout which is {_millis(self.exclusive_request_timeout)}ms "
+                        f"by setting the key '{REQUEST_TIMEOUT_KEY}'.")
+        except BaseException:
+            # As Flink's requestUnpooledMemorySegments: whatever ends the wait (the timeout, or
             # the requesting task cancelled), the segments taken so far and the required count
             # go back.
             self._num_available += got
             self.num_total_required_buffers -= n
             self.redistribute_buffers()
             self._notify_segment_available()
-            if not isinstance(failure, kernel.TooSlowError):
-                raise
-            raise InsufficientBuffersError(
-                f"Timeout triggered when requesting exclusive buffers: {self._config_description()}, "
-                f"or you may increase the timeout which is {round(self.exclusive_request_timeout * 1000)}ms "
-                "by setting the key 'taskmanager.network.memory.exclusive-buffers-request-timeout-ms'.") from None
+            raise
 
     def recycle_unpooled_segments(self, n: int) -> None:
         """`n` segments taken with `request_unpooled_segments` come back."""
@@ -121,8 +141,12 @@ class NetworkBufferPool:
         """A LocalBufferPool with `min_buffers` required segments (fails if memory lacks)."""
         from shuffle.buffer.local_buffer_pool import LocalBufferPool
 
-        if min_buffers < 1 or max_buffers < min_buffers:
-            raise ValueError(f"invalid pool size: min {min_buffers}, max {max_buffers}")
+        # LocalBufferPool's checks, with its messages.
+        if min_buffers < 1:
+            raise ValueError(f"Required number of memory segments ({min_buffers}) should be larger than 0.")
+        if max_buffers < min_buffers:
+            raise ValueError(f"Maximum number of memory segments ({max_buffers}) should not be smaller than "
+                             f"minimum ({min_buffers}).")
         self._reserve(min_buffers)
         pool = LocalBufferPool(self, min_buffers, max_buffers, num_subpartitions,
                                max_buffers_per_channel, max_overdraft_buffers)

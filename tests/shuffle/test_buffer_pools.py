@@ -155,13 +155,16 @@ async def test_unpooled_request_times_out_with_flink_hint(sim_kernel):
     held = [pool.request_buffer_builder(), pool.request_buffer_builder()]
     with pytest.raises(InsufficientBuffersError) as failure:
         await nbp.request_unpooled_segments(1)
-    # NetworkBufferPool.internalRequestMemorySegments' message, with its getConfigDescription
+    # Flink 2.3's NetworkBufferPool.internalRequestMemorySegments' message (its two spaces
+    # included), with its getConfigDescription and the 2.x key of the timeout
     assert str(failure.value) == (
         "Timeout triggered when requesting exclusive buffers: The total number of network buffers is "
         "currently set to 2 of 64 bytes each. You can increase this number by setting the configuration "
         "keys 'taskmanager.memory.network.fraction', 'taskmanager.memory.network.min', and "
-        "'taskmanager.memory.network.max', or you may increase the timeout which is 1000ms by setting the "
-        "key 'taskmanager.network.memory.exclusive-buffers-request-timeout-ms'.")
+        "'taskmanager.memory.network.max',  or you may increase the timeout which is 1000ms by setting the "
+        "key 'taskmanager.network.memory.buffers-request-timeout'.")
+    # nothing came back: the deadline is first checked when the request's 2 s wait ends
+    assert kernel.current_time() == pytest.approx(2.0)
     assert nbp.num_total_required_buffers == 1
     for b in held:
         b.close()

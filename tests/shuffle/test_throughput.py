@@ -61,6 +61,37 @@ def test_resume_starts_the_clock_again(clock: ManualClock) -> None:
     assert calc.calculate_throughput() == 2000
 
 
+def test_bytes_over_the_whole_measured_time(clock: ManualClock) -> None:
+    # Flink: ThroughputCalculatorTest.testCorrectThroughputCalculation
+    calc = ThroughputCalculator(clock)
+    for size, then in ((6666, 1), (3333, 33), (1, 66)):
+        calc.incoming_data_size(size)
+        clock.now += then
+    assert calc.calculate_throughput() == 10_000 * 1000 // 100
+
+
+def test_resume_without_a_pause_keeps_the_running_measurement(clock: ManualClock) -> None:
+    # Flink: ThroughputCalculatorTest.testMultiplyIdleEnd
+    calc = ThroughputCalculator(clock)
+    calc.incoming_data_size(10)
+    for _ in range(3):
+        clock.now += 3
+        calc.resume_measurement()
+    clock.now += 1
+    assert calc.calculate_throughput() == 1000  # 10 bytes over all 10 ms
+
+
+def test_a_calculation_while_paused_does_not_resume_the_measurement(clock: ManualClock) -> None:
+    # Flink: ThroughputCalculatorTest.testNotRestartTimerOnCalculationDuringIdleTime
+    calc = ThroughputCalculator(clock)
+    calc.pause_measurement()
+    calc.calculate_throughput()
+    clock.now += 9  # still idle: ignored
+    calc.incoming_data_size(10)
+    clock.now += 1
+    assert calc.calculate_throughput() == 10 * 1000
+
+
 def calls(ema: BufferSizeEMA, *args: tuple[int, int]) -> list[int]:
     return [ema.calculate_buffer_size(total, buffers) for total, buffers in args]
 
