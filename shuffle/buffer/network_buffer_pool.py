@@ -75,8 +75,14 @@ class NetworkBufferPool:
         if self._unpooled_event is not None:
             self._unpooled_event.set()
             self._unpooled_event = None
-        while self._segment_waiters and self.num_available_segments:
-            self._segment_waiters.pop(0)()
+        if self._segment_waiters and self.num_available_segments:
+            # Flink's local pools wait with `thenRun` on the global pool's availability
+            # future; completing it runs every waiter, the last registered first (a
+            # CompletableFuture's dependents are a stack): each takes a segment or, finding
+            # none left, registers again. Waiting pools are served from both ends in turn.
+            waiters, self._segment_waiters = self._segment_waiters, []
+            for callback in reversed(waiters):
+                callback()
 
     # -- unpooled segments (exclusive buffers of remote channels) -----------------------
 

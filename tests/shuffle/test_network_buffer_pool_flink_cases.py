@@ -219,3 +219,28 @@ def test_a_request_timeout_below_a_millisecond_is_refused():
     # Flink: NetworkBufferPool's constructor (the timeout's Duration.toMillis() must be > 0)
     with pytest.raises(ValueError, match=r"^The timeout for requesting exclusive buffers should be positive\.$"):
         NetworkBufferPool(10, 128, exclusive_request_timeout=0.0005)
+
+
+def test_pools_waiting_on_the_global_pool_are_served_last_registered_first():
+    # Flink 2.3: LocalBufferPool waits with networkBufferPool.getAvailableFuture().thenRun(...);
+    # completing that CompletableFuture runs its dependents from the top of their stack, the
+    # last registered first, and those that find no segment left register again (on the next
+    # future). Three pools waiting in the order a, b, c are served c, a, b (first come, first
+    # served would be a, b, c).
+    network = NetworkBufferPool(3, 128)
+    held = [network.request_pooled_segment() for _ in range(3)]
+    served = []
+
+    def waiter(name: str):
+        def on_available() -> None:  # as LocalBufferPool's: take one, or wait again
+            if network.request_pooled_segment() is not None:
+                served.append(name)
+            else:
+                network.when_segment_available(on_available)
+        return on_available
+
+    for name in "abc":
+        network.when_segment_available(waiter(name))
+    for segment in held:
+        network.recycle_pooled_segment(segment)
+    assert served == ["c", "a", "b"]
