@@ -9,18 +9,23 @@ them, and its queue writes to a connection that never runs (`drain` writes what 
 what the server answers is what the queue holds.
 """
 
+import pytest
+
 from shuffle import kernel
 from shuffle.api.events import CheckpointBarrier, CheckpointOptions, EndOfData, StopMode
 from shuffle.buffer.data_type import DataType
 from shuffle.buffer.network_buffer_pool import NetworkBufferPool
 from shuffle.config import NetworkConfig
+from shuffle.harness.streams import read_until_closed
 from shuffle.netty.messages import (
     AckAllUserRecordsProcessed,
     BufferResponse,
+    CloseRequest,
     ErrorResponse,
     NewBufferSize,
     PartitionRequest,
     ResumeConsumption,
+    encode,
 )
 from shuffle.netty.partition_request_queue import PartitionRequestQueue
 from shuffle.netty.server_handler import PartitionRequestServerHandler
@@ -49,6 +54,10 @@ def registered_partition(manager: ResultPartitionManager) -> ResultPartition:
     partition.setup(NetworkBufferPool(10, 4096))
     manager.register_result_partition(partition)
     return partition
+
+
+def wire(*messages) -> bytes:
+    return b"".join(b"".join(encode(m)) for m in messages)
 
 
 def drain(queue: PartitionRequestQueue) -> list:
@@ -141,3 +150,35 @@ async def test_register_result_partition_after_request(sim_kernel):
         await partition.emit_record(bytes(100), 0)
         partition.flush_all()
         assert [type(msg) for msg in drain(handler.queue)] == [BufferResponse]
+
+
+def test_acknowledgement_for_an_unknown_receiver_is_an_error():
+    """Flink 2.3's PartitionRequestQueue.acknowledgeAllRecordsProcessed obtains the reader as
+    credit does: none for the receiver is an IllegalStateException, which the handler answers
+    with a fatal ErrorResponse (here `run` does, for what `_handle` raises). A new buffer
+    size for it is ignored instead (testReceivingNewBufferSizeBeforeReaderIsCreated)."""
+    handler, manager = server()
+    registered_partition(manager)
+    with pytest.raises(RuntimeError, match="No reader for receiverId = rx exists."):
+        handler._handle(AckAllUserRecordsProcessed("rx"), None)
+    handler.queue.fatal_error = True  # after a fatal error, nothing more is looked at
+    handler._handle(AckAllUserRecordsProcessed("rx"), None)
+
+
+async def test_close_request_closes_the_connection(credit_flow):
+    """Flink 2.3's PartitionRequestQueue.close (a CloseRequest): the server closes the
+    connection and releases its readers; the other connections go on."""
+    h = await credit_flow(channels=1, transport="sim_frames", config=NetworkConfig(partition_request_timeout=60.0))
+    manager = h.producer.connection_manager
+    before = len(manager.server_handlers())
+    client = await manager.transport.connect(h.producer.address)
+    await client.send_all(wire(PartitionRequest("guess", 0, "rx", 2), CloseRequest()))
+    with kernel.move_on_after(5) as scope:
+        assert await read_until_closed(client) == b""  # closed, without an error
+    assert not scope.cancelled_caught
+    await kernel.sleep(0)
+    assert len(manager.server_handlers()) == before
+    await h.emit_buffers(0, 3)  # the genuine connection goes on
+    await h.settle()
+    h.consume(0, 2)
+    assert len(h.consumed[0]) == 2
