@@ -84,21 +84,30 @@ class PartitionRequestQueue:
         rather than a closure per message), then queue the reader if it can send now."""
         if self.fatal_error:
             return
-        reader = self.all_readers.get(receiver_id)
-        if reader is None:
-            raise RuntimeError(f"No reader for receiverId = {receiver_id} exists.")
+        reader = self._obtain_reader(receiver_id)
         op(reader, *args)
         self.enqueue_available_reader(reader)
 
     def acknowledge_all_records_processed(self, receiver_id: str) -> None:
-        reader = self.all_readers.get(receiver_id)
-        if reader is not None and reader.view is not None:
-            reader.view.acknowledge_all_data_processed()
+        """As Flink: an acknowledgement for a receiver without a reader is an error (fatal
+        for the connection, as everything the server handler raises)."""
+        if self.fatal_error:
+            return
+        self._obtain_reader(receiver_id).view.acknowledge_all_data_processed()
 
     def notify_new_buffer_size(self, receiver_id: str, size: int) -> None:
+        """As Flink: a size for a receiver without a reader (yet) is ignored."""
+        if self.fatal_error:
+            return
         reader = self.all_readers.get(receiver_id)
         if reader is not None and reader.view is not None:
             reader.view.notify_new_buffer_size(size)
+
+    def _obtain_reader(self, receiver_id: str) -> CreditBasedSequenceNumberingViewReader:
+        reader = self.all_readers.get(receiver_id)
+        if reader is None:
+            raise RuntimeError(f"No reader for receiverId = {receiver_id} exists.")
+        return reader
 
     def cancel(self, receiver_id: str) -> None:
         reader = self.all_readers.pop(receiver_id, None)
@@ -137,7 +146,7 @@ class PartitionRequestQueue:
             reader.is_registered_as_available = False
             try:
                 nxt = reader.get_next_buffer()
-            except Exception as exc:  # a broken reader fails only its own channel
+            except Exception as exc:  # a broken reader fails only its own channel (Flink: the connection, README)
                 self._control.append(ErrorResponse(type(exc).__name__, str(exc), reader.receiver_id))
                 self.all_readers.pop(reader.receiver_id, None)
                 self._release(reader)

@@ -1,9 +1,9 @@
 """PartitionRequestServerHandler: serves one inbound connection (spec 3.4).
 
 Decodes the consumer's requests and hands them to the connection's PartitionRequestQueue.
-A request for a partition that is not registered yet waits until the partition manager's
-checker expires it (one to two `partition_request_timeout`s), then answers
-PartitionNotFound for that receiver only.
+A CloseRequest closes the connection. A request for a partition that is not registered
+yet waits until the partition manager's checker expires it (one to two
+`partition_request_timeout`s), then answers PartitionNotFound for that receiver only.
 
 Bounded, whatever the consumer sends: its first request must arrive within
 `first_request_timeout` of the handshake, and it may hold at most
@@ -87,6 +87,10 @@ class PartitionRequestServerHandler:
             self._first_request.deadline = math.inf  # the first request came in time
             self._first_request = None
         for msg in messages:
+            if type(msg) is CloseRequest:
+                # Flink's PartitionRequestQueue.close: the connection closes (`run` then
+                # releases every reader); nothing after it is read
+                return False
             self._handle(msg, self._nursery)
         return True
 
@@ -118,8 +122,6 @@ class PartitionRequestServerHandler:
                                                     CreditBasedSequenceNumberingViewReader.resume_consumption)
         elif kind is CancelPartitionRequest:
             queue.cancel(msg.receiver_id)
-        elif kind is CloseRequest:
-            queue.close()
         elif kind is AckAllUserRecordsProcessed:
             queue.acknowledge_all_records_processed(msg.receiver_id)
         elif kind is NewBufferSize:
