@@ -71,3 +71,27 @@ def test_end_of_partition_completes_an_unaligned_checkpoint():
     s = Setup(UNALIGNED_HANDLER, 4)
     s.feed(("eop", 2), ("eop", 1), ("barrier", 2, 3, UNALIGNED), ("barrier", 2, 0, UNALIGNED))
     assert kinds(s)[-1] == ("stopped", 2)
+
+
+def test_a_newer_cancellation_marker_fails_the_taken_checkpoint_awaiting_its_barriers():
+    # SingleCheckpointBarrierHandler.abortInternal completes the allBarriersReceivedFuture of
+    # the checkpoint being aligned exceptionally, whichever checkpoint it aborts (Flink 2.3
+    # bytecode); testProcessCancellationBarrierAfterProcessBarrier aborts the newer one
+    s = Setup(UNALIGNED_HANDLER, 2)
+    s.feed(("barrier", 1, 0, UNALIGNED), ("cancel", 2, 1))
+    assert [e for e in s.log if e[0] in ("abort", "inputs_failed", "inputs_finished")] == [
+        ("abort", 2, "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER"),
+        ("inputs_failed", 1, "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER")]
+    s.feed(("barrier", 1, 1, UNALIGNED), ("barrier", 2, 0, UNALIGNED))  # late: nothing more
+    assert s.task.triggered() == [1] and len([e for e in s.log if e[0] == "inputs_failed"]) == 1
+
+
+def test_a_newer_barrier_fails_the_subsumed_checkpoint_awaiting_its_barriers():
+    # cancelSubsumedCheckpoint: abortInternal of the older checkpoint, CHECKPOINT_DECLINED_SUBSUMED
+    s = Setup(UNALIGNED_HANDLER, 2)
+    s.feed(("barrier", 1, 0, UNALIGNED), ("barrier", 2, 1, UNALIGNED))
+    subsumed = "CHECKPOINT_DECLINED_SUBSUMED"
+    assert [e for e in s.log if e[0] in ("abort", "inputs_failed")] == [
+        ("abort", 1, subsumed), ("inputs_failed", 1, subsumed)]
+    s.feed(("barrier", 2, 0, UNALIGNED))
+    assert ("inputs_finished", 2) in s.log
