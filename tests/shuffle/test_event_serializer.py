@@ -82,6 +82,8 @@ def test_checkpoint_options_validation_and_to_unaligned():
     assert TIMEOUTABLE.to_unaligned() == UNALIGNED
     with pytest.raises(ValueError):
         AT_LEAST_ONCE.to_unaligned()
+    with pytest.raises(ValueError, match="^Savepoints can not be unaligned$"):  # CheckpointOptions.unaligned
+        CheckpointBarrier(3, 1000, SAVEPOINT).as_unaligned()
     barrier = CheckpointBarrier(3, 1000, TIMEOUTABLE)
     assert barrier.as_unaligned() == CheckpointBarrier(3, 1000, UNALIGNED)
     unaligned = CheckpointBarrier(3, 1000, UNALIGNED)

@@ -5,6 +5,8 @@ case whose behaviour it ports."""
 
 from __future__ import annotations
 
+import pytest
+
 from shuffle.api.events import AlignmentType, CheckpointOptions
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import SingleCheckpointBarrierHandler
 
@@ -95,3 +97,21 @@ def test_a_newer_barrier_fails_the_subsumed_checkpoint_awaiting_its_barriers():
         ("abort", 1, subsumed), ("inputs_failed", 1, subsumed)]
     s.feed(("barrier", 2, 0, UNALIGNED))
     assert ("inputs_finished", 2) in s.log
+
+
+def test_a_savepoint_barrier_is_refused_by_the_unaligned_states():
+    # AlternatingWaitingForFirstBarrierUnaligned.barrierReceived calls CheckpointBarrier.asUnaligned,
+    # whose CheckpointOptions.unaligned refuses a savepoint (IllegalArgumentException). Only the
+    # unaligned-only handler reaches it: a job's tasks use the aligned or alternating one, whose
+    # unaligned states are left (aborted) before a savepoint's newer barrier is processed
+    s = Setup(UNALIGNED_HANDLER, 2)
+    with pytest.raises(ValueError, match="^Savepoints can not be unaligned$"):
+        s.feed(("barrier", 1, 0, CheckpointOptions("SAVEPOINT")))
+    assert s.task.triggered() == []
+    alternating = Setup(SingleCheckpointBarrierHandler.alternating, 2)
+    timeoutable = CheckpointOptions(aligned_checkpoint_timeout=0.01)
+    alternating.feed(("barrier", 1, 0, timeoutable))
+    alternating.clock.advance(alternating.clock.now + 0.02)  # checkpoint 1 went unaligned
+    savepoint = CheckpointOptions("SAVEPOINT")
+    alternating.feed(("barrier", 2, 0, savepoint), ("barrier", 2, 1, savepoint))
+    assert alternating.task.triggered() == [1, 2] and alternating.task.options[2].is_savepoint
