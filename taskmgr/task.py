@@ -344,6 +344,9 @@ class Task:
     def inputs_finished(self, checkpoint_id: int) -> None:
         self.checkpointing.inputs_finished(checkpoint_id)
 
+    def inputs_failed(self, checkpoint_id: int, reason: str) -> None:
+        self.checkpointing.inputs_failed(checkpoint_id, reason)
+
     def _register_timer(self, delay: float, action: Callable[[], None]) -> Callable[[], None]:
         """Run `action` in the mailbox after `delay` (the handler's alignment timer)."""
         scope = kernel.CancelScope()

@@ -130,9 +130,12 @@ class CheckpointOptions:
         return CheckpointOptions(self.checkpoint_type, AlignmentType.UNALIGNED)
 
     def to_unaligned(self) -> CheckpointOptions:
-        """The unaligned form of aligned options (after an alignment timeout)."""
+        """The unaligned form of aligned options (after an alignment timeout). A savepoint's
+        are refused with the message of Flink's `CheckpointOptions.unaligned`."""
         if self.alignment is not AlignmentType.ALIGNED:
             raise ValueError(f"only ALIGNED options can become unaligned, not {self.alignment.name}")
+        if self.is_savepoint:
+            raise ValueError("Savepoints can not be unaligned")
         return CheckpointOptions(self.checkpoint_type, AlignmentType.UNALIGNED)
 
 

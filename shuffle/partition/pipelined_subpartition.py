@@ -27,13 +27,13 @@ from shuffle.channel_state import ChannelStateWriter
 from shuffle.errors import IllegalStateError, check
 from shuffle.java_int import next_sequence_number
 from shuffle.prioritized_deque import NEVER_QUEUED, PrioritizedDeque, own
-from shuffle.serialization.event_serializer import deserialize_event, serialize_event
+from shuffle.serialization.event_serializer import deserialize_event, event_buffer_bytes
 
 if TYPE_CHECKING:
     from shuffle.partition.result_partition import ResultPartition
     from shuffle.partition.subpartition_view import PipelinedSubpartitionView
 
-_END_OF_PARTITION = serialize_event(EndOfPartitionEvent())
+_END_OF_PARTITION = event_buffer_bytes(EndOfPartitionEvent())
 
 
 def _parse_barrier(consumer: BufferConsumer) -> CheckpointBarrier | None:
@@ -258,7 +258,8 @@ class PipelinedSubpartition:
         self._buffers.remove(entry)
         entry[0].close()
         self.total_number_of_buffers -= 1
-        unaligned = BufferConsumer.for_event(serialize_event(barrier.as_unaligned()), DataType.PRIORITIZED_EVENT_BUFFER)
+        unaligned = BufferConsumer.for_event(event_buffer_bytes(barrier.as_unaligned()),
+                                             DataType.PRIORITIZED_EVENT_BUFFER)
         self._buffers.add_priority_element((unaligned, 0))
         self.total_number_of_buffers += 1
         if self._buffers.num_priority_elements == 1 and not self.is_blocked and self.read_view is not None:

@@ -23,7 +23,7 @@ from shuffle.errors import check
 from shuffle.partition.pipelined_subpartition import PipelinedSubpartition
 from shuffle.partition.result_partition_type import ResultPartitionType
 from shuffle.partition.target_groups import TargetGroups
-from shuffle.serialization.event_serializer import data_type_for_event, serialize_event
+from shuffle.serialization.event_serializer import data_type_for_event, event_buffer_bytes
 
 
 class Timer(Protocol):
@@ -363,7 +363,7 @@ class ResultPartition:
     def broadcast_event(self, event: object, is_priority: bool = False) -> None:
         """Finish open buffers, then queue the event in every subpartition (no credit needed)."""
         self._finish_all_builders()
-        payload = serialize_event(event)
+        payload = event_buffer_bytes(event)
         data_type = data_type_for_event(event, is_priority)
         for sub in self.subpartitions:
             sub.add(BufferConsumer.for_event(payload, data_type))

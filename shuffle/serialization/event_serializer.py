@@ -4,6 +4,12 @@ An event buffer starts with a big-endian int tag; bodies are big-endian. A barri
 `tag, id (long), timestamp (long), checkpoint type (byte; a savepoint adds its format
 byte), location-reference length (int, -1 = default location), alignment (byte),
 aligned-checkpoint timeout (long, ms; Long.MAX_VALUE = none)`.
+
+Flink allocates a barrier's buffer for 38 bytes (plus a non-default location's): a
+checkpoint's barrier fills 34 of them, a savepoint's 35. A buffer queued in a subpartition
+(`toBufferConsumer`, `event_buffer_bytes`) spans the whole allocation, so the barrier is
+38 bytes on the wire; a buffer an input channel makes (`toBuffer`: the announcement of a
+timeoutable barrier) holds only the bytes written (`serialize_event`).
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ _CHECKPOINT_TYPE_CHECKPOINT = 0
 _CHECKPOINT_TYPE_SAVEPOINT = 1
 _SAVEPOINT_FORMAT_CANONICAL = 0
 _DEFAULT_LOCATION = -1
+#: `ByteBuffer.allocate(38 + location bytes)` in Flink's serializeCheckpointBarrier.
+_BARRIER_CAPACITY = 38
 _JAVA_LONG_MAX = (1 << 63) - 1
 
 _TAG = struct.Struct(">i")
@@ -76,6 +84,25 @@ def serialize_event(event: AbstractEvent) -> bytes:
         head = _ANNOUNCEMENT_HEAD.pack(ANNOUNCEMENT_EVENT, event.sequence_number)  # type: ignore[attr-defined]
         return head + serialize_event(event.announced_event)  # type: ignore[attr-defined]
     raise TypeError(f"cannot serialize event of type {cls.__name__}")
+
+
+def event_buffer_bytes(event: AbstractEvent) -> bytes:
+    """The bytes of the buffer Flink queues for `event` in a subpartition
+    (`EventSerializer.toBufferConsumer`, which wraps the whole array `toSerializedEvent`
+    allocated): the serialized event and the zeros after it. Deserializing ignores them."""
+    payload = serialize_event(event)
+    return payload.ljust(_allocated_size(event, len(payload)), b"\0")
+
+
+def _allocated_size(event: AbstractEvent, written: int) -> int:
+    """The size of the array Flink serializes `event` into (`written` bytes of it used)."""
+    cls = type(event)
+    if cls is CheckpointBarrier:
+        return _BARRIER_CAPACITY
+    if cls is EventAnnouncement:  # its header, then the announced event's whole array
+        inner = event.announced_event  # type: ignore[attr-defined]
+        return _ANNOUNCEMENT_HEAD.size + _allocated_size(inner, written - _ANNOUNCEMENT_HEAD.size)
+    return written
 
 
 def deserialize_event(data: bytes | bytearray | memoryview) -> AbstractEvent:

@@ -197,7 +197,7 @@ class WaitingForFirstBarrierUnaligned(BarrierHandlerState):
                          mark_channel_blocked: bool) -> BarrierHandlerState:
         if mark_channel_blocked and not barrier.options.is_unaligned:
             self.state.block_channel(channel)  # an aligned barrier out of order: its producer is blocked
-        unaligned = barrier.as_unaligned() if not barrier.options.is_savepoint else barrier
+        unaligned = barrier.as_unaligned()  # a savepoint's is refused, as in Flink
         controller.init_inputs_checkpoint(unaligned)
         self.state.start_persisting(unaligned)
         controller.trigger_global_checkpoint(unaligned)

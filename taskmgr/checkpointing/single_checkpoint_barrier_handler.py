@@ -77,6 +77,10 @@ class CheckpointableTask(Protocol):
     def inputs_finished(self, checkpoint_id: int) -> None:
         """Every barrier of `checkpoint_id` is in: its in-flight input data is complete."""
 
+    def inputs_failed(self, checkpoint_id: int, reason: str) -> None:
+        """The barriers of `checkpoint_id` will never all come: an abort (of it, or of a newer
+        checkpoint) ended its alignment, for `reason`."""
+
 
 class CheckpointBarrierHandler:
     """Shared by the exactly-once handler and the at-least-once tracker: alignment metrics."""
@@ -163,6 +167,9 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
         self.state: BarrierHandlerState = initial(ChannelState(inputs), alternating)
         self._cancel_timer: Callable[[], None] | None = None
         self._inputs = list(inputs)
+        #: The checkpoint whose barriers are awaited (Flink's `allBarriersReceivedFuture`,
+        #: renewed for each new checkpoint); None once they are all in or it failed.
+        self._awaiting_barriers_of: int | None = None
 
     @classmethod
     def aligned(cls, task: CheckpointableTask, inputs: Sequence[CheckpointableInput], num_channels: int,
@@ -255,6 +262,7 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
         self.pending_checkpoint_barrier = barrier
         self.aligned_channels.clear()
         self.target_channel_count = self.num_open_channels
+        self._awaiting_barriers_of = barrier.id
         if barrier.options.is_timeoutable:
             self._cancel_timer = self.register_timer(alignment_timer_delay(self.clock(), barrier),
                                                      lambda: self._on_alignment_timeout(barrier))
@@ -279,6 +287,7 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
             self.aligned_channels.clear()
             self.last_cancelled_or_completed_checkpoint_id = barrier.id
             self._cancel_alignment_timer()
+            self._awaiting_barriers_of = None
             self.task.inputs_finished(barrier.id)
 
     def _cancel_alignment_timer(self) -> None:
@@ -289,7 +298,10 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
     def _abort(self, checkpoint_id: int, reason: str) -> None:
         """Flink's abortInternal: `checkpoint_id` becomes the current checkpoint if newer, and
         the alignment gauges reset when it is the current one (also when it was newer: a
-        CancelCheckpointMarker ahead of any barrier leaves no alignment time)."""
+        CancelCheckpointMarker ahead of any barrier leaves no alignment time). The checkpoint
+        whose barriers were awaited fails with `reason` even when `checkpoint_id` is a newer
+        one: a CancelCheckpointMarker of checkpoint 2 ends the alignment of an unaligned
+        checkpoint 1 already taken, whose in-flight data is then never complete."""
         self.current_checkpoint_id = max(self.current_checkpoint_id, checkpoint_id)
         self.last_cancelled_or_completed_checkpoint_id = max(self.last_cancelled_or_completed_checkpoint_id,
                                                              checkpoint_id)
@@ -300,3 +312,6 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
         if checkpoint_id == self.current_checkpoint_id:
             self._reset_alignment()
         self.task.abort_checkpoint_on_barrier(checkpoint_id, reason)
+        if self._awaiting_barriers_of is not None:
+            awaited, self._awaiting_barriers_of = self._awaiting_barriers_of, None
+            self.task.inputs_failed(awaited, reason)

@@ -93,6 +93,8 @@ class SubtaskCheckpointCoordinator:
         self.aborted: set[int] = set()
         self.last_checkpoint_id = -1
         self._inputs_done: dict[int, kernel.Event] = {}
+        #: Checkpoints taken whose in-flight input data will never be complete, and why.
+        self._inputs_failures: dict[int, str] = {}
         #: Checkpoints taken whose asynchronous part has not ended yet.
         self._pending: set[int] = set()
         self._pending_changed = kernel.Event()
@@ -112,6 +114,18 @@ class SubtaskCheckpointCoordinator:
     def inputs_finished(self, checkpoint_id: int) -> None:
         """All barriers of `checkpoint_id` are in (or it was aborted): input data is complete."""
         self._inputs_event(checkpoint_id).set()
+
+    def inputs_failed(self, checkpoint_id: int, reason: str) -> None:
+        """The barrier handler stopped waiting for the barriers of `checkpoint_id` (Flink
+        completes its allBarriersReceivedFuture exceptionally). If the task took it (an
+        unaligned checkpoint, triggered on its first barrier), Flink aborts its channel state
+        with that exception, so its asynchronous part fails and declines it for `reason`
+        (AsyncCheckpointRunnable). One the handler aborted itself is declined already."""
+        if checkpoint_id not in self._pending or checkpoint_id in self.aborted:
+            return
+        self._inputs_failures[checkpoint_id] = reason
+        self.writer.abort(checkpoint_id)
+        self.inputs_finished(checkpoint_id)
 
     def _inputs_event(self, checkpoint_id: int) -> kernel.Event:
         event = self._inputs_done.get(checkpoint_id)
@@ -189,6 +203,10 @@ class SubtaskCheckpointCoordinator:
         await self._inputs_event(checkpoint_id).wait()
         del self._inputs_done[checkpoint_id]
         await self.writer.wait_outputs(checkpoint_id)
+        reason = self._inputs_failures.pop(checkpoint_id, None)
+        if reason is not None:
+            await self.decline(checkpoint_id, reason)
+            return
         if checkpoint_id in self.aborted:
             return
         channel_state = self.writer.take(checkpoint_id)

@@ -19,10 +19,12 @@ from shuffle.api.events import (
     EventAnnouncement,
     StopMode,
 )
+from shuffle.buffer.buffer_builder import BufferConsumer
 from shuffle.buffer.data_type import DataType
 from shuffle.serialization.event_serializer import (
     data_type_for_event,
     deserialize_event,
+    event_buffer_bytes,
     serialize_event,
 )
 
@@ -82,6 +84,8 @@ def test_checkpoint_options_validation_and_to_unaligned():
     assert TIMEOUTABLE.to_unaligned() == UNALIGNED
     with pytest.raises(ValueError):
         AT_LEAST_ONCE.to_unaligned()
+    with pytest.raises(ValueError, match="^Savepoints can not be unaligned$"):  # CheckpointOptions.unaligned
+        CheckpointBarrier(3, 1000, SAVEPOINT).as_unaligned()
     barrier = CheckpointBarrier(3, 1000, TIMEOUTABLE)
     assert barrier.as_unaligned() == CheckpointBarrier(3, 1000, UNALIGNED)
     unaligned = CheckpointBarrier(3, 1000, UNALIGNED)
@@ -208,3 +212,61 @@ events = st.one_of(
 @given(events)
 def test_any_event_round_trips(event):
     assert deserialize_event(memoryview(serialize_event(event))) == event
+
+
+# Flink's EventSerializerTest events (its TestTaskEvent, a user task event, is not modelled);
+# the announced barrier is CheckpointOptions.create(CHECKPOINT, default, true, true, 10): aligned, 10 ms
+FLINK_TEST_EVENTS = [
+    EndOfPartitionEvent.INSTANCE,
+    EndOfSuperstepEvent.INSTANCE,
+    CheckpointBarrier(1678, 4623784, ALIGNED),
+    CancelCheckpointMarker(287087987329842),
+    EventAnnouncement(CheckpointBarrier(42, 1337, CheckpointOptions("CHECKPOINT", AlignmentType.ALIGNED, 0.010)), 44),
+]
+
+
+@pytest.mark.parametrize("event", FLINK_TEST_EVENTS)
+def test_flink_test_events_round_trip(event):
+    # testSerializeDeserializeEvent
+    data = serialize_event(event)
+    assert data and deserialize_event(data) == event
+    assert deserialize_event(event_buffer_bytes(event)) == event  # the zeros after it are ignored
+
+
+@pytest.mark.parametrize("event", FLINK_TEST_EVENTS)
+def test_flink_test_events_as_queued_buffers(event):
+    # testToBufferConsumer, testToBuffer: a finished event buffer with data; a barrier's blocks
+    # upstream, every other event is a plain event buffer
+    consumer = BufferConsumer.for_event(event_buffer_bytes(event), data_type_for_event(event, False))
+    assert not consumer.is_buffer and consumer.is_finished and consumer.is_data_available()
+    buffer = consumer.build()
+    assert not buffer.is_recycled and buffer.size > 0
+    if isinstance(event, CheckpointBarrier):
+        assert buffer.data_type.is_blocking_upstream
+    else:
+        assert buffer.data_type is DataType.EVENT_BUFFER
+
+
+@pytest.mark.parametrize(
+    ("event", "written", "queued"),
+    [
+        (EndOfPartitionEvent.INSTANCE, 4, 4),
+        (EndOfSuperstepEvent.INSTANCE, 4, 4),
+        (EndOfChannelStateEvent.INSTANCE, 4, 4),
+        (EndOfData(StopMode.DRAIN), 5, 5),
+        (CancelCheckpointMarker(7), 12, 12),
+        (CheckpointBarrier(1, 2, ALIGNED), 34, 38),
+        (CheckpointBarrier(1, 2, UNALIGNED), 34, 38),
+        (CheckpointBarrier(1, 2, TIMEOUTABLE), 34, 38),
+        (CheckpointBarrier(1, 2, SAVEPOINT), 35, 38),
+        (EventAnnouncement(CheckpointBarrier(1, 2, TIMEOUTABLE), 3), 42, 46),
+    ],
+)
+def test_event_sizes_are_flink_2_3s(event, written, queued):
+    # Flink 2.3 EventSerializer (bytecode): toSerializedEvent writes `written` bytes into an
+    # array of `queued` (a barrier's: allocate(38 + location bytes)); toBuffer keeps the bytes
+    # written, toBufferConsumer (a subpartition's, so the wire's) the whole array
+    assert len(serialize_event(event)) == written
+    payload = event_buffer_bytes(event)
+    assert len(payload) == queued and payload[:written] == serialize_event(event)
+    assert payload[written:] == bytes(queued - written)

@@ -336,3 +336,18 @@ async def test_release_needs_every_reader_and_the_producer(sim_kernel):
     assert result.subpartitions[0].number_of_queued_buffers == 0
     network = result.buffer_pool.network_pool
     assert network.num_available_segments == network.total_segments
+
+
+async def test_a_broadcast_barrier_is_queued_as_flinks_38_byte_event_buffer(sim_kernel):
+    """BufferWritingResultPartition.broadcastEvent queues EventSerializer.toBufferConsumer's
+    buffer, the whole array the barrier was serialized into (Flink 2.3 bytecode): 38 bytes,
+    of which the checkpoint barrier fills 34; a CancelCheckpointMarker fills its 12."""
+    from shuffle.api.events import CancelCheckpointMarker, CheckpointBarrier, CheckpointOptions
+
+    result = partition(ResultPartitionType.PIPELINED)
+    result.broadcast_event(CheckpointBarrier(1, 2, CheckpointOptions()))
+    result.broadcast_event(CancelCheckpointMarker(1))
+    assert poll_size(result, 0) == 38
+    result.subpartitions[0].resume_consumption()  # the aligned barrier blocked it
+    assert poll_size(result, 0) == 12
+    assert result.num_bytes_out == 0  # events are not counted in numBytesOut

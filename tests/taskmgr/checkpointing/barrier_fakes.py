@@ -65,6 +65,7 @@ class FakeTask:
 
     def abort_checkpoint_on_barrier(self, checkpoint_id, reason): self.log.append(("abort", checkpoint_id, reason))
     def inputs_finished(self, checkpoint_id): self.log.append(("inputs_finished", checkpoint_id))
+    def inputs_failed(self, checkpoint_id, reason): self.log.append(("inputs_failed", checkpoint_id, reason))
 
     def triggered(self) -> list[int]:
         return [entry[1] for entry in self.log if entry[0] == "trigger"]

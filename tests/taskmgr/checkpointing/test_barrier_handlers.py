@@ -102,7 +102,8 @@ def test_cancel_checkpoint_marker_aborts_and_later_barriers_are_stale():
     handler, log, clock, task = make(SingleCheckpointBarrierHandler.aligned)
     handler.process_barrier(barrier(1), ch(0))
     handler.process_cancellation_barrier(CancelCheckpointMarker(1), ch(1))
-    assert log == [("block", 0), ("resume", 0), ("abort", 1, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER)]
+    assert log == [("block", 0), ("resume", 0), ("abort", 1, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER),
+                   ("inputs_failed", 1, CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER)]
     log.clear()
     handler.process_barrier(barrier(1), ch(1))
     assert log == [("resume", 1)]
@@ -220,7 +221,8 @@ def test_without_checkpoints_after_tasks_finish_end_of_partition_aborts_the_alig
                                                      enable_checkpoint_after_tasks_finished=False)
     handler.process_barrier(barrier(1), ch(0))
     handler.process_end_of_partition(ch(1))
-    assert log == [("block", 0), ("resume", 0), ("abort", 1, CHECKPOINT_DECLINED_INPUT_END_OF_STREAM)]
+    assert log == [("block", 0), ("resume", 0), ("abort", 1, CHECKPOINT_DECLINED_INPUT_END_OF_STREAM),
+                   ("inputs_failed", 1, CHECKPOINT_DECLINED_INPUT_END_OF_STREAM)]
     log.clear()
     handler.process_barrier(barrier(2), ch(0))
     handler.process_barrier(barrier(2), ch(2))  # two channels left open

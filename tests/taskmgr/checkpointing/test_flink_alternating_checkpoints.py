@@ -295,7 +295,7 @@ def test_an_abort_before_any_barrier_of_a_timed_out_checkpoint_stops_no_persisti
     s.feed(("announce", 1, 0, 3, timeout(0.1)))
     s.clock.advance(s.clock.now + 0.102)
     s.feed(("cancel", 2, 1))  # a newer checkpoint's (checkpoint 1 has no barrier to cancel)
-    assert [entry[0] for entry in s.log] == ["prioritize", "abort"]
+    assert [entry[0] for entry in s.log] == ["prioritize", "abort", "inputs_failed"]
     s.feed(("barrier", 3, 0, timeout(0.1)))  # aligned again
     assert s.gate.blocked == {0}
 

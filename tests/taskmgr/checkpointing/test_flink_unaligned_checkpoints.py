@@ -5,6 +5,8 @@ case whose behaviour it ports."""
 
 from __future__ import annotations
 
+import pytest
+
 from shuffle.api.events import AlignmentType, CheckpointOptions
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import SingleCheckpointBarrierHandler
 
@@ -71,3 +73,45 @@ def test_end_of_partition_completes_an_unaligned_checkpoint():
     s = Setup(UNALIGNED_HANDLER, 4)
     s.feed(("eop", 2), ("eop", 1), ("barrier", 2, 3, UNALIGNED), ("barrier", 2, 0, UNALIGNED))
     assert kinds(s)[-1] == ("stopped", 2)
+
+
+def test_a_newer_cancellation_marker_fails_the_taken_checkpoint_awaiting_its_barriers():
+    # SingleCheckpointBarrierHandler.abortInternal completes the allBarriersReceivedFuture of
+    # the checkpoint being aligned exceptionally, whichever checkpoint it aborts (Flink 2.3
+    # bytecode); testProcessCancellationBarrierAfterProcessBarrier aborts the newer one
+    s = Setup(UNALIGNED_HANDLER, 2)
+    s.feed(("barrier", 1, 0, UNALIGNED), ("cancel", 2, 1))
+    assert [e for e in s.log if e[0] in ("abort", "inputs_failed", "inputs_finished")] == [
+        ("abort", 2, "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER"),
+        ("inputs_failed", 1, "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER")]
+    s.feed(("barrier", 1, 1, UNALIGNED), ("barrier", 2, 0, UNALIGNED))  # late: nothing more
+    assert s.task.triggered() == [1] and len([e for e in s.log if e[0] == "inputs_failed"]) == 1
+
+
+def test_a_newer_barrier_fails_the_subsumed_checkpoint_awaiting_its_barriers():
+    # cancelSubsumedCheckpoint: abortInternal of the older checkpoint, CHECKPOINT_DECLINED_SUBSUMED
+    s = Setup(UNALIGNED_HANDLER, 2)
+    s.feed(("barrier", 1, 0, UNALIGNED), ("barrier", 2, 1, UNALIGNED))
+    subsumed = "CHECKPOINT_DECLINED_SUBSUMED"
+    assert [e for e in s.log if e[0] in ("abort", "inputs_failed")] == [
+        ("abort", 1, subsumed), ("inputs_failed", 1, subsumed)]
+    s.feed(("barrier", 2, 0, UNALIGNED))
+    assert ("inputs_finished", 2) in s.log
+
+
+def test_a_savepoint_barrier_is_refused_by_the_unaligned_states():
+    # AlternatingWaitingForFirstBarrierUnaligned.barrierReceived calls CheckpointBarrier.asUnaligned,
+    # whose CheckpointOptions.unaligned refuses a savepoint (IllegalArgumentException). Only the
+    # unaligned-only handler reaches it: a job's tasks use the aligned or alternating one, whose
+    # unaligned states are left (aborted) before a savepoint's newer barrier is processed
+    s = Setup(UNALIGNED_HANDLER, 2)
+    with pytest.raises(ValueError, match="^Savepoints can not be unaligned$"):
+        s.feed(("barrier", 1, 0, CheckpointOptions("SAVEPOINT")))
+    assert s.task.triggered() == []
+    alternating = Setup(SingleCheckpointBarrierHandler.alternating, 2)
+    timeoutable = CheckpointOptions(aligned_checkpoint_timeout=0.01)
+    alternating.feed(("barrier", 1, 0, timeoutable))
+    alternating.clock.advance(alternating.clock.now + 0.02)  # checkpoint 1 went unaligned
+    savepoint = CheckpointOptions("SAVEPOINT")
+    alternating.feed(("barrier", 2, 0, savepoint), ("barrier", 2, 1, savepoint))
+    assert alternating.task.triggered() == [1, 2] and alternating.task.options[2].is_savepoint
