@@ -292,7 +292,9 @@ class CheckpointCoordinator:
 
     def _fail_trigger(self, now: float, reason: str) -> None:
         """Flink's onTriggerFailure without a pending checkpoint: counted as failed
-        (reportFailedCheckpointsWithoutInProgress), then the next queued request may go."""
+        (reportFailedCheckpointsWithoutInProgress), then the next queued request may go.
+        (Flink also tells the failure manager, which does not count the one reason a plan
+        fails for here, NOT_ALL_REQUIRED_TASKS_RUNNING.)"""
         self.checkpoints.append(FailedTrigger(now, self.options.is_unaligned, reason))
         if self.tracer.enabled:
             self.tracer.emit("checkpoint_failed", checkpoint=None, reason=reason)
