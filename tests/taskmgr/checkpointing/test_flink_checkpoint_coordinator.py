@@ -270,3 +270,43 @@ def test_an_expired_checkpoint_fails_the_job_when_none_is_tolerated():
     run(CheckpointConfig(interval=1.0, timeout=0.5), script, CheckpointFailureManager(0, failures.append))
     [failure] = failures
     assert isinstance(failure, FlinkRuntimeException) and "Checkpoint expired before completing." in str(failure)
+
+
+def test_stopping_ends_the_ticks_and_a_restart_triggers_after_the_min_pause():
+    """testPeriodicTriggering (stop: no more triggers; start again: triggers again, ids go
+    on) and Flink 2.3's startCheckpointScheduler: only its first start waits the random
+    initial delay; a later start (a restarted job) waits the min pause, here 0: at once."""
+
+    async def script(job: Job) -> None:
+        await job.until_triggered(2)
+        job.ack_all(1)
+        job.coordinator.stop_checkpoint_scheduler()
+        await job.settle()
+        assert job.checkpoint(2).failure == CHECKPOINT_COORDINATOR_SUSPEND and job.aborted == [2]
+        await kernel.sleep(5.0)
+        assert job.triggered == [1, 2]
+        restart = kernel.current_time()
+        job.coordinator.start_checkpoint_scheduler()
+        await job.until_triggered(3)
+        assert job.checkpoint(3).trigger_time == restart
+        await job.until_triggered(4)
+        assert job.checkpoint(4).trigger_time == restart + 1.0
+
+    run(CheckpointConfig(interval=1.0, max_concurrent=2), script)
+
+
+def test_a_restart_waits_the_min_pause_since_it_started():
+    """Flink 2.3: triggerDelay is the min pause after the first start (the min pause since the
+    last completed checkpoint is the decider's, and has passed here)."""
+
+    async def script(job: Job) -> None:
+        await job.until_triggered(1)
+        job.ack_all(1)
+        await kernel.sleep(3.0)
+        job.coordinator.stop_checkpoint_scheduler()
+        restart = kernel.current_time()
+        job.coordinator.start_checkpoint_scheduler()
+        await job.until_triggered(len(job.triggered) + 1)
+        assert job.coordinator.checkpoints[-1].trigger_time == pytest.approx(restart + 0.4)
+
+    run(CheckpointConfig(interval=1.0, min_pause=0.4), script)
