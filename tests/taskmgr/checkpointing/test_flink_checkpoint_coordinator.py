@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from graph.api.environment import CheckpointConfig
+from scenarios.run import format_checkpoints
 from shuffle import kernel
 from shuffle.api.events import CheckpointBarrier
 from shuffle.channel_state import ChannelStateSnapshot
@@ -23,7 +24,7 @@ from taskmgr.checkpointing.checkpoint_coordinator import (
 )
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.checkpointing.checkpoint_failure_manager import CheckpointFailureManager, FlinkRuntimeException
-from taskmgr.checkpointing.checkpoint_plan import CheckpointPlan
+from taskmgr.checkpointing.checkpoint_plan import NOT_ALL_REQUIRED_TASKS_RUNNING, CheckpointPlan, CheckpointPlanError
 from taskmgr.checkpointing.single_checkpoint_barrier_handler import CheckpointMetrics
 from taskmgr.checkpointing.subtask_checkpoint_coordinator import SubtaskCheckpointAck
 
@@ -31,19 +32,29 @@ TASKS = ("a", "b")
 
 
 class TwoTasksPlan:
+    """Every checkpoint waits for both tasks; the plans numbered in `fail` cannot be made."""
+
+    def __init__(self, fail: frozenset[int] = frozenset()) -> None:
+        self.fail = fail
+        self.calls = 0
+
     def calculate_checkpoint_plan(self, finished: object) -> CheckpointPlan:
+        self.calls += 1
+        if self.calls in self.fail:
+            raise CheckpointPlanError(f"{NOT_ALL_REQUIRED_TASKS_RUNNING}: a task is not running")
         return CheckpointPlan(TASKS, TASKS, (), ())
 
 
 class Job:
     """The coordinator and what it sent to the tasks (checkpoint ids, in order)."""
 
-    def __init__(self, config: CheckpointConfig, failure_manager: CheckpointFailureManager | None) -> None:
+    def __init__(self, config: CheckpointConfig, failure_manager: CheckpointFailureManager | None,
+                 plan: TwoTasksPlan) -> None:
         self.triggered: list[int] = []  # one entry per checkpoint (its barrier went to both tasks)
         self.aborted: list[int] = []
         self.completed: list[int] = []
         costs = CheckpointCosts(trigger_delay=0.0, ack_latency=0.0)
-        self.coordinator = CheckpointCoordinator(config, costs, TwoTasksPlan(), set, self._trigger, self._abort,
+        self.coordinator = CheckpointCoordinator(config, costs, plan, set, self._trigger, self._abort,
                                                  self._complete, kernel.current_time, np.random.default_rng(7),
                                                  failure_manager=failure_manager)
 
@@ -82,11 +93,11 @@ class Job:
 
 
 def run(config: CheckpointConfig, script: Callable[[Job], Awaitable[None]],
-        failure_manager: CheckpointFailureManager | None = None) -> Job:
+        failure_manager: CheckpointFailureManager | None = None, plan: TwoTasksPlan | None = None) -> Job:
     """Start the periodic scheduler at t = 0 and run `script` in the sim kernel."""
 
     async def main() -> Job:
-        job = Job(config, failure_manager)
+        job = Job(config, failure_manager, plan or TwoTasksPlan())
         async with kernel.open_nursery() as nursery:
             await nursery.start(job.coordinator.run)
             job.coordinator.start_checkpoint_scheduler()
@@ -310,3 +321,22 @@ def test_a_restart_waits_the_min_pause_since_it_started():
         assert job.coordinator.checkpoints[-1].trigger_time == pytest.approx(restart + 0.4)
 
     run(CheckpointConfig(interval=1.0, min_pause=0.4), script)
+
+
+def test_the_counts_of_completed_failed_and_in_progress_checkpoints():
+    """CheckpointStatsCountsTest / DefaultCheckpointStatsTrackerTest: a trigger whose plan
+    failed counts as failed without having been in progress (no id, no history figures);
+    summary.json lists it and the run's line counts it among the failed."""
+
+    async def script(job: Job) -> None:
+        await job.until_triggered(1)
+        job.ack_all(1)
+        await job.until_triggered(2)  # the second plan failed at the tick before
+        job.coordinator.receive_decline("b", 2, "CHECKPOINT_DECLINED_TASK_NOT_READY")
+        await job.until_triggered(3)
+
+    job = run(CheckpointConfig(interval=1.0), script, plan=TwoTasksPlan(fail=frozenset({2})))
+    stats = [c.stats() for c in job.coordinator.checkpoints]
+    assert [(s["id"], s["status"]) for s in stats] == [(1, "COMPLETED"), (None, "FAILED"), (2, "FAILED"),
+                                                      (3, "IN_PROGRESS")]
+    assert format_checkpoints({"checkpoints": stats}).startswith("checkpoints: 1 completed, 2 failed, 1 in progress")
