@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from graph.errors import IllegalStateException, UnsupportedOperationException
+from graph.errors import IllegalArgumentException, IllegalStateException, UnsupportedOperationException
 from graph.hashing import traverse_stream_graph_and_generate_hashes
 from graph.job_graph import (
     CoLocationGroup,
@@ -94,6 +94,10 @@ class StreamingJobGraphGenerator:
         self._set_slot_sharing(vertices)
         self._set_co_location()
         config = self.graph.checkpoint_config
+        # Flink's CheckpointCoordinatorConfiguration, built for the JobGraph's checkpointing
+        # settings (whether checkpointing is on or not), refuses this combination
+        if config.unaligned and config.max_concurrent > 1:
+            raise IllegalArgumentException("maxConcurrentCheckpoints can't be > 1 if UnalignedCheckpoints enabled")
         return JobGraph(
             job_name=self.graph.job_name,
             job_type=self.graph.job_type,

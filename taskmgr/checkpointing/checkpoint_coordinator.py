@@ -4,9 +4,10 @@ completion, expiry, declines (Flink's `CheckpointCoordinator` and `CheckpointReq
 Flink's rules kept here:
 
 - the periodic scheduler runs while the job runs and every task runs or has finished
-  (`checkpoint_coordinator_deactivator`); it starts after a random delay in [min pause,
-  base interval] and fires every base interval, the interval or the min pause if that is
-  longer; stopping it fails the pending checkpoints and the queued requests
+  (`checkpoint_coordinator_deactivator`); its first start waits a random delay in [min
+  pause, base interval], a start after that (a restarted job's) only the min pause (Flink
+  2.3's triggerDelay), and it fires every base interval, the interval or the min pause if
+  that is longer; stopping it fails the pending checkpoints and the queued requests
   (`CHECKPOINT_COORDINATOR_SUSPEND`);
 - each tick is a trigger request; requests queue (up to 1,000) while `max_concurrent`
   checkpoints are pending, and each completed or failed checkpoint lets one queued request
@@ -151,7 +152,6 @@ class CheckpointCoordinator:
         self.send_abort = send_abort
         self.send_complete = send_complete
         self.job_time = job_time
-        self.rng = rng
         self.tracer = tracer
         #: Fails the job when too many checkpoints fail in a row (tolerable-failed-checkpoints).
         self.failure_manager = failure_manager
@@ -162,6 +162,9 @@ class CheckpointCoordinator:
         self.base_interval = max(config.interval, config.min_pause)
         #: Periodic trigger requests waiting for the request decider (all alike: a count).
         self.num_queued_requests = 0
+        #: Flink 2.3's triggerDelay: the delay of the scheduler's next start, a random one
+        #: in [min pause, base interval] for the first, the min pause for the later ones.
+        self._trigger_delay = float(rng.uniform(config.min_pause, self.base_interval))
         self._ids = itertools.count(1)
         self._last_completion_ms: int | None = None
         self._next_trigger_time = 0.0
@@ -195,9 +198,13 @@ class CheckpointCoordinator:
     # -- the periodic scheduler (Flink's startCheckpointScheduler / stopCheckpointScheduler) -----
 
     def start_checkpoint_scheduler(self) -> None:
-        """Tick every base interval, the first tick after a random delay in [min pause, base interval]."""
+        """Tick every base interval, the first tick after the trigger delay: on the first start
+        a random one in [min pause, base interval], on a later start (the job restarted) the
+        min pause, so a restarted job checkpoints as soon as the pause since its last
+        completed checkpoint allows."""
         self.stop_checkpoint_scheduler()
-        self._schedule_trigger_with_delay(float(self.rng.uniform(self.config.min_pause, self.base_interval)))
+        self._schedule_trigger_with_delay(self._trigger_delay)
+        self._trigger_delay = self.config.min_pause
 
     def stop_checkpoint_scheduler(self) -> None:
         """No more ticks; the queued requests and the pending checkpoints fail."""
@@ -292,7 +299,9 @@ class CheckpointCoordinator:
 
     def _fail_trigger(self, now: float, reason: str) -> None:
         """Flink's onTriggerFailure without a pending checkpoint: counted as failed
-        (reportFailedCheckpointsWithoutInProgress), then the next queued request may go."""
+        (reportFailedCheckpointsWithoutInProgress), then the next queued request may go.
+        (Flink also tells the failure manager, which does not count the one reason a plan
+        fails for here, NOT_ALL_REQUIRED_TASKS_RUNNING.)"""
         self.checkpoints.append(FailedTrigger(now, self.options.is_unaligned, reason))
         if self.tracer.enabled:
             self.tracer.emit("checkpoint_failed", checkpoint=None, reason=reason)

@@ -1,21 +1,23 @@
 """CheckpointFailureManager: when failed checkpoints fail the job (Flink's
 `execution.checkpointing.tolerable-failed-checkpoints`).
 
-Flink counts consecutive failures of some reasons only (a checkpoint expiring, a declined
-or failed asynchronous part, I/O errors; not declines of tasks that are not ready, ended
-inputs, subsumed or aborted checkpoints, failovers). Once more than the tolerable number
-(default 0: the first) have failed in a row, the job fails with a FlinkRuntimeException,
-which its restart strategy then handles. A completed checkpoint resets the count; a
-failure of a checkpoint older than the last completed one does not count.
+Flink 2.3 counts consecutive failures of five reasons only (a checkpoint expiring, a
+declined or failed asynchronous part, I/O errors, a failed finalization; not declines of
+tasks that are not ready, ended inputs, subsumed or aborted checkpoints, failovers,
+blocking outputs). Once more than the tolerable number (default 0: the first) have failed
+in a row, the job fails with a FlinkRuntimeException, which its restart strategy then
+handles. A completed checkpoint resets the count; a failure of a checkpoint older than the
+last completed one does not count, nor a second failure of one checkpoint.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-#: Failure reasons Flink counts against the tolerable number (CheckpointFailureManager).
+#: Failure reasons Flink 2.3 counts against the tolerable number (CheckpointFailureManager's
+#: checkFailureCounter).
 COUNTED_REASONS = frozenset({"CHECKPOINT_EXPIRED", "CHECKPOINT_DECLINED", "CHECKPOINT_ASYNC_EXCEPTION",
-                             "IO_EXCEPTION", "BLOCKING_OUTPUT_EXIST"})
+                             "IO_EXCEPTION", "FINALIZE_CHECKPOINT_FAILURE"})
 #: Flink's CheckpointFailureReason messages for the reasons this runtime produces.
 REASON_MESSAGES = {"CHECKPOINT_EXPIRED": "Checkpoint expired before completing."}
 
@@ -34,7 +36,7 @@ class CheckpointFailureManager:
 
     def handle_checkpoint_failure(self, checkpoint_id: int, reason: str) -> None:
         """A checkpoint failed for `reason` (Flink's CheckpointFailureReason name)."""
-        if reason not in COUNTED_REASONS or checkpoint_id < self.last_succeeded_id or checkpoint_id in self._counted:
+        if reason not in COUNTED_REASONS or checkpoint_id <= self.last_succeeded_id or checkpoint_id in self._counted:
             return
         self._counted.add(checkpoint_id)
         self.continuous_failures += 1

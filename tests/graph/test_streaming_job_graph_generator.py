@@ -44,6 +44,20 @@ def test_at_least_once_turns_unaligned_checkpoints_off(env):
     assert env.get_checkpoint_config().unaligned
 
 
+def test_unaligned_checkpoints_refuse_more_than_one_concurrent_checkpoint(env):
+    # Flink 2.3's CheckpointCoordinatorConfiguration (built with the JobGraph's checkpointing
+    # settings): unaligned checkpoints allow one checkpoint at a time; AT_LEAST_ONCE (which
+    # turns them off) allows more
+    env.enable_checkpointing("1s")
+    env.get_checkpoint_config().enable_unaligned_checkpoints().set_max_concurrent_checkpoints(2)
+    env.from_sequence(1, 10).rebalance().print()
+    with pytest.raises(IllegalArgumentException) as raised:
+        env.get_job_graph()
+    assert str(raised.value) == "maxConcurrentCheckpoints can't be > 1 if UnalignedCheckpoints enabled"
+    env.get_checkpoint_config().set_checkpointing_mode(CheckpointingMode.AT_LEAST_ONCE)
+    assert env.get_job_graph().checkpointing.config.max_concurrent == 2
+
+
 def test_uid_collision_names_the_uid(env):
     # StreamGraphHasherV2.generateNodeHash
     env.from_sequence(1, 10).uid("u").disable_chaining().map(lambda x: x).uid("u").print()

@@ -56,6 +56,41 @@ def test_a_task_that_stops_running_or_the_job_stop_the_scheduler():
     assert scheduler.calls == ["start", "stop", "start", "stop"]
 
 
+def test_flink_lifecycle_task_failure_restart_and_finish():
+    """Flink's ExecutionTrackingCheckpointCoordinatorDeActivatorTest: testBasicLifecycle
+    (deploying tasks keep it off; all running starts it; the job finishing stops it),
+    testTaskFailure, testJobRestart (FAILED, RESTARTING, INITIALIZING stop it; RUNNING again
+    with the tasks running starts it) and testJobFinish (no tasks: the job's status alone)."""
+    d, scheduler = deactivator()
+    d.job_status_changes(running=True)
+    d.on_state_update("a", RUNNING)
+    d.on_state_update("b", RUNNING)
+    d.job_status_changes(running=False)  # FINISHED
+    assert scheduler.calls == ["start", "stop"]
+
+    d, scheduler = deactivator()
+    d.job_status_changes(running=True)
+    d.on_state_update("a", RUNNING)
+    d.on_state_update("b", RUNNING)
+    d.on_state_update("a", ExecutionState.FAILED)
+    assert scheduler.calls == ["start", "stop"]
+
+    d, scheduler = deactivator()
+    d.job_status_changes(running=True)
+    d.on_state_update("a", RUNNING)
+    d.on_state_update("b", RUNNING)
+    for _ in ("FAILED", "RESTARTING", "INITIALIZING"):
+        d.job_status_changes(running=False)
+    d.job_status_changes(running=True)
+    assert scheduler.calls == ["start", "stop", "start"]
+
+    scheduler = Scheduler()
+    d = ExecutionTrackingCheckpointCoordinatorDeActivator(scheduler, {})
+    d.job_status_changes(running=True)
+    d.job_status_changes(running=False)
+    assert scheduler.calls == ["start", "stop"]
+
+
 def test_a_dropped_connection_leaves_the_source_running_and_one_checkpoint_pending():
     """The connection drops at 2 s while the map still works through the buffers it holds
     (its failure comes after the run). The source's partition outlives its dropped reader

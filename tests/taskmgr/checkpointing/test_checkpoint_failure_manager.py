@@ -41,6 +41,71 @@ def test_consecutive_failures_count_until_a_checkpoint_completes() -> None:
     assert len(failures) == 1
 
 
+#: Flink 2.3's CheckpointFailureReason names (all of them).
+ALL_REASONS = ("PERIODIC_SCHEDULER_SHUTDOWN", "TOO_MANY_CHECKPOINT_REQUESTS", "MINIMUM_TIME_BETWEEN_CHECKPOINTS",
+               "NOT_ALL_REQUIRED_TASKS_RUNNING", "CHECKPOINT_SUBSUMED", "CHECKPOINT_COORDINATOR_SUSPEND",
+               "CHECKPOINT_COORDINATOR_SHUTDOWN", "CHANNEL_STATE_SHARED_STREAM_EXCEPTION", "JOB_FAILOVER_REGION",
+               "CHECKPOINT_DECLINED_TASK_NOT_READY", "CHECKPOINT_DECLINED_TASK_CLOSING",
+               "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER", "CHECKPOINT_DECLINED_SUBSUMED",
+               "CHECKPOINT_DECLINED_INPUT_END_OF_STREAM", "TASK_FAILURE", "TASK_CHECKPOINT_FAILURE",
+               "UNKNOWN_TASK_CHECKPOINT_NOTIFICATION_FAILURE", "TRIGGER_CHECKPOINT_FAILURE", "BLOCKING_OUTPUT_EXIST",
+               "IO_EXCEPTION", "CHECKPOINT_ASYNC_EXCEPTION", "CHECKPOINT_DECLINED", "CHECKPOINT_EXPIRED",
+               "FINALIZE_CHECKPOINT_FAILURE")
+
+
+def test_which_reasons_count() -> None:
+    """Flink's testTotalCountValue, with Flink 2.3's reasons: with none tolerated, each of
+    the five counted reasons fails the job, no other does (BLOCKING_OUTPUT_EXIST included)."""
+    m, failures = manager(0)
+    failed_by = []
+    for checkpoint_id, reason in enumerate(ALL_REASONS, start=1):
+        m.handle_checkpoint_failure(checkpoint_id, reason)
+        if len(failures) > len(failed_by):
+            failed_by.append(reason)
+    assert failed_by == ["IO_EXCEPTION", "CHECKPOINT_ASYNC_EXCEPTION", "CHECKPOINT_DECLINED", "CHECKPOINT_EXPIRED",
+                         "FINALIZE_CHECKPOINT_FAILURE"]
+
+
+def test_continuous_failures_fail_the_job_once_more_than_tolerated() -> None:
+    """Flink's testContinuousFailure: a failover's abort does not count, nor break the run."""
+    m, failures = manager(2)
+    m.handle_checkpoint_failure(1, "CHECKPOINT_DECLINED")
+    m.handle_checkpoint_failure(2, "CHECKPOINT_DECLINED")
+    m.handle_checkpoint_failure(3, "JOB_FAILOVER_REGION")
+    assert failures == []
+    m.handle_checkpoint_failure(4, "CHECKPOINT_DECLINED")
+    assert len(failures) == 1
+
+
+def test_a_success_breaks_the_run_of_failures() -> None:
+    """Flink's testBreakContinuousFailure."""
+    m, failures = manager(2)
+    m.handle_checkpoint_failure(1, "IO_EXCEPTION")
+    m.handle_checkpoint_failure(2, "CHECKPOINT_DECLINED")
+    m.handle_checkpoint_failure(3, "JOB_FAILOVER_REGION")
+    m.handle_checkpoint_success(4)
+    m.handle_checkpoint_failure(5, "CHECKPOINT_EXPIRED")
+    assert failures == []
+
+
+def test_failures_of_past_or_already_counted_checkpoints_do_not_count() -> None:
+    """Flink's testIgnoresPastCheckpoints and testIgnoreOneCheckpointRepeatedlyCountMultiTimes:
+    only failures of checkpoints after the last completed one count (Flink: id >
+    lastSucceededCheckpointId), each checkpoint once."""
+    m, failures = manager(2)
+    m.handle_checkpoint_failure(1, "CHECKPOINT_EXPIRED")
+    m.handle_checkpoint_failure(2, "CHECKPOINT_EXPIRED")
+    m.handle_checkpoint_success(2)
+    m.handle_checkpoint_failure(1, "CHECKPOINT_EXPIRED")
+    m.handle_checkpoint_failure(2, "CHECKPOINT_EXPIRED")
+    m.handle_checkpoint_failure(3, "CHECKPOINT_EXPIRED")
+    m.handle_checkpoint_failure(3, "CHECKPOINT_EXPIRED")
+    m.handle_checkpoint_failure(4, "CHECKPOINT_EXPIRED")
+    assert failures == []
+    m.handle_checkpoint_failure(5, "CHECKPOINT_EXPIRED")
+    assert len(failures) == 1
+
+
 def slow_map(tolerable: int | None) -> StreamExecutionEnvironment:
     """Issue 8's job with aligned checkpoints that expire after 20 s (they need ~148 s)."""
     env = StreamExecutionEnvironment.get_execution_environment()
