@@ -50,7 +50,8 @@ class RemoteInputChannel(InputChannel):
     # tracer, connections and NetworkBufferPool) is read through the gate, not copied into
     # each channel: a wide job has many idle channels, and a slot costs 8 bytes in each.
     __slots__ = ("receiver_id", "producer_address", "initial_credit", "received", "expected_sequence_number",
-                 "unannounced_credit", "last_barrier", "buffer_manager", "client", "_retry_backoff")
+                 "unannounced_credit", "last_barrier", "buffer_manager", "client", "_retry_backoff",
+                 "total_queue_size_in_bytes")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
                  subpartition_index: int, producer_address: str, initial_credit: int) -> None:
@@ -61,6 +62,11 @@ class RemoteInputChannel(InputChannel):
         self.received: PrioritizedDeque[tuple[Buffer, int]] = NEVER_QUEUED
         self.expected_sequence_number = 0
         self.unannounced_credit = 0
+        #: Flink's `totalQueueSizeInBytes` (`inputQueueSize`): a running count, not the size of
+        #: what is queued: a received buffer adds its size, a polled one takes its size away.
+        #: An announcement made here is never added but is taken away when polled, and a
+        #: release keeps the count; Flink reads it floored at 0.
+        self.total_queue_size_in_bytes = 0
         #: (checkpoint id, sequence number) of the barrier received last, until its checkpoint
         #: stops (Flink's lastBarrierId and lastBarrierSequenceNumber, in one slot: a pair
         #: is made per barrier, and an idle channel holds None).
@@ -132,6 +138,7 @@ class RemoteInputChannel(InputChannel):
                 first_priority = received.num_priority_elements == 1
             if self.persister.check_for_barrier(event) is not None:  # a newer one only: Flink's `> lastBarrierId`
                 self.last_barrier = (event.id, sequence_number)
+        self.total_queue_size_in_bytes += buffer.size
         self.expected_sequence_number = next_sequence_number(self.expected_sequence_number)
         tracer = self.gate.tracer
         if tracer.enabled:
@@ -202,6 +209,7 @@ class RemoteInputChannel(InputChannel):
                 raise CancelTaskError("Queried for a buffer after channel has been released.")
             return None
         buffer, seq = self.received.poll()
+        self.total_queue_size_in_bytes -= buffer.size
         self.num_bytes_in += buffer.size
         self.num_buffers_in += 1
         next_type = self.received[0][0].data_type if self.received else DataType.NONE
@@ -279,8 +287,10 @@ class RemoteInputChannel(InputChannel):
 
     @property
     def queue_size(self) -> int:
-        """Bytes of the received buffers not yet polled (`inputQueueSize` share)."""
-        return sum(buffer.size for buffer, _ in self.received)
+        """`inputQueueSize` share: Flink's running count of received minus polled bytes,
+        floored at 0 (`unsynchronizedGetSizeOfQueuedBuffers`). Each polled announcement of
+        a timeoutable barrier leaves it lower by the announcement's size for good."""
+        return max(0, self.total_queue_size_in_bytes)
 
     def exclusive_buffers_used(self) -> int:
         """`initialCredit - available exclusive` (ExclusiveBuffersUsageGauge)."""

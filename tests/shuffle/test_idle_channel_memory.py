@@ -15,7 +15,9 @@ from shuffle.config import NetworkConfig
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
 
 #: Bytes per object (CPython 3.11, 64-bit: 32 bytes of header and GC links, 8 per slot).
-BUDGET = {"RemoteInputChannel": 32 + 8 * 20, "BufferManager": 32 + 8 * 7, "PipelinedSubpartition": 32 + 8 * 13,
+#: RemoteInputChannel's 21st slot is Flink's totalQueueSizeInBytes: `inputQueueSize` is a
+#: running count that a polled announcement and a release leave apart from what is queued.
+BUDGET = {"RemoteInputChannel": 32 + 8 * 21, "BufferManager": 32 + 8 * 7, "PipelinedSubpartition": 32 + 8 * 13,
           "PipelinedSubpartitionView": 32 + 8 * 3, "CreditBasedSequenceNumberingViewReader": 32 + 8 * 8}
 
 

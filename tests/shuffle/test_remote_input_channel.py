@@ -327,6 +327,28 @@ async def test_size_of_queued_buffers_counts_events_too(sim_kernel):
     _release(channel)
 
 
+async def test_queue_size_is_a_running_count_an_announcement_lowers_for_good(sim_kernel):
+    # Flink 2.3's RemoteInputChannel (bytecode): onBuffer adds the received buffer's size to
+    # totalQueueSizeInBytes, not that of the announcement it queues for a timeoutable
+    # barrier; getNextBuffer takes every polled buffer's size away, the announcement's too;
+    # releaseAllResources leaves the count; the gauge reads max(0, count).
+    _, _, [channel] = await _channels(4, 1, [2])
+    _send_around_barrier(channel, 0, ALIGNED_WITH_TIMEOUT)
+    announcement, barrier = channel.received[0][0].size, channel.received[3][0].size
+    assert channel.queue_size == 1 + 2 + barrier + 3 + 4  # what is queued, but the announcement
+    sizes = []
+    for _ in range(6):
+        channel.get_next_buffer()
+        sizes.append(channel.queue_size)
+    assert sizes == [max(0, 10 + barrier - announcement), max(0, 9 + barrier - announcement),
+                     max(0, 7 + barrier - announcement), max(0, 7 - announcement), max(0, 4 - announcement), 0]
+    assert channel.total_queue_size_in_bytes == -announcement
+    channel.on_buffer(_data(announcement + 5), channel.expected_sequence_number, 0)
+    assert channel.queue_size == 5  # queued: announcement + 5 bytes
+    _release(channel)
+    assert channel.queue_length == 0 and channel.queue_size == 5  # the release leaves the count
+
+
 async def test_a_priority_event_after_the_sequence_numbers_wrap_is_not_taken_as_outdated(sim_kernel):
     # SingleInputGate.isOutdated: a barrier numbered past the wrap is newer than one at INT_MAX - 1
     _, gate, [channel] = await _channels(4, 1, [2])

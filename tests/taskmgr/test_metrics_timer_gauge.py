@@ -1,3 +1,5 @@
+import pytest
+
 from shuffle import kernel
 from taskmgr.metrics.task_io_metrics import COUNTERS, TaskIOMetricGroup
 from taskmgr.metrics.timer_gauge import TimerGauge
@@ -87,3 +89,21 @@ async def test_task_io_metrics_busy_is_elapsed_minus_idle_and_backpressure(sim_k
     assert snap["numRecordsOut"] == 7.0
     assert COUNTERS <= snap.keys()
     assert "maxHardBackPressureTimeMs" not in COUNTERS
+
+
+def test_a_measurement_across_updates_is_counted_from_its_start():
+    """TimerGaugeTest testUpdateBeforeMarkingEnd and testUpdateWithoutMarkingEnd: a measurement
+    running at an update counts there up to it, and at the next update as a whole."""
+    now = [0.0]
+    ended, running = TimerGauge(clock=lambda: now[0]), TimerGauge(clock=lambda: now[0])
+    now[0] = 4.99
+    ended.mark_start()
+    running.mark_start()
+    now[0] = 5.0
+    assert ended.max_single() == pytest.approx(0.01) and running.max_single() == pytest.approx(0.01)
+    now[0] = 5.01
+    ended.mark_end()
+    now[0] = 10.0
+    assert ended.max_single() == pytest.approx(0.02)  # ended in [5, 10), from its start
+    assert running.max_single() == pytest.approx(5.01)  # spans two updates
+    assert ended.accumulated() == pytest.approx(0.02) and running.accumulated() == pytest.approx(5.01)
