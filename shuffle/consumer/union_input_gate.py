@@ -139,6 +139,11 @@ class UnionInputGate:
             await self.wait_available()
 
     @property
+    def has_priority_events(self) -> bool:
+        """A gate with a priority event is queued (the task handles it next)."""
+        return self.priority_availability.is_available
+
+    @property
     def is_finished(self) -> bool:
         return not self._remaining
 

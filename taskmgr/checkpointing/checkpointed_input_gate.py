@@ -30,33 +30,26 @@ class CheckpointedInputGate:
                  handler: CheckpointBarrierHandler | None = None, tracer: Tracer = NULL_TRACER,
                  task_name: str = "") -> None:
         self.gates = list(gates)
-        #: How many gates (they never change; `poll_next` asks per buffer).
-        self._num_gates = len(self.gates)
         self._by_index = {gate.gate_index: gate for gate in self.gates}
         self.input_index = input_index
         self.handler = handler
         self.tracer = tracer
         self.task_name = task_name
-        #: Several gates are read as Flink's union reads them (by when their data came).
-        self._union = UnionInputGate(self.gates) if self._num_gates > 1 else None
+        #: What is read: the one gate, or several as Flink's union reads them (by when
+        #: their data came; Flink's `InputGateUtil.createInputGate`).
+        self._input: SingleInputGate | UnionInputGate = (
+            UnionInputGate(self.gates) if len(self.gates) > 1 else self.gates[0])
 
     def poll_next(self) -> BufferOrEvent | None:
         """The next buffer or event (of the gate whose turn it is, priority events first)."""
-        union = self._union
-        if union is None:
-            return self.gates[0].poll_next()
-        return union.poll_next()
+        return self._input.poll_next()
 
     @property
     def has_priority_events(self) -> bool:
-        union = self._union
-        if union is None:
-            return self.gates[0].has_priority_events
-        return union.priority_availability.is_available
+        return self._input.has_priority_events
 
     async def wait_priority_event(self) -> None:
-        union = self._union
-        await (self.gates[0] if union is None else union).priority_availability.wait()
+        await self._input.priority_availability.wait()
 
     def handle_event(self, result: BufferOrEvent) -> None:
         """Hand an event to the barrier handler (spec 5.2's table); EndOfData is answered
@@ -82,8 +75,7 @@ class CheckpointedInputGate:
 
     @property
     def is_finished(self) -> bool:
-        union = self._union
-        return self.gates[0].is_finished if union is None else union.is_finished
+        return self._input.is_finished
 
     def unfinished_channels(self) -> list[InputChannelInfo]:
         return [channel for gate in self.gates for channel in gate.unfinished_channels()]
@@ -91,5 +83,4 @@ class CheckpointedInputGate:
     def wait_available(self) -> Awaitable[None]:
         """Await it: returns once a gate has data or every gate finished (the gate's or the
         union's wait itself, not a coroutine around it)."""
-        union = self._union
-        return self.gates[0].wait_available() if union is None else union.wait_available()
+        return self._input.wait_available()
