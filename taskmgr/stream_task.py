@@ -82,6 +82,18 @@ class StreamTask:
         #: complete before the task finishes.
         self.final_checkpoint_min_id: int | None = None
         self.final_checkpoint_completed = kernel.Event()
+        if io is not None:
+            io.register_mailbox_size_supplier(self.mailbox_size)
+
+    def mailbox_size(self) -> int:
+        """Flink's `mailboxQueueSize`: the mails waiting to run (`TaskMailboxImpl.size()`),
+        with the "process priority event" mail of a priority event not taken yet; neither a
+        follow-up of the work in hand nor an injected fault is one of Flink's mails."""
+        size = 0
+        for _, is_mail in self._mail:
+            size += is_mail
+        priority = self.priority
+        return size + (priority is not None and priority.has_priority_events)
 
     def send_mail(self, action: Callable[[], Awaitable[None]], counted: bool = True) -> bool:
         """Run `action` in the mailbox loop before the next record (waking an idle task);
@@ -176,7 +188,11 @@ class StreamTask:
         a timer mail every `MAILBOX_LATENCY_MEASUREMENT_INTERVAL_MS` (1,001 ms apart while the
         mailbox is free) into `mailboxLatencyMs` (taskmgr.metrics.mailbox_latency). Like every
         mail it also ends an idle or soft back-pressured period of the task, so Flink's
-        longest back-pressured period (`maxSoftBackPressureTimeMs`) is never much above it.
+        longest back-pressured period (`maxSoftBackPressureTimeMs`) is never much above it."""
+        await self._run_timer_mails(MAILBOX_LATENCY_MEASUREMENT_INTERVAL_MS, lambda: self._latency_measurement(steps))
+
+    def _latency_measurement(self, steps: StepClock) -> Callable[[], Awaitable[None]]:
+        """The measurement mail, sent now (Flink's `measureMailboxLatency`).
 
         How long Flink's mail would wait: a task that waits (idle, back-pressured) or runs
         mails when the timer fires takes it as soon as its loop gets to it; a task busy with
@@ -184,27 +200,23 @@ class StreamTask:
         steps of several records), plus what blocked it meanwhile (an output buffer asked
         for mid-record) and the mails queued before it."""
         io = self.io
+        sent = kernel.current_time()
+        in_step = not (io.idle.is_measuring or io.soft_backpressure.is_measuring or self._running_mails)
+        blocked_before = io.hard_backpressure.accumulated()
 
-        def make_measurement() -> Callable[[], Awaitable[None]]:
-            sent = kernel.current_time()
-            in_step = not (io.idle.is_measuring or io.soft_backpressure.is_measuring or self._running_mails)
-            blocked_before = io.hard_backpressure.accumulated()
+        async def measure() -> None:
+            """The measurement itself (a reading of the clock) costs no modelled time."""
+            latency = io.mailbox_latency
+            if latency is None:
+                return
+            now = kernel.current_time()
+            waited = now - sent
+            if in_step:
+                blocked = io.hard_backpressure.accumulated() - blocked_before
+                waited = latency.rest_of_record(steps.step_cost) + blocked + (now - self._mails_started)
+            latency.record(sent, waited)
 
-            async def measure() -> None:
-                """The measurement itself (a reading of the clock) costs no modelled time."""
-                latency = io.mailbox_latency
-                if latency is None:
-                    return
-                now = kernel.current_time()
-                waited = now - sent
-                if in_step:
-                    blocked = io.hard_backpressure.accumulated() - blocked_before
-                    waited = latency.rest_of_record(steps.step_cost) + blocked + (now - self._mails_started)
-                latency.record(sent, waited)
-
-            return measure
-
-        await self._run_timer_mails(MAILBOX_LATENCY_MEASUREMENT_INTERVAL_MS, make_measurement)
+        return measure
 
     async def run_periodic_watermark_emits(self, interval_ms: int) -> None:
         """A FLIP-27 source's `ProgressiveTimestampsAndWatermarks`: a mail every `interval_ms`

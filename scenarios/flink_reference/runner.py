@@ -48,6 +48,7 @@ METRICS = ("busyTimeMsPerSecond", "backPressuredTimeMsPerSecond", "softBackPress
            "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage", "inputQueueLength", "outputQueueLength",
            "inputQueueSize", "outputQueueSize", "debloatedBufferSize", "estimatedTimeToConsumeBuffersMs",
            "mailboxMailsPerSecond", "mailboxLatencyMs_mean", "mailboxLatencyMs_median", "mailboxLatencyMs_max",
+           "mailboxQueueSize",
            "checkpointAlignmentTime", "checkpointStartDelayNanos")
 #: The sink's latency histogram (microseconds) and shufflesim's names for its statistics (ms).
 LATENCY = {"latencyUs_mean": "latencyMeanMs", "latencyUs_median": "latencyP50Ms", "latencyUs_p90": "latencyP90Ms",

@@ -70,9 +70,15 @@ class TaskIOMetricGroup:
         self.num_mails_processed = 0
         #: Flink's `mailboxLatencyMs` (set by the task, which has the seed it draws from).
         self.mailbox_latency: MailboxLatency | None = None
+        #: Flink's `mailboxQueueSize` gauge reads this (`register_mailbox_size_supplier`).
+        self._mailbox_size: Callable[[], int] | None = None
         self.idle = TimerGauge(clock)
         self.soft_backpressure = TimerGauge(clock)
         self.hard_backpressure = TimerGauge(clock)
+
+    def register_mailbox_size_supplier(self, supplier: Callable[[], int]) -> None:
+        """The task's mailbox says how many mails wait in it (Flink's method of that name)."""
+        self._mailbox_size = supplier
 
     def mark_task_start(self) -> None:
         """The task starts running: busy time is counted from here."""
@@ -105,4 +111,5 @@ class TaskIOMetricGroup:
             "maxSoftBackPressureTimeMs": self.soft_backpressure.max_single() * 1000.0,
             "maxHardBackPressureTimeMs": self.hard_backpressure.max_single() * 1000.0,
             **(self.mailbox_latency.snapshot() if self.mailbox_latency is not None else {}),
+            **({"mailboxQueueSize": float(self._mailbox_size())} if self._mailbox_size is not None else {}),
         }

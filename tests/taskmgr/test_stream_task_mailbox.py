@@ -1,0 +1,229 @@
+"""The mailbox loop of one task (StreamTask) against Flink 2.3's unit tests of its mailbox:
+StreamTaskTest's metric cases, MailboxProcessor's (TaskMailboxProcessorTest) and the batch
+semantics of TaskMailboxImpl. A task here runs a scripted input and outputs whose
+availability the test sets (Flink's AvailabilityTestInputProcessor and
+AvailabilityTestResultPartitionWriter); a test's "other thread" is a kernel task."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from shuffle import kernel
+from taskmgr.metrics.mailbox_latency import MailboxLatency
+from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
+from taskmgr.stream_task import StreamTask
+from taskmgr.task_input import InputStatus
+
+
+class ScriptedInput:
+    """A task input with `available` records, one per turn of `cost` s each; without any it
+    says NOTHING_AVAILABLE (the task waits idle until `add`), after `end` END_OF_INPUT."""
+
+    def __init__(self, available: int = 0, cost: float = 0.001) -> None:
+        self.available = available
+        self.cost = cost
+        self.ended = False
+        self.processed = 0
+        #: Called after each record (a step may queue follow-ups or mails).
+        self.after_record: Callable[[], None] = lambda: None
+        self._data = kernel.Event()
+
+    def add(self, records: int) -> None:
+        self.available += records
+        self._data.set()
+
+    def end(self) -> None:
+        self.ended = True
+        self._data.set()
+
+    async def process_input(self) -> InputStatus:
+        if self.available:
+            self.available -= 1
+            await kernel.sleep(self.cost)
+            self.processed += 1
+            self.after_record()
+            return InputStatus.MORE_AVAILABLE
+        return InputStatus.END_OF_INPUT if self.ended else InputStatus.NOTHING_AVAILABLE
+
+    async def wait_available(self) -> None:
+        self._data = kernel.Event()
+        await self._data.wait()
+
+    async def before_mail(self) -> None:
+        """Nothing owed."""
+
+
+class TestOutput:
+    """A record writer whose availability the test sets."""
+
+    __test__ = False
+
+    def __init__(self, available: bool = True) -> None:
+        self.available = available
+        self._changed = kernel.Event()
+
+    def is_available(self) -> bool:
+        return self.available
+
+    async def wait_available(self) -> None:
+        while not self.available:
+            self._changed = kernel.Event()
+            await self._changed.wait()
+
+    def set_available(self) -> None:
+        self.available = True
+        self._changed.set()
+
+    def flush_all(self) -> None:
+        """Nothing buffered."""
+
+
+@dataclass
+class Steps:
+    """The cost of the record in hand (a StepClock)."""
+
+    step_cost: float = 0.0
+
+
+def make_task(task_input: ScriptedInput, *outputs: TestOutput) -> StreamTask:
+    io = TaskIOMetricGroup()
+    io.mailbox_latency = MailboxLatency(np.random.default_rng(1))
+    return StreamTask(task_input, list(outputs), io)
+
+
+def at(seconds: float, action: Callable[[], object]) -> Callable[[], Awaitable[None]]:
+    """Another thread that runs `action` `seconds` from now."""
+    async def later() -> None:
+        await kernel.sleep(seconds)
+        action()
+    return later
+
+
+def sleeping_mail(seconds: float, then: Callable[[], object] = lambda: None) -> Callable[[], Awaitable[None]]:
+    async def mail() -> None:
+        await kernel.sleep(seconds)
+        then()
+    return mail
+
+
+def in_ms(gauge_seconds: float) -> float:
+    return round(gauge_seconds * 1000, 6)
+
+
+async def test_back_pressure_pauses_while_a_mail_runs(sim_kernel):
+    """StreamTaskTest.testProcessWithUnAvailableOutput (and testProcessWithAvailableOutput):
+    a task whose output is unavailable is soft back-pressured until a mail comes (42 ms);
+    the mail's 44 ms are not back-pressure (Flink pauses the suspension timer around a mail);
+    the mail makes the output available from the task's own thread, so no resume mail; the
+    task then processes all its records, never idle."""
+    task_input = ScriptedInput(available=10)
+    task_input.end()  # after its records
+    output = TestOutput(available=False)
+    task = make_task(task_input, output)
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(task.invoke)
+        await kernel.sleep(0.042)
+        task.send_mail(sleeping_mail(0.044, output.set_available))
+    io = task.io
+    assert task_input.processed == 10
+    assert task.io.num_mails_processed == 1
+    assert in_ms(io.soft_backpressure.accumulated()) == 42
+    assert io.idle.accumulated() == 0 and io.hard_backpressure.accumulated() == 0
+
+
+async def test_idle_time_pauses_while_a_mail_runs(sim_kernel):
+    """StreamTaskTest.testProcessWithUnAvailableInput: idle until the mail (42 ms), not
+    during its 44 ms; never back-pressured."""
+    task_input = ScriptedInput()
+    task = make_task(task_input, TestOutput())
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(task.invoke)
+        await kernel.sleep(0.042)
+        task.send_mail(sleeping_mail(0.044, task_input.end))
+    io = task.io
+    assert in_ms(io.idle.accumulated()) == 42
+    assert io.soft_backpressure.accumulated() == 0 and io.hard_backpressure.accumulated() == 0
+
+
+@pytest.mark.parametrize("waits_for", ["output", "input"])
+async def test_a_wait_ended_from_another_thread_takes_a_resume_mail(sim_kernel, waits_for):
+    """MailboxProcessor's DefaultActionSuspension.resume from another thread than the task's
+    sends the control mail "resume default action" (TaskMailboxProcessorTest
+    testSignalUnAvailable), which the mail counter counts as every mail it runs: an output
+    made available (a buffer recycled by a consumer) or input arriving (Netty's thread) ends
+    the wait with one mail."""
+    task_input = ScriptedInput(available=1 if waits_for == "output" else 0)
+    output = TestOutput(available=waits_for != "output")
+    task = make_task(task_input, output)
+    if waits_for == "output":
+        task_input.end()  # after its record
+        wake = output.set_available
+    else:
+        def wake() -> None:
+            task_input.add(1)
+            task_input.end()
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(task.invoke)
+        nursery.start_soon(at(0.030, wake))
+        await kernel.sleep(0.0305)  # the record it then takes ends at 31 ms, and the task with it
+        assert task.io.num_mails_processed == 1
+    assert task_input.processed == 1
+    waited = task.io.soft_backpressure if waits_for == "output" else task.io.idle
+    assert in_ms(waited.accumulated()) == 30
+
+
+async def test_a_latency_mail_behind_other_mails_reads_their_time(sim_kernel):
+    """StreamTaskTest.testMailboxMetricsMeasurement: a latency measurement, ten mails of
+    5 ms and another measurement queued; the queue size gauge (Flink's `mailboxQueueSize`,
+    the mails not yet run) reads them all and no latency yet; once they ran it reads 0,
+    two latencies were measured, the longer one at least the ten mails' 50 ms."""
+    task_input = ScriptedInput()
+    task = make_task(task_input)
+    task.send_mail(task._latency_measurement(Steps()))
+    for _ in range(10):
+        task.send_mail(sleeping_mail(0.005))
+    task.send_mail(task._latency_measurement(Steps()))
+    before = task.io.snapshot()
+    assert before["mailboxQueueSize"] == 12
+    assert "mailboxLatencyMs_max" not in before  # nothing measured yet
+    start = kernel.current_time()
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(task.invoke)
+        await kernel.sleep(0.1)
+        task_input.end()
+    elapsed_ms = (kernel.current_time() - start) * 1000
+    after = task.io.snapshot()
+    assert after["mailboxQueueSize"] == 0
+    assert len(task.io.mailbox_latency._values) == 2
+    assert 50 <= after["mailboxLatencyMs_max"] <= elapsed_ms
+
+
+async def test_latency_is_measured_every_second_and_the_queue_drains(sim_kernel):
+    """StreamTaskTest.testMailboxMetricsScheduling: a busy task that gets a mail with every
+    record measures its mailbox latency again and again (a timer mail 1,001 ms apart); its
+    queue size reads above 0 while mails wait for the record in hand, and 0 at the end."""
+    task_input = ScriptedInput(available=600, cost=0.005)
+    task_input.end()  # after its records: 3 s
+    task = make_task(task_input)
+    largest_queue = 0
+
+    async def nothing() -> None:
+        """A mail."""
+
+    def mail_and_look() -> None:
+        nonlocal largest_queue
+        task.send_mail(nothing)
+        largest_queue = max(largest_queue, task.io.snapshot()["mailboxQueueSize"])
+
+    task_input.after_record = mail_and_look
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(task.run_mailbox_latency_measurement, Steps(0.005))
+        await task.invoke()
+        nursery.cancel_scope.cancel()
+    assert len(task.io.mailbox_latency._values) >= 2
+    assert largest_queue > 0
+    assert task.io.snapshot()["mailboxQueueSize"] == 0
