@@ -95,6 +95,13 @@ class StreamTask:
         priority = self.priority
         return size + (priority is not None and priority.has_priority_events)
 
+    def restore(self, num_input_gates: int) -> None:
+        """Flink's `restoreInternal` runs the mailbox loop until the task's state and inputs
+        are recovered: a mail per input gate requests its partitions, and the control mail
+        of `suspend()` ends the loop. Nothing is recovered here (the gates request their
+        partitions as the task starts), but the mail counter counts those mails."""
+        self.io.num_mails_processed += num_input_gates + 1
+
     def send_mail(self, action: Callable[[], Awaitable[None]], counted: bool = True) -> bool:
         """Run `action` in the mailbox loop before the next record (waking an idle task);
         False once the mailbox is closed (the task is finishing). `counted=False`: not one
@@ -140,6 +147,7 @@ class StreamTask:
         if waiting:
             conditions = [writer.partition.all_data_processed for writer in self.writers]
             await self._run_mails_until(conditions + [self.final_checkpoint_completed])
+        self.io.num_mails_processed += 1  # allActionsCompleted(), a control mail, ends the loop
         self._closed = True
         await self._run_queued_mails()
         if waiting and self.wait_for_pending_checkpoints is not None:
@@ -304,6 +312,7 @@ class StreamTask:
                 self.end_data()
                 continue
             if status is InputStatus.END_OF_INPUT:
+                io.num_mails_processed += 1  # Flink's mailboxProcessor.suspend(): a control mail
                 break
             if mail:  # the input queued a mail (a checkpoint's synchronous part)
                 continue

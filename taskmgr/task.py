@@ -462,6 +462,7 @@ class Task:
                 nursery.start_soon(self._stream_task.run_mailbox_latency_measurement, ctx)
                 if self._source is not None and self.job_graph.job_type == "STREAMING":
                     nursery.start_soon(self._stream_task.run_periodic_watermark_emits, AUTO_WATERMARK_INTERVAL_MS)
+                self._stream_task.restore(len(self._gates))
                 await self._stream_task.invoke()
                 for partition in self._partitions:
                     partition.finish()

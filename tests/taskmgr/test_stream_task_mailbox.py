@@ -28,8 +28,10 @@ class ScriptedInput:
         self.cost = cost
         self.ended = False
         self.processed = 0
-        #: Called after each record (a step may queue follow-ups or mails).
+        #: Called after each record (a step may queue follow-ups or mails), and in the turn
+        #: that says END_OF_INPUT.
         self.after_record: Callable[[], None] = lambda: None
+        self.at_end: Callable[[], None] = lambda: None
         self._data = kernel.Event()
 
     def add(self, records: int) -> None:
@@ -47,7 +49,10 @@ class ScriptedInput:
             self.processed += 1
             self.after_record()
             return InputStatus.MORE_AVAILABLE
-        return InputStatus.END_OF_INPUT if self.ended else InputStatus.NOTHING_AVAILABLE
+        if self.ended:
+            self.at_end()
+            return InputStatus.END_OF_INPUT
+        return InputStatus.NOTHING_AVAILABLE
 
     async def wait_available(self) -> None:
         self._data = kernel.Event()
@@ -130,7 +135,7 @@ async def test_back_pressure_pauses_while_a_mail_runs(sim_kernel):
         task.send_mail(sleeping_mail(0.044, output.set_available))
     io = task.io
     assert task_input.processed == 10
-    assert task.io.num_mails_processed == 1
+    assert task.io.num_mails_processed == 1 + 2  # and the end's two control mails
     assert in_ms(io.soft_backpressure.accumulated()) == 42
     assert io.idle.accumulated() == 0 and io.hard_backpressure.accumulated() == 0
 
@@ -227,3 +232,34 @@ async def test_latency_is_measured_every_second_and_the_queue_drains(sim_kernel)
     assert len(task.io.mailbox_latency._values) >= 2
     assert largest_queue > 0
     assert task.io.snapshot()["mailboxQueueSize"] == 0
+
+
+async def test_a_mail_sent_as_the_input_ends_still_runs(sim_kernel):
+    """StreamTaskTest.testExecuteMailboxActionsAfterLeavingInputProcessorMailboxLoop: the
+    turn that ends the input sends a mail; the task runs it before it finishes."""
+    task_input = ScriptedInput()
+    task_input.end()
+    task = make_task(task_input)
+    ran = []
+
+    async def mail() -> None:
+        ran.append(kernel.current_time())
+
+    task_input.at_end = lambda: task.send_mail(mail)
+    await task.invoke()
+    assert len(ran) == 1
+
+
+async def test_the_mail_counter_counts_the_control_mails_too(sim_kernel):
+    """MailboxProcessor.runMail counts every mail it runs (TaskMailboxProcessorTest's mails,
+    the "resume default action" and poison mails alike), so Flink's `mailboxMailsPerSecond`
+    counts the mailbox's own control mails: the restore loop's (StreamTask.restoreInternal:
+    a mail per input gate requesting its partitions, then suspend() ending the loop) and,
+    at the end of input, suspend() and afterInvoke's allActionsCompleted()."""
+    task_input = ScriptedInput()
+    task_input.end()
+    task = make_task(task_input)
+    task.restore(num_input_gates=2)
+    assert task.io.num_mails_processed == 3
+    await task.invoke()
+    assert task.io.num_mails_processed == 3 + 2
