@@ -66,9 +66,12 @@ class StreamTask:
         self.writers = list(writers)
         self.io = io
         self._wait_scope: kernel.CancelScope | None = None  # an idle or back-pressured wait
-        #: Actions for the task's own thread, run between records: Flink's mails (True) and
-        #: follow-ups of the work in hand, such as a checkpoint's synchronous part (False).
+        #: Actions for the task's own thread, run between records: Flink's mails (True), and
+        #: injected faults (False: none of Flink's), in the order they came.
         self._mail: deque[tuple[Callable[[], Awaitable[None]], bool]] = deque()
+        #: Follow-ups of the work in hand (a checkpoint's synchronous part), which Flink runs
+        #: within the record or mail that started them: before any other mail.
+        self._follow_ups: deque[Callable[[], Awaitable[None]]] = deque()
         #: Whether the loop runs mails now, and since when (the mailbox latency's measurement).
         self._running_mails = False
         self._mails_started = 0.0
@@ -114,8 +117,10 @@ class StreamTask:
     def run_later(self, action: Callable[[], Awaitable[None]]) -> None:
         """Queue a follow-up of the task's own thread (a checkpoint's synchronous part,
         which Flink runs within the mail or record that started it, so no mail of its
-        own): taken even while a closed mailbox drains."""
-        self._queue(action, False)
+        own): it runs as that record or mail ends, before any other mail, and also while a
+        closed mailbox drains."""
+        self._follow_ups.append(action)
+        self.wake()
 
     def _queue(self, action: Callable[[], Awaitable[None]], is_mail: bool) -> None:
         self._mail.append((action, is_mail))
@@ -149,21 +154,31 @@ class StreamTask:
             await self._run_mails_until(conditions + [self.final_checkpoint_completed])
         self.io.num_mails_processed += 1  # allActionsCompleted(), a control mail, ends the loop
         self._closed = True
-        await self._run_queued_mails()
+        await self._run_mails()
         if waiting and self.wait_for_pending_checkpoints is not None:
             await self.wait_for_pending_checkpoints()
 
-    async def _run_queued_mails(self) -> None:
-        """Run what is queued (and what that queues), counting the mails, not the
-        follow-ups, as Flink's `numMailsProcessed` (the `mailboxMailsPerSecond` meter)."""
-        mail, io = self._mail, self.io
+    async def _run_mails(self, batch: bool = False) -> None:
+        """Run the follow-ups of the work in hand, then the mails, each mail's follow-ups
+        after it, counting the mails (not follow-ups, not faults) as Flink's
+        `numMailsProcessed` (the `mailboxMailsPerSecond` meter). `batch`: only the mails
+        queued now, as Flink's loop between records takes a batch of them
+        (`TaskMailboxImpl.createBatch`); those that come meanwhile wait for the next record.
+        Else also those (a suspended default action's, or a closing task's, mailbox)."""
+        mail, follow_ups, io = self._mail, self._follow_ups, self.io
         self._running_mails = True
         self._mails_started = kernel.current_time()
         try:
-            while mail:
+            while follow_ups:
+                await follow_ups.popleft()()
+            left = len(mail) if batch else -1
+            while mail and left:
+                left -= 1
                 action, is_mail = mail.popleft()
                 io.num_mails_processed += is_mail
                 await action()
+                while follow_ups:
+                    await follow_ups.popleft()()
         finally:
             self._running_mails = False
 
@@ -172,7 +187,7 @@ class StreamTask:
         Flink suspends the default action at END_OF_INPUT without one, so this wait (for the
         final checkpoint) counts as busy time, as busyTimeMsPerSecond = 1000 - idle - back-pressured."""
         while True:
-            await self._run_queued_mails()
+            await self._run_mails()
             unmet = [event.wait for event in conditions if not event.is_set()]
             if not unmet:
                 return
@@ -277,18 +292,20 @@ class StreamTask:
         io, task_input = self.io, self.input
         io.mark_task_start()
         turns = 0
-        mail = self._mail
+        mail, follow_ups = self._mail, self._follow_ups
         priority = self.priority
         writers = self.writers
         while True:
-            if mail:
+            if mail or follow_ups:
                 await task_input.before_mail()
-                await self._run_queued_mails()
+                await self._run_mails(batch=True)
             if priority is not None and priority.has_priority_events:
                 io.num_mails_processed += 1  # Flink's "process priority event" mail
                 priority.process_priority_events()
                 continue  # as in Flink's priority mail: the snapshot it starts runs before the next record
             if writers and not self._outputs_available():
+                if mail:  # came while the batch ran: a suspended default action takes them now
+                    continue
                 io.soft_backpressure.mark_start()
                 try:
                     with kernel.CancelScope() as self._wait_scope:
@@ -314,7 +331,7 @@ class StreamTask:
             if status is InputStatus.END_OF_INPUT:
                 io.num_mails_processed += 1  # Flink's mailboxProcessor.suspend(): a control mail
                 break
-            if mail:  # the input queued a mail (a checkpoint's synchronous part)
+            if mail or follow_ups:  # came while the batch ran, or follow-ups of the turn
                 continue
             io.idle.mark_start()
             try:

@@ -263,3 +263,95 @@ async def test_the_mail_counter_counts_the_control_mails_too(sim_kernel):
     assert task.io.num_mails_processed == 3
     await task.invoke()
     assert task.io.num_mails_processed == 3 + 2
+
+
+async def test_a_mail_that_sends_itself_does_not_starve_the_input(sim_kernel):
+    """TaskMailboxProcessorTest.testAvoidStarvation (FLINK-14304): a mail that sends itself
+    again runs once per turn, as TaskMailboxImpl runs a batch of the mails queued when the
+    turn begins; the task still processes every record and ends."""
+    task_input = ScriptedInput(available=3)
+    task_input.end()
+    task = make_task(task_input)
+    runs = []
+
+    async def again() -> None:
+        runs.append(kernel.current_time())
+        await kernel.sleep(0.0001)
+        task.send_mail(again)
+
+    task.send_mail(again)
+    with kernel.fail_after(1):
+        await task.invoke()
+    assert task_input.processed == 3
+    assert 3 <= len(runs) <= 5  # one a turn, and the one queued as the input ended
+
+
+async def test_mails_that_come_while_mails_run_wait_for_the_next_record(sim_kernel):
+    """TaskMailboxImpl's batch (createBatch, tryTakeFromBatch): a busy task runs the mails
+    queued when it took the batch; one that comes while they run waits for the next
+    record (10 ms here)."""
+    task_input = ScriptedInput(available=5, cost=0.010)
+    task_input.end()
+    task = make_task(task_input)
+    ran: dict[str, float] = {}
+
+    def mail(name: str, seconds: float) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            ran[name] = kernel.current_time()
+            await kernel.sleep(seconds)
+        return run
+
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(task.invoke)
+        nursery.start_soon(at(0.002, lambda: task.send_mail(mail("long", 0.020))))
+        nursery.start_soon(at(0.015, lambda: task.send_mail(mail("late", 0))))
+    assert ran["long"] == pytest.approx(0.010)  # after the first record
+    assert ran["late"] == pytest.approx(0.040)  # after the long mail and the second record
+
+
+async def test_a_waiting_task_takes_mails_as_they_come(sim_kernel):
+    """MailboxProcessor.processMailsWhenDefaultActionUnavailable: while the default action
+    is suspended (back-pressured here) the task takes each mail as it comes, no batch."""
+    task_input = ScriptedInput(available=1)
+    output = TestOutput(available=False)
+    task = make_task(task_input, output)
+    ran: dict[str, float] = {}
+
+    def mail(name: str, seconds: float) -> Callable[[], Awaitable[None]]:
+        async def run() -> None:
+            ran[name] = kernel.current_time()
+            await kernel.sleep(seconds)
+        return run
+
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(task.invoke)
+        nursery.start_soon(at(0.010, lambda: task.send_mail(mail("long", 0.020))))
+        nursery.start_soon(at(0.020, lambda: task.send_mail(mail("late", 0))))
+        await kernel.sleep(0.050)
+        assert task_input.processed == 0
+        task_input.end()
+        output.set_available()
+    assert ran == {"long": pytest.approx(0.010), "late": pytest.approx(0.030)}
+    assert in_ms(task.io.soft_backpressure.accumulated()) == 10 + 20
+
+
+async def test_a_checkpoints_synchronous_part_runs_within_its_record(sim_kernel):
+    """A follow-up of a record (an aligned checkpoint's synchronous part, which Flink runs
+    within the record whose barrier completed the alignment) runs before the mails that came
+    during that record."""
+    task_input = ScriptedInput(available=2, cost=0.010)
+    task_input.end()
+    task = make_task(task_input)
+    order = []
+
+    async def follow_up() -> None:
+        order.append("synchronous part")
+
+    async def mail() -> None:
+        order.append("mail")
+
+    task_input.after_record = lambda: task_input.processed == 1 and task.run_later(follow_up)
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(task.invoke)
+        nursery.start_soon(at(0.005, lambda: task.send_mail(mail)))
+    assert order == ["synchronous part", "mail"]
