@@ -382,6 +382,11 @@ def _sweep(args: argparse.Namespace) -> int:
     progress = None if args.quiet else SweepProgress()
     try:
         outcome = run_sweep(sweep, Path(args.out), spark, progress)
+    except KeyboardInterrupt:
+        if progress is not None:
+            progress.close()
+        print(f"shufflesim: interrupted: {_points_left(Path(args.out), len(sweep.points))}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         if progress is not None:
             progress.close()
@@ -398,6 +403,18 @@ def _sweep(args: argparse.Namespace) -> int:
             print(f"  {result.point}: {result.status}: {result.error}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def _points_left(out: Path, total: int) -> str:
+    """What an interrupted sweep leaves: which points are done and where, that it has no results."""
+    from scenarios.sweep import POINTS_DIR, RESULTS_FILE, points_done
+
+    done = points_done(out)
+    if not done:
+        return f"no point of {total} was done; no {RESULTS_FILE} (a sweep writes it once every point has run)"
+    shown = ", ".join(done[:10]) + (f", ... ({len(done) - 10} more)" if len(done) > 10 else "")
+    return (f"{len(done)} of {total} points done ({shown}), their runs in {out.resolve() / POINTS_DIR}; "
+            f"no {RESULTS_FILE} (a sweep writes it once every point has run)")
 
 
 def _check_master(master: str, serial_ok: bool = False) -> None:

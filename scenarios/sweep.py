@@ -245,6 +245,14 @@ def _remove_points_without_outputs(points_dir: Path) -> None:
                 shutil.rmtree(path)
 
 
+def points_done(out_dir: Path) -> list[str]:
+    """The points whose runs are in `out_dir/points/` (what an interrupted sweep leaves)."""
+    points_dir = Path(out_dir) / POINTS_DIR
+    if not points_dir.is_dir():
+        return []
+    return sorted(path.name for path in points_dir.iterdir() if (path / SUMMARY_FILE).exists())
+
+
 def read_results(out_dir: Path) -> pa.Table:
     """The results table of a sweep."""
     return pq.read_table(Path(out_dir) / RESULTS_FILE)

@@ -177,3 +177,25 @@ def test_a_sweep_of_checkpoint_modes_shows_what_its_checkpoints_came_to(
 
 def test_a_sweep_without_checkpoints_has_no_checkpoint_columns(serial: Path) -> None:
     assert not set(CHECKPOINT_FIGURES) & set(read_results(serial).column_names)
+
+
+def test_ctrl_c_says_which_points_are_done_and_where(sweep_path: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """It said 'shufflesim: interrupted' only, whatever had run."""
+    import scenarios.sweep as sweep_module
+
+    real = sweep_module.run_scenario
+
+    def interrupted_at_p02(scenario: Any, out_dir: Path, **kwargs: Any) -> Any:
+        if out_dir.name == "p02":
+            raise KeyboardInterrupt
+        return real(scenario, out_dir, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "run_scenario", interrupted_at_p02)
+    out = tmp_path / "out"
+    assert main(["sweep", str(sweep_path), "--out", str(out), "--master", "serial", "--quiet"]) == 130
+    assert capsys.readouterr().err == (f"shufflesim: interrupted: 2 of 6 points done (p00, p01), their runs in "
+                                       f"{out / 'points'}; no results.parquet (a sweep writes it once every point "
+                                       "has run)\n")
+    assert sorted(p.name for p in (out / "points").iterdir()) == ["p00", "p01"]
