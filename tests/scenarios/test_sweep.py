@@ -199,3 +199,30 @@ def test_ctrl_c_says_which_points_are_done_and_where(sweep_path: Path, tmp_path:
                                        f"{out / 'points'}; no results.parquet (a sweep writes it once every point "
                                        "has run)\n")
     assert sorted(p.name for p in (out / "points").iterdir()) == ["p00", "p01"]
+
+
+def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path: Path) -> None:
+    """A batch system's time limit (or `timeout`) sends SIGTERM: it killed the sweep at once,
+    silently, leaving the running point's hidden staging folder."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "sweep.toml"
+    path.write_text(f'scenario = "{SLOW_MAP}"\n[[points]]\nduration = "2s"\n'
+                    '[[points]]\nduration = "5000s"\n"network.buffer_timeout" = "0ms"\n')  # minutes of wall time
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-m", "scenarios.cli", "sweep", str(path), "--out", str(out),
+                                "--master", "serial", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    deadline = time.monotonic() + 60
+    while not list((out / "points").glob("p01/.partial-*/plan.json")):  # p00 done, p01 running
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "p01 did not start within 60 s"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert stderr.startswith("shufflesim: interrupted: 1 of 2 points done (p00)"), stderr
+    assert [p.name for p in (out / "points").iterdir()] == ["p00"]
