@@ -28,7 +28,7 @@ from graph import (
 from scenarios.build import build_program, call_program, compile_errors_named, load_program
 from scenarios.channels import TraceFileError
 from scenarios.outputs import RunFolderError, steady_state_window
-from scenarios.interrupt import stop_on_signals
+from scenarios.interrupt import stop_on_signals, terminate_as_interrupt
 from scenarios.progress import ProgressPrinter, StatusLine
 from scenarios.scenario_file import ScenarioError, load_scenario
 
@@ -134,8 +134,9 @@ def _parser() -> argparse.ArgumentParser:
                                             "one sim run in a Spark task; write DIR/results.parquet (one row per "
                                             "point and vertex), DIR/points/<point>/ (each run's files) and "
                                             "DIR/sweep.png; print a table. Exit code 1 if a point failed, 2 for a mistake in "
-                                            "the command or the sweep file; Ctrl-C cancels the points running, "
-                                            "writes no results and exits with 130.")
+                                            "the command or the sweep file; Ctrl-C (or SIGTERM) cancels the points "
+                                            "running, writes no results, says which points are done and exits "
+                                            "with 130.")
     sweep.add_argument("sweep", type=_path, metavar="SWEEP", help="sweep file (.toml)")
     sweep.add_argument("--out", type=_path, required=True, metavar="DIR", help="output folder")
     sweep.add_argument("--master", default="local[*]", metavar="URL",
@@ -374,19 +375,25 @@ def _sweep(args: argparse.Namespace) -> int:
         raise UserError(str(e)) from None
     if not args.quiet:
         print(f"{args.sweep}: {len(sweep.points)} points of {sweep.scenario_path}", flush=True)
-    spark = None
-    if args.master != SERIAL:
-        if not args.quiet:
-            print(f"starting Spark ({args.master}) ...", flush=True)
-        spark = _start_spark(args.master)
-    progress = None if args.quiet else SweepProgress()
-    try:
-        outcome = run_sweep(sweep, Path(args.out), spark, progress)
-    finally:
-        if progress is not None:
-            progress.close()
-        if spark is not None:
-            spark.stop()
+    with terminate_as_interrupt():
+        spark = None
+        if args.master != SERIAL:
+            if not args.quiet:
+                print(f"starting Spark ({args.master}) ...", flush=True)
+            spark = _start_spark(args.master)
+        progress = None if args.quiet else SweepProgress()
+        try:
+            outcome = run_sweep(sweep, Path(args.out), spark, progress)
+        except KeyboardInterrupt:
+            if progress is not None:
+                progress.close()
+            print(f"shufflesim: interrupted: {_points_left(Path(args.out), len(sweep.points))}", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        finally:
+            if progress is not None:
+                progress.close()
+            if spark is not None:
+                spark.stop()
     print(format_results_table(outcome.results, sweep.keys))
     points = outcome.out_dir / POINTS_DIR
     ran = points.is_dir() and any(points.iterdir())
@@ -398,6 +405,18 @@ def _sweep(args: argparse.Namespace) -> int:
             print(f"  {result.point}: {result.status}: {result.error}", file=sys.stderr)
         return EXIT_FAILED
     return 0
+
+
+def _points_left(out: Path, total: int) -> str:
+    """What an interrupted sweep leaves: which points are done and where, that it has no results."""
+    from scenarios.sweep import POINTS_DIR, RESULTS_FILE, points_done
+
+    done = points_done(out)
+    if not done:
+        return f"no point of {total} was done; no {RESULTS_FILE} (a sweep writes it once every point has run)"
+    shown = ", ".join(done[:10]) + (f", ... ({len(done) - 10} more)" if len(done) > 10 else "")
+    return (f"{len(done)} of {total} points done ({shown}), their runs in {out.resolve() / POINTS_DIR}; "
+            f"no {RESULTS_FILE} (a sweep writes it once every point has run)")
 
 
 def _check_master(master: str, serial_ok: bool = False) -> None:

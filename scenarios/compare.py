@@ -2,7 +2,8 @@
 
 Settings come from summary.json's `settings` (the scenario as it ran); results are the
 steady-state values of summary.json per vertex (matched by JobGraph name) plus the job's
-record counts, status and latency. Only what differs is printed, each later run next to
+record counts, status, checkpoints (how many completed, failed, in progress; p50 and max
+duration) and latency. Only what differs is printed, each later run next to
 the first with the change relative to it. The HTML page (`--out`, default `compare.html`
 in the current folder) has the same tables and each vertex's main metrics over time with
 every run overlaid.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scenarios.outputs import CHECKPOINT_FIGURES, checkpoint_figures
 from scenarios.report.data import Run, flat_settings, load_run
 from scenarios.report.figures import COMPARE_PANELS, latency_groups, overlay_figure
 from scenarios.report.page import Section, esc, figure_html, format_value, render_page, table_html
@@ -25,6 +27,10 @@ COMPARE_FILE = "compare.html"
 RESULT_METRICS = tuple(p.metrics[0][0] for p in COMPARE_PANELS) + (
     "numBytesOutPerSecond", "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage")
 MISSING = "-"
+#: How the compared checkpoint figures are named in the tables.
+_CHECKPOINT_ROWS = {"checkpoints_completed": "completed", "checkpoints_failed": "failed",
+                    "checkpoints_in_progress": "in progress at the end",
+                    "checkpoint_duration_p50_ms": "p50 duration ms", "checkpoint_duration_max_ms": "max duration ms"}
 
 
 @dataclass
@@ -87,6 +93,11 @@ def _result_rows(runs: Sequence[Run]) -> list[Row]:
             Row("job", "records received", [r.summary.get("records", {}).get("received", MISSING) for r in runs]),
             Row("job", "invariants broken",
                 [len(r.summary.get("invariants", {}).get("violations", [])) for r in runs])]
+    figures = [checkpoint_figures(r.summary) for r in runs]
+    if any(figures):  # what a checkpoint mode or interval changed
+        for key in CHECKPOINT_FIGURES:
+            values = [f.get(key) for f in figures]  # None: no run took one, or none completed
+            rows.append(Row("checkpoints", _CHECKPOINT_ROWS[key], [MISSING if v is None else v for v in values]))
     latency = [latency_groups(r.summary) for r in runs]
     for group in dict.fromkeys(g for groups in latency for g in groups):
         for stat in ("p50", "p99", "max"):

@@ -56,3 +56,16 @@ def stop_on_signals() -> Iterator[StopRequest]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+@contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM is taken as Ctrl-C: it raises SIGINT, which whatever SIGINT
+    handler is in effect then handles (a sweep's: cancel the points running, say which are
+    done). A batch system's time limit or `timeout` sends SIGTERM; by default it killed the
+    process at once, silently."""
+    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: signal.raise_signal(signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

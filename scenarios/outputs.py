@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,27 @@ def steady_state_window(summary: Mapping[str, Any]) -> str:
         return "the second half of the run"
     return (f"the samples from {start:.3f} s on: the second half of the {summary['duration_s']:.3f} s "
             "that ran (it ended before its duration)")
+
+
+#: The figures `checkpoint_figures` gives, in order: what a run's checkpoints came to.
+CHECKPOINT_FIGURES = ("checkpoints_completed", "checkpoints_failed", "checkpoints_in_progress",
+                      "checkpoint_duration_p50_ms", "checkpoint_duration_max_ms")
+
+
+def checkpoint_figures(summary: Mapping[str, Any]) -> dict[str, float | None]:
+    """A run's checkpoints in a few numbers (`CHECKPOINT_FIGURES`): how many completed, failed
+    and were still in progress at the end, and the completed ones' median and longest
+    end-to-end duration (None without any); empty for a run that took none. The one
+    reading of summary.json's `checkpoints` that the run's table, `compare` and a sweep's
+    results share, so that comparing checkpoint modes shows what they changed."""
+    checkpoints = summary.get("checkpoints") or []
+    if not checkpoints:
+        return {}
+    durations = [c["duration_ms"] for c in checkpoints if c["status"] == "COMPLETED"]
+    failed = sum(c["status"] == "FAILED" for c in checkpoints)
+    return dict(zip(CHECKPOINT_FIGURES, (
+        len(durations), failed, len(checkpoints) - len(durations) - failed,
+        statistics.median(durations) if durations else None, max(durations) if durations else None)))
 
 
 def write_metrics(out_dir: Path, metrics: pa.Table) -> Path:

@@ -9,7 +9,6 @@ report.html.
 from __future__ import annotations
 
 import contextlib
-import statistics
 import dataclasses
 import os
 import shutil
@@ -19,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from graph import ExecutionGraph, plan_json
 from scenarios.build import build_program, compile_errors_named
-from scenarios.outputs import (METRICS_FILE, PLAN_FILE, SUMMARY_FILE, TRACE_FILE, write_metrics, write_plan,
-                               write_summary)
+from scenarios.outputs import (METRICS_FILE, PLAN_FILE, SUMMARY_FILE, TRACE_FILE, checkpoint_figures, write_metrics,
+                               write_plan, write_summary)
 from scenarios.perfetto import PERFETTO_FILE
 from scenarios.report import REPORT_FILE, write_report
 from scenarios.scenario_file import Scenario, ScenarioError, settings_of
@@ -310,15 +309,13 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
 
 def format_checkpoints(summary: dict[str, Any]) -> str | None:
     """One line on the run's checkpoints: how many completed and failed, p50 duration."""
-    checkpoints = summary.get("checkpoints") or []
-    if not checkpoints:
+    figures = checkpoint_figures(summary)
+    if not figures:
         return None
-    completed = [c["duration_ms"] for c in checkpoints if c["status"] == "COMPLETED"]
-    failed = sum(c["status"] == "FAILED" for c in checkpoints)
-    pending = len(checkpoints) - len(completed) - failed
-    line = f"checkpoints: {len(completed)} completed, {failed} failed, {pending} in progress"
-    if completed:
-        line += f", p50 duration {statistics.median(completed):.1f} ms"
+    line = (f"checkpoints: {figures['checkpoints_completed']} completed, {figures['checkpoints_failed']} failed, "
+            f"{figures['checkpoints_in_progress']} in progress")
+    if figures["checkpoint_duration_p50_ms"] is not None:
+        line += f", p50 duration {figures['checkpoint_duration_p50_ms']:.1f} ms"
     return line
 
 

@@ -6,7 +6,8 @@ what `shufflesim run SCENARIO --set KEY=VALUE ...` runs, and writes the same fil
 (point, vertex) with `point`, `seed`, one string column per swept key (the value as
 written in the sweep file), `vertex`, `parallelism`, `status`, `error`,
 `backpressure_level` and one column per steady-state metric (Flink's names, as in
-summary.json: a vertex's value is the mean over its subtasks). A point that did not run
+summary.json: a vertex's value is the mean over its subtasks); where a point took
+checkpoints, the point's checkpoint figures too (`checkpoints_completed`, ...). A point that did not run
 (invalid overrides, or a crash of the run itself) is one row with a null vertex. A sweep
 into the folder of an earlier one first removes that one's points, table and plot.
 
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from scenarios.outputs import SUMMARY_FILE
+from scenarios.outputs import CHECKPOINT_FIGURES, SUMMARY_FILE, checkpoint_figures
 from scenarios.run import make_out_dir, run_scenario
 from scenarios.scenario_file import ScenarioError
 from scenarios.sweep_file import Sweep, SweepPoint
@@ -73,6 +74,8 @@ class PointResult:
     status: str
     error: str | None = None
     vertices: tuple[VertexResult, ...] = field(default=())
+    #: What its checkpoints came to (`checkpoint_figures`; empty: it took none).
+    checkpoints: dict[str, float | None] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -106,24 +109,27 @@ def run_point(sweep: Sweep, point: SweepPoint, points_dir: str,
                      {m: _finite(x) for m, x in v["metrics"].items()})
         for v in summary["vertices"]
     )
-    return result(summary["status"], error, vertices)
+    return result(summary["status"], error, vertices, checkpoint_figures(summary))
 
 
 # --- the results table -------------------------------------------------------------------
 
 def results_table(results: Sequence[PointResult], keys: Sequence[str]) -> pa.Table:
-    """The results table: one row per (point, vertex); a point without vertices has one row."""
+    """The results table: one row per (point, vertex); a point without vertices has one row.
+    With checkpoints (some point took one) each row also has its point's `CHECKPOINT_FIGURES`."""
     metrics = sorted({metric for r in results for v in r.vertices for metric in v.metrics})
     swept = [key for key in keys if key != "seed"]  # the seed column holds it
+    checkpoints = [(name, pa.float64() if name.endswith("_ms") else pa.int64())
+                   for name in CHECKPOINT_FIGURES if any(r.checkpoints for r in results)]
     schema = pa.schema(
         [("point", pa.string()), ("seed", pa.int64())] + [(key, pa.string()) for key in swept]
-        + [("vertex", pa.string()), ("parallelism", pa.int64()), ("status", pa.string()), ("error", pa.string()),
-           ("backpressure_level", pa.string())]
+        + [("vertex", pa.string()), ("parallelism", pa.int64()), ("status", pa.string()), ("error", pa.string())]
+        + checkpoints + [("backpressure_level", pa.string())]
         + [(metric, pa.float64()) for metric in metrics])
     rows = []
     for result in results:
-        common = result.values | {"point": result.point, "seed": result.seed, "status": result.status,
-                                  "error": result.error}
+        common = result.values | result.checkpoints | {"point": result.point, "seed": result.seed,
+                                                       "status": result.status, "error": result.error}
         for vertex in result.vertices or (None,):
             row = dict(common)
             if vertex is not None:
@@ -237,6 +243,14 @@ def _remove_points_without_outputs(points_dir: Path) -> None:
         for path in points_dir.iterdir():
             if path.is_dir() and not (path / SUMMARY_FILE).exists():
                 shutil.rmtree(path)
+
+
+def points_done(out_dir: Path) -> list[str]:
+    """The points whose runs are in `out_dir/points/` (what an interrupted sweep leaves)."""
+    points_dir = Path(out_dir) / POINTS_DIR
+    if not points_dir.is_dir():
+        return []
+    return sorted(path.name for path in points_dir.iterdir() if (path / SUMMARY_FILE).exists())
 
 
 def read_results(out_dir: Path) -> pa.Table:

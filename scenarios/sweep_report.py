@@ -71,10 +71,25 @@ def _source_sink(result: PointResult) -> tuple[float | None, float | None]:
     return source.metrics.get(SOURCE_METRIC), None if rate is None else rate * sink.parallelism
 
 
+def _checkpoints_cell(result: PointResult) -> str:
+    """`6 completed, p50 12 ms` (`, 1 failed`, `, 1 in progress` where there are)."""
+    figures = result.checkpoints
+    if not figures:
+        return "-"
+    cell = f"{figures['checkpoints_completed']} completed"
+    for key, word in (("checkpoints_failed", "failed"), ("checkpoints_in_progress", "in progress")):
+        cell += f", {figures[key]} {word}" if figures[key] else ""
+    p50 = figures["checkpoint_duration_p50_ms"]
+    return cell if p50 is None else f"{cell}, p50 {p50:.0f} ms"
+
+
 def format_results_table(results: Sequence[PointResult], keys: Sequence[str]) -> str:
-    """One row per point: its id, seed, swept values, status, source backpressure, sink rate."""
+    """One row per point: its id, seed, swept values, status, source backpressure, sink rate,
+    and its checkpoints where some point took any."""
     keys = [key for key in keys if key != "seed"]  # a swept seed is in the seed column
+    with_checkpoints = any(result.checkpoints for result in results)
     headers = ["point", "seed", *keys, "status", "source backpressure", "sink records/s"]
+    headers += ["checkpoints"] if with_checkpoints else []
     rows = []
     for result in results:
         backpressure, sink_rate = _source_sink(result)
@@ -82,7 +97,8 @@ def format_results_table(results: Sequence[PointResult], keys: Sequence[str]) ->
         rows.append([result.point, "" if result.seed is None else str(result.seed),
                      *(result.values.get(key, "") for key in keys), result.status,
                      "-" if backpressure is None else f"{level} ({backpressure:.0f} ms/s)",
-                     "-" if sink_rate is None else f"{sink_rate:.0f}"])
+                     "-" if sink_rate is None else f"{sink_rate:.0f}"]
+                    + ([_checkpoints_cell(result)] if with_checkpoints else []))
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in [headers, *rows])

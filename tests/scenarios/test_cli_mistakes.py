@@ -240,7 +240,8 @@ def test_run_and_sweep_help_say_what_ctrl_c_does_and_the_exit_codes(capsys: pyte
     assert "Exit codes: 0 done, 1 the job failed or an invariant broke, 2 a mistake" in text and "130" in text
     with pytest.raises(SystemExit):
         main(["sweep", "--help"])
-    assert "Ctrl-C cancels the points running, writes no results and exits with 130" in \
+    assert "Ctrl-C (or SIGTERM) cancels the points running, writes no results, says which points are done and " \
+           "exits with 130" in \
         " ".join(capsys.readouterr().out.split())
 
 

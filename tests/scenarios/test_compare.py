@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -95,3 +96,22 @@ def test_compare_names_a_folder_that_is_no_run(runs: tuple[Path, Path], tmp_path
     assert f"{tmp_path / 'summary.json'}: no such file" in capsys.readouterr().err
     assert main(["compare", *map(str, runs), "--out", str(tmp_path / "no" / "such" / "dir.html")]) == 2
     assert "cannot write" in capsys.readouterr().err
+
+
+def test_compare_shows_what_a_checkpoint_mode_changed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Under slow-map's backpressure aligned checkpoints do not complete within 6 s where
+    unaligned ones take ~12 ms: compare printed neither (only per-vertex metrics)."""
+    base = ["run", str(LIBRARY / "slow-map.toml"), "--quiet", "--set", "duration=6s",
+            "--set", "checkpoints.interval=1s"]
+    for mode in ("aligned", "unaligned"):
+        assert main([*base, "--set", f"checkpoints.mode={mode}", "--out", str(tmp_path / mode)]) in (0, 1)
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "aligned"), str(tmp_path / "unaligned"),
+                 "--out", str(tmp_path / "c.html")]) == 0
+    rows = {cells[1]: [cell.split()[0] for cell in cells[2:]] for cells in
+            (re.split(r"\s{2,}", line) for line in capsys.readouterr().out.splitlines())
+            if cells[0] == "checkpoints"}
+    assert rows["completed"] == ["0", "6"]
+    assert rows["in progress at the end"] == ["1", "0"]
+    assert rows["p50 duration ms"][0] == "-" and 5 < float(rows["p50 duration ms"][1]) < 50
+    assert "p50 duration ms" in (tmp_path / "c.html").read_text()

@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from scenarios.cli import main
+from scenarios.outputs import CHECKPOINT_FIGURES
 from scenarios.sweep import read_results, run_sweep
 from scenarios.sweep_file import load_sweep
 from scenarios.sweep_report import SweepProgress, progress_line
 
+SLOW_MAP = Path(__file__).resolve().parents[2] / "scenarios" / "library" / "slow-map.toml"
 KEYS = ["duration", "network.buffer_timeout", "job.stages[SlowMap].cost", "cluster.network_memory"]
 
 
@@ -155,3 +157,72 @@ def test_a_run_that_crashes_is_an_error_row_and_the_others_run(sweep_path: Path,
     outcome = run_sweep(load_sweep(sweep_path), tmp_path)
     assert [(r.point, r.status, r.error) for r in outcome.failed][:1] == [("p01", "ERROR", "RuntimeError: disk on fire")]
     assert [r.status for r in outcome.results] == ["FINISHED", "ERROR", "FINISHED", "FINISHED", "FAILED", "INVALID"]
+
+
+def test_a_sweep_of_checkpoint_modes_shows_what_its_checkpoints_came_to(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Aligned checkpoints under slow-map's backpressure do not complete in 6 s, unaligned ones
+    take ~12 ms: neither the table nor results.parquet said so (summary.json only)."""
+    path = tmp_path / "modes.toml"
+    path.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["6s"]\n"checkpoints.interval" = ["1s"]\n'
+                    '"checkpoints.mode" = ["aligned", "unaligned"]\n')
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--master", "serial", "--quiet"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[-1] == "checkpoints"
+    assert lines[1].endswith("0 completed, 1 in progress") and lines[2].endswith("6 completed, p50 12 ms")
+    rows = rows_of(tmp_path / "out")
+    assert {point: (row["checkpoints_completed"], row["checkpoints_in_progress"], row["checkpoint_duration_p50_ms"])
+            for (point, _), row in rows.items()} == {"p00": (0, 1, None), "p01": (6, 0, 12.0)}
+
+
+def test_a_sweep_without_checkpoints_has_no_checkpoint_columns(serial: Path) -> None:
+    assert not set(CHECKPOINT_FIGURES) & set(read_results(serial).column_names)
+
+
+def test_ctrl_c_says_which_points_are_done_and_where(sweep_path: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """It said 'shufflesim: interrupted' only, whatever had run."""
+    import scenarios.sweep as sweep_module
+
+    real = sweep_module.run_scenario
+
+    def interrupted_at_p02(scenario: Any, out_dir: Path, **kwargs: Any) -> Any:
+        if out_dir.name == "p02":
+            raise KeyboardInterrupt
+        return real(scenario, out_dir, **kwargs)
+
+    monkeypatch.setattr(sweep_module, "run_scenario", interrupted_at_p02)
+    out = tmp_path / "out"
+    assert main(["sweep", str(sweep_path), "--out", str(out), "--master", "serial", "--quiet"]) == 130
+    assert capsys.readouterr().err == (f"shufflesim: interrupted: 2 of 6 points done (p00, p01), their runs in "
+                                       f"{out / 'points'}; no results.parquet (a sweep writes it once every point "
+                                       "has run)\n")
+    assert sorted(p.name for p in (out / "points").iterdir()) == ["p00", "p01"]
+
+
+def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path: Path) -> None:
+    """A batch system's time limit (or `timeout`) sends SIGTERM: it killed the sweep at once,
+    silently, leaving the running point's hidden staging folder."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "sweep.toml"
+    path.write_text(f'scenario = "{SLOW_MAP}"\n[[points]]\nduration = "2s"\n'
+                    '[[points]]\nduration = "5000s"\n"network.buffer_timeout" = "0ms"\n')  # minutes of wall time
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-m", "scenarios.cli", "sweep", str(path), "--out", str(out),
+                                "--master", "serial", "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    deadline = time.monotonic() + 60
+    while not list((out / "points").glob("p01/.partial-*/plan.json")):  # p00 done, p01 running
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "p01 did not start within 60 s"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert stderr.startswith("shufflesim: interrupted: 1 of 2 points done (p00)"), stderr
+    assert [p.name for p in (out / "points").iterdir()] == ["p00"]

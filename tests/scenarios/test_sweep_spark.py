@@ -200,3 +200,25 @@ def test_a_point_whose_python_worker_dies_is_an_error_row_and_the_others_run(
     assert {(row["point"], row["status"]) for row in read_results(tmp_path / "out").to_pylist()} == \
         {("p00", "FINISHED"), ("p01", "ERROR"), ("p02", "FINISHED")}
     assert sorted(path.name for path in (tmp_path / "out" / "points").iterdir()) == ["p00", "p02"]
+
+
+def test_the_readme_notebook_example_runs_as_written(spark: Any, sweep_path: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's Python example of a sweep, on this module's session: it shows progress (a
+    notebook's long sweep showed nothing until it ended) and lists the failed points."""
+    import re
+
+    import scenarios.spark_session
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Sweeps\n", 1)[1].split("\n## ", 1)[0]
+    [block] = re.findall(r"```python\n(.*?)```", section, re.S)
+    monkeypatch.setattr(scenarios.spark_session, "spark_session", lambda master: spark)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my-sweep.toml").write_text(sweep_path.read_text())
+    exec(block.replace('"`job.stages[Seq].rate`"', '"`network.buffer_timeout`"'), {})
+    out = capsys.readouterr().out
+    assert "6/6 points done" in out
+    assert "[('p04', 'FAILED', " in out and "('p05', 'INVALID', " in out
+    assert (tmp_path / "out" / "x" / "results.parquet").exists()
