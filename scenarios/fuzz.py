@@ -51,8 +51,8 @@ class Target:
 def _example_value(annotation: str, variant: int) -> Any:
     """A valid value of a Netty header field's annotation (variant picks among several)."""
     return {
-        "str": ["ch-1", "ds0#1@" + "5f" * 16, "Map (2/4)/0/3"][variant % 3],
-        "str | None": [None, "ch-1"][variant % 2],
+        "str": ["p-1", "ds0#1@" + "5f" * 16, "ds3#2@0"][variant % 3],
+        "int | None": [None, 3][variant % 2],
         "int": [1, 7, 2**31 - 1][variant % 3],
         "bool": bool(variant % 2),
         "bytes": b"\x00\x00\x00\x02",

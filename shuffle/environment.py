@@ -7,6 +7,7 @@ whose channels are local (producer in this TaskManager) or remote.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -40,6 +41,9 @@ class NettyShuffleEnvironment:
                                               config.exclusive_buffers_request_timeout)
         self.partition_manager = ResultPartitionManager(config.partition_request_timeout)
         self.connection_manager = ConnectionManager(transport, self.partition_manager, config, tracer)
+        #: Remote channels' receiver ids, drawn in order: a restarted task's channels get new
+        #: ones, so the buffers a producer still sends to its predecessors find no channel.
+        self._receiver_ids = itertools.count()
 
     @property
     def address(self) -> Any:
@@ -77,7 +81,7 @@ class NettyShuffleEnvironment:
                 channel = LocalInputChannel(gate, index, descriptor.partition_id, descriptor.subpartition_index)
             else:
                 channel = RemoteInputChannel(gate, index, descriptor.partition_id, descriptor.subpartition_index,
-                                             descriptor.producer_address, exclusive)
+                                             descriptor.producer_address, exclusive, next(self._receiver_ids))
             gate.add_channel(channel)
         return gate
 

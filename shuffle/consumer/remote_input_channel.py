@@ -54,9 +54,10 @@ class RemoteInputChannel(InputChannel):
                  "total_queue_size_in_bytes")
 
     def __init__(self, gate: SingleInputGate, channel_index: int, partition_id: str,
-                 subpartition_index: int, producer_address: str, initial_credit: int) -> None:
+                 subpartition_index: int, producer_address: str, initial_credit: int, receiver_id: int) -> None:
         super().__init__(gate, channel_index, partition_id, subpartition_index)
-        self.receiver_id = f"{gate.owner_name}/{gate.gate_index}/{channel_index}"
+        #: Flink's `InputChannelID`: unique among the channels its TaskManager ever made.
+        self.receiver_id = receiver_id
         self.producer_address = producer_address
         self.initial_credit = initial_credit
         self.received: PrioritizedDeque[tuple[Buffer, int]] = NEVER_QUEUED

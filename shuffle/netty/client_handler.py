@@ -68,7 +68,7 @@ class CreditBasedPartitionRequestClientHandler:
         self.remote_address = remote_address
         self.credit_based = credit_based
         self.tracer = tracer
-        self.input_channels: dict[str, RemoteInputChannel] = {}
+        self.input_channels: dict[int, RemoteInputChannel] = {}
         # a list: one per connection, a few entries (an empty deque is ~760 bytes, a list 56)
         self._outbound: list[ClientOutboundMessage | CancelPartitionRequestMessage] = []
         self.writer = OutboundWriter(self.connection, self._next_sealed, self._has_work)
@@ -76,11 +76,11 @@ class CreditBasedPartitionRequestClientHandler:
         self.closed = False  # the connection ended: the ConnectionManager connects anew
         self.max_receivers = max_receivers
         #: Receivers without a channel whose CancelPartitionRequest waits to be written.
-        self._cancelling: set[str] = set()
+        self._cancelling: set[int] = set()
         #: Receivers whose channel closed here: their one CancelPartitionRequest went out with
         #: the close, and data still in flight for them is dropped without another (Flink's
-        #: `cancelled`, kept per receiver id; a new request by the same id starts afresh).
-        self._closed: set[str] = set()
+        #: `cancelled`, kept per receiver id: an id is never used again).
+        self._closed: set[int] = set()
 
     # -- the client API used by RemoteInputChannel --------------------------------------
 
@@ -93,7 +93,6 @@ class CreditBasedPartitionRequestClientHandler:
             channel.on_error(self.channel_error)
             return
         self.input_channels[channel.receiver_id] = channel
-        self._closed.discard(channel.receiver_id)
         self._enqueue(PartitionRequestMessage(channel, self.credit_based))
 
     def notify_credit_available(self, channel: RemoteInputChannel) -> None:
@@ -229,7 +228,7 @@ class CreditBasedPartitionRequestClientHandler:
         else:
             raise RuntimeError(f"Received unknown message from producer: {type(msg).__name__}")
 
-    def _outbound_cancel(self, receiver_id: str) -> None:
+    def _outbound_cancel(self, receiver_id: int) -> None:
         if receiver_id in self._cancelling or receiver_id in self._closed:
             return
         if len(self._cancelling) >= self.max_receivers:

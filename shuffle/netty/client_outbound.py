@@ -107,7 +107,7 @@ class CancelPartitionRequestMessage:
 
     __slots__ = ("receiver_id",)
 
-    def __init__(self, receiver_id: str) -> None:
+    def __init__(self, receiver_id: int) -> None:
         self.receiver_id = receiver_id
 
     def build(self) -> CancelPartitionRequest:

@@ -50,7 +50,7 @@ class ConnectionManager:
         finally:
             self._server_handlers.pop(handler, None)
 
-    def find_reader(self, receiver_id: str) -> CreditBasedSequenceNumberingViewReader | None:
+    def find_reader(self, receiver_id: int) -> CreditBasedSequenceNumberingViewReader | None:
         """The server-side reader serving `receiver_id` (inspection: harness, metrics)."""
         for handler in self._server_handlers:
             reader = handler.queue.all_readers.get(receiver_id)

@@ -6,9 +6,10 @@ message id, then the message's fields as one msgpack array (its header). A
 buffer bytes after it, so the payload is sliced out without parsing or copying; its size
 is the rest of the frame (Flink's `bufferSize`).
 
-Ids are `str`: `receiver_id` names the consumer's input channel (Flink's 16-byte
-`InputChannelID`), `partition_id` the result partition (the execution graph's
-`partition_id`). Error causes travel as class name and message (not Java-serialized).
+`receiver_id` names the consumer's input channel: an int its TaskManager draws once per
+channel, never twice (Flink's random 16-byte `InputChannelID`), so that what is still on
+the way to a channel of a failed attempt never reaches its successor. `partition_id` (a
+`str`) names the result partition (the execution graph's `partition_id`). Error causes travel as class name and message (not Java-serialized).
 
 Decoding trusts nothing: a frame whose length is out of range (refused from its length
 field, before it is buffered), whose magic or id is wrong, or whose header is not exactly
@@ -55,7 +56,7 @@ class NettyMessage:
 
 #: Header field annotations -> the msgpack types a decoded header may hold for them.
 _WIRE_TYPES: dict[str, tuple[type, ...]] = {
-    "str": (str,), "str | None": (str, type(None)), "int": (int,), "bool": (bool,), "bytes": (bytes,),
+    "str": (str,), "int": (int,), "int | None": (int, type(None)), "bool": (bool,), "bytes": (bytes,),
     "DataType": (int,),  # its ordinal
 }
 
@@ -88,7 +89,7 @@ class BufferResponse(NettyMessage):
     """S->C: one buffer (data or event) of a subpartition, with the producer's backlog."""
 
     ID: ClassVar[int] = 0
-    receiver_id: str
+    receiver_id: int
     sequence_number: int
     backlog: int
     data_type: DataType
@@ -112,7 +113,7 @@ class ErrorResponse(NettyMessage):
     ID: ClassVar[int] = 1
     error_class: str
     message: str
-    receiver_id: str | None = None
+    receiver_id: int | None = None
 
     @property
     def is_fatal_error(self) -> bool:
@@ -126,7 +127,7 @@ class PartitionRequest(NettyMessage):
     ID: ClassVar[int] = 2
     partition_id: str
     subpartition_index: int
-    receiver_id: str
+    receiver_id: int
     credit: int
 
 
@@ -137,7 +138,7 @@ class TaskEventRequest(NettyMessage):
     ID: ClassVar[int] = 3
     event: bytes
     partition_id: str
-    receiver_id: str
+    receiver_id: int
 
 
 @_message
@@ -145,7 +146,7 @@ class CancelPartitionRequest(NettyMessage):
     """C->S: release the reader of `receiver_id`."""
 
     ID: ClassVar[int] = 4
-    receiver_id: str
+    receiver_id: int
 
 
 @_message
@@ -161,7 +162,7 @@ class AddCredit(NettyMessage):
 
     ID: ClassVar[int] = 6
     credit: int
-    receiver_id: str
+    receiver_id: int
 
     def __post_init__(self) -> None:
         _check_positive(self.credit, "The announced credit should be greater than 0")
@@ -172,7 +173,7 @@ class ResumeConsumption(NettyMessage):
     """C->S: unblock a subpartition blocked by an aligned barrier or recovery completion."""
 
     ID: ClassVar[int] = 7
-    receiver_id: str
+    receiver_id: int
 
 
 @_message
@@ -180,7 +181,7 @@ class AckAllUserRecordsProcessed(NettyMessage):
     """C->S: everything up to `EndOfData` was processed."""
 
     ID: ClassVar[int] = 8
-    receiver_id: str
+    receiver_id: int
 
 
 @_message
@@ -189,7 +190,7 @@ class BacklogAnnouncement(NettyMessage):
 
     ID: ClassVar[int] = 9
     backlog: int
-    receiver_id: str
+    receiver_id: int
 
     def __post_init__(self) -> None:
         _check_positive(self.backlog, "Must be positive.")
@@ -201,7 +202,7 @@ class NewBufferSize(NettyMessage):
 
     ID: ClassVar[int] = 10
     buffer_size: int
-    receiver_id: str
+    receiver_id: int
 
     def __post_init__(self) -> None:
         _check_positive(self.buffer_size, "The new buffer size should be greater than 0")
@@ -214,7 +215,7 @@ class SegmentId(NettyMessage):
     ID: ClassVar[int] = 11
     subpartition_id: int
     segment_id: int
-    receiver_id: str
+    receiver_id: int
 
     def __post_init__(self) -> None:
         _check_positive(self.segment_id, "The segmentId should be greater than 0")
@@ -302,7 +303,8 @@ def _header(cls: type, data: memoryview) -> list[Any]:
         raise CorruptedStreamError(f"{cls.__name__}: header is not an array of {len(cls._header_types)} fields")
     if tuple(map(type, values)) in cls._signatures:
         for i in cls._int_fields:
-            if not 0 <= values[i] <= _INT_MAX:
+            value = values[i]
+            if value is not None and not 0 <= value <= _INT_MAX:
                 break
         else:
             return values

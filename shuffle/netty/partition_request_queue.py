@@ -32,10 +32,10 @@ class PartitionRequestQueue:
         self.connection = connection
         self.tracer = tracer
         self.available_readers: deque[CreditBasedSequenceNumberingViewReader] = deque()
-        self.all_readers: dict[str, CreditBasedSequenceNumberingViewReader] = {}
+        self.all_readers: dict[int, CreditBasedSequenceNumberingViewReader] = {}
         # a list: one per connection and mostly empty (an empty deque is ~760 bytes, a list 56)
         self._control: list[NettyMessage] = []
-        self._queued_announcements: dict[str, BacklogAnnouncement] = {}
+        self._queued_announcements: dict[int, BacklogAnnouncement] = {}
         self.fatal_error = False
         self.writer = OutboundWriter(connection, self._next_sealed, self._has_work)
 
@@ -64,7 +64,7 @@ class PartitionRequestQueue:
         if len(self.available_readers) == 1:
             self.writer.wake()
 
-    def _announce_backlog(self, receiver_id: str, backlog: int) -> None:
+    def _announce_backlog(self, receiver_id: int, backlog: int) -> None:
         queued = self._queued_announcements.get(receiver_id)
         if queued is not None:
             queued.backlog = backlog
@@ -78,7 +78,7 @@ class PartitionRequestQueue:
         """Errors and backlog announcements waiting to be written."""
         return len(self._control)
 
-    def add_credit_or_resume_consumption(self, receiver_id: str,
+    def add_credit_or_resume_consumption(self, receiver_id: int,
                                          op: Callable[..., None], *args: Any) -> None:
         """`op(reader, *args)` on the receiver's reader (an unbound method and its arguments
         rather than a closure per message), then queue the reader if it can send now."""
@@ -88,14 +88,14 @@ class PartitionRequestQueue:
         op(reader, *args)
         self.enqueue_available_reader(reader)
 
-    def acknowledge_all_records_processed(self, receiver_id: str) -> None:
+    def acknowledge_all_records_processed(self, receiver_id: int) -> None:
         """As Flink: an acknowledgement for a receiver without a reader is an error (fatal
         for the connection, as everything the server handler raises)."""
         if self.fatal_error:
             return
         self._obtain_reader(receiver_id).view.acknowledge_all_data_processed()
 
-    def notify_new_buffer_size(self, receiver_id: str, size: int) -> None:
+    def notify_new_buffer_size(self, receiver_id: int, size: int) -> None:
         """As Flink: a size for a receiver without a reader (yet) is ignored."""
         if self.fatal_error:
             return
@@ -103,13 +103,13 @@ class PartitionRequestQueue:
         if reader is not None and reader.view is not None:
             reader.view.notify_new_buffer_size(size)
 
-    def _obtain_reader(self, receiver_id: str) -> CreditBasedSequenceNumberingViewReader:
+    def _obtain_reader(self, receiver_id: int) -> CreditBasedSequenceNumberingViewReader:
         reader = self.all_readers.get(receiver_id)
         if reader is None:
             raise RuntimeError(f"No reader for receiverId = {receiver_id} exists.")
         return reader
 
-    def cancel(self, receiver_id: str) -> None:
+    def cancel(self, receiver_id: int) -> None:
         reader = self.all_readers.pop(receiver_id, None)
         if reader is not None:
             self._release(reader)

@@ -28,7 +28,7 @@ class CreditBasedSequenceNumberingViewReader:
     __slots__ = ("receiver_id", "initial_credit", "num_credits_available", "queue", "credit_based",
                  "subpartition_index", "view", "is_registered_as_available")
 
-    def __init__(self, receiver_id: str, initial_credit: int, queue: PartitionRequestQueue,
+    def __init__(self, receiver_id: int, initial_credit: int, queue: PartitionRequestQueue,
                  credit_based: bool = True, subpartition_index: int = 0) -> None:
         self.receiver_id = receiver_id
         self.initial_credit = initial_credit

@@ -87,7 +87,7 @@ async def test_partition_requests_beyond_the_bound_close_that_connection(credit_
     config = NetworkConfig(max_partition_requests_per_connection=4, partition_request_timeout=60.0)
     h = await credit_flow(channels=1, transport="sim_frames", config=config)
     greedy = await h.producer.connection_manager.transport.connect(h.producer.address)
-    await greedy.send_all(wire(*(PartitionRequest(f"guess-{i}", 0, f"rx-{i}", 2) for i in range(10))))
+    await greedy.send_all(wire(*(PartitionRequest(f"guess-{i}", 0, i, 2) for i in range(10))))
     *_, fatal = decode(await read_until_closed(greedy))
     assert isinstance(fatal, ErrorResponse) and fatal.is_fatal_error
     assert "more than 4 partition requests on one connection" in fatal.message
@@ -110,7 +110,7 @@ class _Unwritable:
 class _BackloggedReader:
     """A reader of a channel without exclusive buffers, whose producer has a backlog."""
 
-    receiver_id = "rx"
+    receiver_id = 7
     is_registered_as_available = False
     view = object()
     backlog = 1
@@ -130,10 +130,10 @@ def test_one_backlog_announcement_per_channel_waits_however_often_the_consumer_r
     reader = _BackloggedReader()
     queue.all_readers[reader.receiver_id] = reader
     for _ in range(10_000):
-        queue.add_credit_or_resume_consumption("rx", lambda r: r.resume_consumption())
+        queue.add_credit_or_resume_consumption(7, lambda r: r.resume_consumption())
     assert queue.queued_control_messages == 1
-    assert queue._next_sealed() == BacklogAnnouncement(10_001, "rx")  # the latest backlog
-    queue.add_credit_or_resume_consumption("rx", lambda r: r.resume_consumption())
+    assert queue._next_sealed() == BacklogAnnouncement(10_001, 7)  # the latest backlog
+    queue.add_credit_or_resume_consumption(7, lambda r: r.resume_consumption())
     assert queue.queued_control_messages == 1  # a new one once the last was written
 
 
@@ -158,24 +158,24 @@ async def _client_of_a_producer_that_sends(h, messages: bytes):
     return received, channel, gate
 
 
-def _buffer_for(receiver: str) -> BufferResponse:
+def _buffer_for(receiver: int) -> BufferResponse:
     return BufferResponse(receiver, 0, 0, DataType.DATA_BUFFER, b"x" * 8)
 
 
 async def test_data_for_unknown_receivers_is_cancelled_once_per_receiver(credit_flow):
     h = await credit_flow(channels=1, transport="sim_frames")
-    stray = [_buffer_for(f"nobody-{i % 3}") for i in range(300)]
+    stray = [_buffer_for(1000 + i % 3) for i in range(300)]
     received, channel, gate = await _client_of_a_producer_that_sends(h, wire(*stray))
     assert channel.error is None
     cancels = [m for m in decode(bytes(received)) if isinstance(m, CancelPartitionRequest)]
-    assert sorted(c.receiver_id for c in cancels) == ["nobody-0", "nobody-1", "nobody-2"]
+    assert sorted(c.receiver_id for c in cancels) == [1000, 1001, 1002]
     gate.close()
 
 
 async def test_data_for_too_many_unknown_receivers_fails_the_connection(credit_flow):
     h = await credit_flow(channels=1, transport="sim_frames",
                           config=NetworkConfig(max_partition_requests_per_connection=4))
-    _, channel, gate = await _client_of_a_producer_that_sends(h, wire(*(_buffer_for(f"nobody-{i}") for i in range(5))))
+    _, channel, gate = await _client_of_a_producer_that_sends(h, wire(*(_buffer_for(1000 + i) for i in range(5))))
     assert isinstance(channel.error, LocalTransportError)
     assert "more than 4 unknown receivers" in str(channel.error)
     gate.close()

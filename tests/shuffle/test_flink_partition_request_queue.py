@@ -81,7 +81,7 @@ class _Listener:
         pass
 
 
-def make_reader(queue: PartitionRequestQueue, view, credit: int, receiver_id: str = "rx"):
+def make_reader(queue: PartitionRequestQueue, view, credit: int, receiver_id: int = 7):
     reader = CreditBasedSequenceNumberingViewReader(receiver_id, credit, queue)
     reader.request_subpartition_view(_Provider(view), "p")
     return reader
@@ -147,7 +147,7 @@ def test_enqueue_reader_by_notifying_buffer_and_credit():
     """testEnqueueReaderByNotifyingBufferAndCredit: enqueued only with both credit and buffers."""
     queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     view = _DefaultBufferView(10)
-    reader = CreditBasedSequenceNumberingViewReader("rx", 2, queue)
+    reader = CreditBasedSequenceNumberingViewReader(7, 2, queue)
     reader.add_credit(-2)
     reader.request_subpartition_view(_Provider(view), "p")
     queue.notify_reader_created(reader)
@@ -157,7 +157,7 @@ def test_enqueue_reader_by_notifying_buffer_and_credit():
     assert view.get_availability_and_backlog(True)[0] and reader.num_credits_available == 0
     assert queue.queued_control_messages == 0  # initial credit 2: no backlog announcement
     for credit in (1, 2, 3):
-        queue.add_credit_or_resume_consumption("rx", lambda r: r.add_credit(1))
+        queue.add_credit_or_resume_consumption(7, lambda r: r.add_credit(1))
         assert reader.is_registered_as_available and list(queue.available_readers) == [reader]
         assert reader.num_credits_available == credit
     written = drain(queue)
@@ -173,7 +173,7 @@ def test_enqueue_reader_by_resuming_consumption():
     reader.notify_data_available()
     first = drain(queue)
     assert not reader.get_availability_and_backlog()[0] and sub.number_of_queued_buffers == 1
-    queue.add_credit_or_resume_consumption("rx", lambda r: r.resume_consumption())
+    queue.add_credit_or_resume_consumption(7, lambda r: r.resume_consumption())
     second = drain(queue)
     assert not reader.get_availability_and_backlog()[0] and sub.number_of_queued_buffers == 0
     assert [msg.data_type for msg in first + second] == [DataType.ALIGNED_CHECKPOINT_BARRIER,
@@ -186,7 +186,7 @@ def test_announce_backlog():
     sub, queue, reader = subpartition_reader(0, DataType.DATA_BUFFER, DataType.DATA_BUFFER)
     reader.notify_data_available()
     (announcement,) = drain(queue)
-    assert announcement == BacklogAnnouncement(sub.get_buffers_in_backlog(), "rx")
+    assert announcement == BacklogAnnouncement(sub.get_buffers_in_backlog(), 7)
     assert announcement.backlog == 1  # the last buffer is not counted (no flush, not finished)
 
 
@@ -198,10 +198,10 @@ def test_cancel_partition_request():
         reader = make_reader(queue, view, 0)
         queue.notify_reader_created(reader)
         if available:
-            queue.add_credit_or_resume_consumption("rx", lambda r: r.add_credit(1))
+            queue.add_credit_or_resume_consumption(7, lambda r: r.add_credit(1))
             assert reader in queue.available_readers
-        queue.cancel("rx")
-        assert reader not in queue.available_readers and "rx" not in queue.all_readers
+        queue.cancel(7)
+        assert reader not in queue.available_readers and 7 not in queue.all_readers
         assert reader.is_released and view.is_released
 
 
@@ -210,7 +210,7 @@ def test_notify_new_buffer_size():
     buffer is requested with (trimming is test_credit_loop's
     test_a_new_buffer_is_trimmed_to_the_announced_size_but_holds_the_rest_of_the_record)."""
     sub, queue, _ = subpartition_reader(2)
-    queue.notify_new_buffer_size("rx", 65)
+    queue.notify_new_buffer_size(7, 65)
     assert sub.desired_buffer_size == 65
     queue.notify_new_buffer_size("unknown", 10)  # before the reader exists: ignored
     assert sub.desired_buffer_size == 65
@@ -268,7 +268,7 @@ def test_without_credit_an_event_at_the_head_counts_as_available_even_while_bloc
     available; it is enqueued, and polling it writes nothing until consumption resumes."""
     sub = lone_subpartition()
     queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
-    reader = CreditBasedSequenceNumberingViewReader("rx", 0, queue)
+    reader = CreditBasedSequenceNumberingViewReader(7, 0, queue)
     reader.view = PipelinedSubpartitionView(sub, reader)
     queue.notify_reader_created(reader)
     sub.add(data_event(DataType.ALIGNED_CHECKPOINT_BARRIER))
@@ -277,5 +277,5 @@ def test_without_credit_an_event_at_the_head_counts_as_available_even_while_bloc
     assert reader.get_availability_and_backlog() == (True, 0)
     assert list(queue.available_readers) == [reader]
     assert drain(queue) == [] and not queue.available_readers
-    queue.add_credit_or_resume_consumption("rx", lambda r: r.resume_consumption())
+    queue.add_credit_or_resume_consumption(7, lambda r: r.resume_consumption())
     assert [msg.data_type for msg in drain(queue)] == [DataType.EVENT_BUFFER]

@@ -72,12 +72,12 @@ def test_resume_consumption():
     its subpartition (blocked after an aligned barrier went out)."""
     handler, manager = server()
     partition = registered_partition(manager)
-    handler._handle(PartitionRequest("p", 0, "rx", 2), None)
+    handler._handle(PartitionRequest("p", 0, 7, 2), None)
     partition.broadcast_event(CheckpointBarrier(1, 0, CheckpointOptions()))
     assert [msg.data_type for msg in drain(handler.queue)] == [DataType.ALIGNED_CHECKPOINT_BARRIER]
     subpartition = partition.subpartitions[0]
     assert subpartition.is_blocked
-    handler._handle(ResumeConsumption("rx"), None)
+    handler._handle(ResumeConsumption(7), None)
     assert not subpartition.is_blocked
 
 
@@ -86,10 +86,10 @@ async def test_acknowledge_all_records_processed(sim_kernel):
     AckAllUserRecordsProcessed completes the partition's all-data-processed future."""
     handler, manager = server()
     partition = registered_partition(manager)
-    handler._handle(PartitionRequest("p", 0, "rx", 2), None)
+    handler._handle(PartitionRequest("p", 0, 7, 2), None)
     partition.broadcast_event(EndOfData(StopMode.DRAIN))
     assert not partition.all_data_processed.is_set()
-    handler._handle(AckAllUserRecordsProcessed("rx"), None)
+    handler._handle(AckAllUserRecordsProcessed(7), None)
     assert partition.all_data_processed.is_set()
 
 
@@ -98,8 +98,8 @@ def test_new_buffer_size():
     buffers are then requested at that size)."""
     handler, manager = server()
     partition = registered_partition(manager)
-    handler._handle(PartitionRequest("p", 0, "rx", 2), None)
-    handler._handle(NewBufferSize(666, "rx"), None)
+    handler._handle(PartitionRequest("p", 0, 7, 2), None)
+    handler._handle(NewBufferSize(666, 7), None)
     assert partition.subpartitions[0].desired_buffer_size == 666
 
 
@@ -108,7 +108,7 @@ def test_receiving_new_buffer_size_before_reader_is_created():
     server has no reader for is ignored: no error, nothing written."""
     handler, manager = server()
     partition = registered_partition(manager)
-    handler._handle(NewBufferSize(666, "rx"), None)
+    handler._handle(NewBufferSize(666, 7), None)
     assert drain(handler.queue) == [] and not handler.queue.fatal_error
     assert partition.subpartitions[0].desired_buffer_size == NetworkConfig().starting_buffer_size
 
@@ -121,12 +121,12 @@ async def test_response_partition_not_found_exception(sim_kernel):
     handler, manager = server(NetworkConfig(partition_request_timeout=1.0))
     manager.start_listener_timeout_checks()
     async with kernel.open_nursery() as nursery:
-        handler._handle(PartitionRequest("missing", 0, "rx", 2), nursery)
+        handler._handle(PartitionRequest("missing", 0, 7, 2), nursery)
         await kernel.sleep(0.5)
         assert drain(handler.queue) == []
         await kernel.sleep(10)
     (error,) = drain(handler.queue)
-    assert error == ErrorResponse("PartitionNotFoundError", "Partition missing not found.", "rx")
+    assert error == ErrorResponse("PartitionNotFoundError", "Partition missing not found.", 7)
     assert not error.is_fatal_error and not handler.queue.fatal_error
     assert handler.waiting_requests == 0
 
@@ -140,13 +140,13 @@ async def test_register_result_partition_after_request(sim_kernel):
         async with kernel.open_nursery() as nursery:
             if before:
                 partition = registered_partition(manager)
-            handler._handle(PartitionRequest("p", 0, "rx", 2), nursery)
+            handler._handle(PartitionRequest("p", 0, 7, 2), nursery)
             await kernel.sleep(1)
             if not before:
-                assert "rx" not in handler.queue.all_readers and handler.waiting_requests == 1
+                assert 7 not in handler.queue.all_readers and handler.waiting_requests == 1
                 partition = registered_partition(manager)
                 await kernel.sleep(0)
-        assert "rx" in handler.queue.all_readers
+        assert 7 in handler.queue.all_readers
         await partition.emit_record(bytes(100), 0)
         partition.flush_all()
         assert [type(msg) for msg in drain(handler.queue)] == [BufferResponse]
@@ -159,10 +159,10 @@ def test_acknowledgement_for_an_unknown_receiver_is_an_error():
     size for it is ignored instead (testReceivingNewBufferSizeBeforeReaderIsCreated)."""
     handler, manager = server()
     registered_partition(manager)
-    with pytest.raises(RuntimeError, match="No reader for receiverId = rx exists."):
-        handler._handle(AckAllUserRecordsProcessed("rx"), None)
+    with pytest.raises(RuntimeError, match="No reader for receiverId = 7 exists."):
+        handler._handle(AckAllUserRecordsProcessed(7), None)
     handler.queue.fatal_error = True  # after a fatal error, nothing more is looked at
-    handler._handle(AckAllUserRecordsProcessed("rx"), None)
+    handler._handle(AckAllUserRecordsProcessed(7), None)
 
 
 async def test_close_request_closes_the_connection(credit_flow):
@@ -172,7 +172,7 @@ async def test_close_request_closes_the_connection(credit_flow):
     manager = h.producer.connection_manager
     before = len(manager.server_handlers())
     client = await manager.transport.connect(h.producer.address)
-    await client.send_all(wire(PartitionRequest("guess", 0, "rx", 2), CloseRequest()))
+    await client.send_all(wire(PartitionRequest("guess", 0, 7, 2), CloseRequest()))
     with kernel.move_on_after(5) as scope:
         assert await read_until_closed(client) == b""  # closed, without an error
     assert not scope.cancelled_caught

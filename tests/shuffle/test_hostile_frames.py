@@ -60,7 +60,7 @@ def test_oversized_frame_is_refused_from_its_length_field():
 
 
 def test_frame_of_exactly_the_limit_is_accepted():
-    msg = BufferResponse("ch", 0, 0, DataType.DATA_BUFFER, b"")
+    msg = BufferResponse(1, 0, 0, DataType.DATA_BUFFER, b"")
     header_size = len(frame_bytes(msg))
     msg.buffer = b"p" * (LIMIT - header_size)
     assert decode(frame_bytes(msg)) == [msg]
@@ -86,7 +86,7 @@ BOMBS = {
     "an ext type": b"\x91\xd6\xff\x00\x00\x00\x01",
     "invalid utf-8": b"\x91\xa2\xff\xfe",
     "reserved byte": b"\x91\xc1",
-    "trailing bytes": msgpack.packb(["ch"]) + b"\x00",
+    "trailing bytes": msgpack.packb([1]) + b"\x00",
     "truncated": b"\x92\x01",
 }
 
@@ -98,16 +98,18 @@ def test_msgpack_bombs_and_garbage_headers(header):
 
 
 WRONG_FIELDS = {
-    "credit as text": (6, ["3", "ch"]),
-    "credit as bool": (6, [True, "ch"]),
-    "credit as float": (6, [1.5, "ch"]),
-    "zero credit": (6, [0, "ch"]),
-    "credit above a Java int": (6, [2**31, "ch"]),
-    "negative subpartition": (2, ["p", -1, "ch", 2]),
+    "credit as text": (6, ["3", 1]),
+    "credit as bool": (6, [True, 1]),
+    "credit as float": (6, [1.5, 1]),
+    "zero credit": (6, [0, 1]),
+    "credit above a Java int": (6, [2**31, 1]),
+    "negative subpartition": (2, ["p", -1, 1, 2]),
     "receiver id as bytes": (4, [b"ch"]),
-    "missing field": (2, ["p", 0, "ch"]),
+    "receiver id as text": (4, ["ch"]),
+    "receiver id above a Java int": (4, [2**31]),
+    "missing field": (2, ["p", 0, 1]),
     "extra field": (5, [1]),
-    "not an array": (4, "ch"),
+    "not an array": (4, 1),
 }
 
 
@@ -118,8 +120,8 @@ def test_fields_of_the_wrong_type_or_range(msg_id, fields):
 
 
 def test_buffer_response_with_bad_data_type_or_header_length():
-    good = frame_bytes(BufferResponse("ch", 0, 0, DataType.DATA_BUFFER, b"abc"))
-    header = msgpack.packb(["ch", 0, 0, len(DataType), 0, False])
+    good = frame_bytes(BufferResponse(1, 0, 0, DataType.DATA_BUFFER, b"abc"))
+    header = msgpack.packb([1, 0, 0, len(DataType), 0, False])
     bad_type = struct.pack(">iIBH", 11 + len(header), MAGIC_NUMBER, 0, len(header)) + header
     with pytest.raises(CorruptedStreamError, match="data type"):
         decode(bad_type)
@@ -169,7 +171,7 @@ async def test_server_answers_garbage_with_a_fatal_error_and_closes_only_that_co
 
 
 @pytest.mark.parametrize("garbage, reason", [
-    (b"".join(encode(AddCredit(1, "x"))), "unknown message from producer"),  # valid, wrong direction
+    (b"".join(encode(AddCredit(1, 1))), "unknown message from producer"),  # valid, wrong direction
     (struct.pack(">iIB", 50, 0x12345678, 0) + bytes(41), "incorrect magic number"),
     (struct.pack(">i", 2**31 - 1), "frame length"),
 ])
@@ -198,7 +200,7 @@ async def test_client_fails_the_channels_of_a_corrupted_connection_only(credit_f
 
 
 def test_partition_request_round_trip_keeps_attempt_ids():
-    msg = PartitionRequest("ds0#1@" + "ab" * 16, 0, "rx", 2)
+    msg = PartitionRequest("ds0#1@" + "ab" * 16, 0, 7, 2)
     assert decode(frame_bytes(msg)) == [msg]
 
 

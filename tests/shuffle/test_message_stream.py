@@ -22,7 +22,7 @@ def pooled_buffer(payload: bytes, recycled: list[MemorySegment]) -> Buffer:
 
 
 def response(buffer: Buffer) -> BufferResponse:
-    return BufferResponse("receiver", 3, 1, DataType.DATA_BUFFER, buffer.memory())
+    return BufferResponse(1, 3, 1, DataType.DATA_BUFFER, buffer.memory())
 
 
 def socket_streams() -> tuple[FramedMessageStream, FramedMessageStream]:
@@ -41,7 +41,7 @@ async def test_over_tcp_the_buffer_is_recycled_once_its_frame_is_written():
         await sender.send_sealed(sealed)
         assert recycled == [buffer.segment]
         (received,) = await receiver.receive()
-    assert (received.receiver_id, received.sequence_number, received.backlog) == ("receiver", 3, 1)
+    assert (received.receiver_id, received.sequence_number, received.backlog) == (1, 3, 1)
     assert bytes(received.buffer) == payload
 
 

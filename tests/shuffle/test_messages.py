@@ -28,20 +28,20 @@ from shuffle.netty.messages import (
 )
 
 EXAMPLES = [
-    BufferResponse("ch-1", 5, 2, DataType.DATA_BUFFER, b"\x01\x02\x03", subpartition_id=4),
-    BufferResponse("ch-1", 6, 0, DataType.ALIGNED_CHECKPOINT_BARRIER, b"", is_compressed=True),
-    ErrorResponse("PartitionNotFoundException", "Partition p-1 not found.", "ch-1"),
+    BufferResponse(1, 5, 2, DataType.DATA_BUFFER, b"\x01\x02\x03", subpartition_id=4),
+    BufferResponse(1, 6, 0, DataType.ALIGNED_CHECKPOINT_BARRIER, b"", is_compressed=True),
+    ErrorResponse("PartitionNotFoundException", "Partition p-1 not found.", 1),
     ErrorResponse("IOException", "connection lost"),
-    PartitionRequest("p-1", 3, "ch-1", 2),
-    TaskEventRequest(b"\x00\x00\x00\x02", "p-1", "ch-1"),
-    CancelPartitionRequest("ch-1"),
+    PartitionRequest("p-1", 3, 1, 2),
+    TaskEventRequest(b"\x00\x00\x00\x02", "p-1", 1),
+    CancelPartitionRequest(1),
     CloseRequest(),
-    AddCredit(3, "ch-1"),
-    ResumeConsumption("ch-1"),
-    AckAllUserRecordsProcessed("ch-1"),
-    BacklogAnnouncement(7, "ch-1"),
-    NewBufferSize(1024, "ch-1"),
-    SegmentId(0, 9, "ch-1"),
+    AddCredit(3, 1),
+    ResumeConsumption(1),
+    AckAllUserRecordsProcessed(1),
+    BacklogAnnouncement(7, 1),
+    NewBufferSize(1024, 1),
+    SegmentId(0, 9, 1),
 ]
 
 
@@ -66,7 +66,7 @@ def test_frame_layout_and_round_trip(msg):
 
 def test_buffer_response_payload_is_not_copied_on_encode_and_sliced_on_decode():
     payload = bytearray(b"x" * 1000)
-    msg = BufferResponse("ch-9", 1, 0, DataType.DATA_BUFFER, memoryview(payload))
+    msg = BufferResponse(9, 1, 0, DataType.DATA_BUFFER, memoryview(payload))
     header, body = encode(msg)
     assert body.obj is payload  # the very payload memory, no copy
     decoder = FrameDecoder()
@@ -79,20 +79,20 @@ def test_buffer_response_payload_is_not_copied_on_encode_and_sliced_on_decode():
 
 def test_validation_like_flink():
     with pytest.raises(ValueError, match="The announced credit should be greater than 0"):
-        AddCredit(0, "ch")
+        AddCredit(0, 1)
     with pytest.raises(ValueError, match="Must be positive."):
-        BacklogAnnouncement(0, "ch")
+        BacklogAnnouncement(0, 1)
     with pytest.raises(ValueError, match="The new buffer size should be greater than 0"):
-        NewBufferSize(-1, "ch")
+        NewBufferSize(-1, 1)
     with pytest.raises(ValueError, match="The segmentId should be greater than 0"):
-        SegmentId(0, 0, "ch")
-    assert ErrorResponse("E", "m").is_fatal_error and not ErrorResponse("E", "m", "ch").is_fatal_error
+        SegmentId(0, 0, 1)
+    assert ErrorResponse("E", "m").is_fatal_error and not ErrorResponse("E", "m", 1).is_fatal_error
 
 
 def test_validation_applies_to_decoded_frames():
-    data = bytearray(frame_bytes(AddCredit(1, "ch")))
+    data = bytearray(frame_bytes(AddCredit(1, 1)))
     header_start = 9
-    assert data[header_start : header_start + 2] == b"\x92\x01"  # msgpack [1, "ch"]
+    assert data[header_start : header_start + 2] == b"\x92\x01"  # msgpack [1, 1]
     data[header_start + 1] = 0
     decoder = FrameDecoder()
     decoder.feed(bytes(data))
@@ -135,7 +135,7 @@ ints = st.integers(0, 2**31 - 1)
 messages = st.one_of(
     st.builds(
         BufferResponse,
-        ids,
+        ints,
         ints,
         ints,
         st.sampled_from(DataType),
@@ -143,13 +143,13 @@ messages = st.one_of(
         ints,
         st.booleans(),
     ),
-    st.builds(ErrorResponse, ids, st.text(), st.none() | ids),
-    st.builds(PartitionRequest, ids, ints, ids, ints),
-    st.builds(AddCredit, st.integers(1, 2**31 - 1), ids),
-    st.builds(BacklogAnnouncement, st.integers(1, 2**31 - 1), ids),
-    st.builds(NewBufferSize, st.integers(1, 2**31 - 1), ids),
+    st.builds(ErrorResponse, ids, st.text(), st.none() | ints),
+    st.builds(PartitionRequest, ids, ints, ints, ints),
+    st.builds(AddCredit, st.integers(1, 2**31 - 1), ints),
+    st.builds(BacklogAnnouncement, st.integers(1, 2**31 - 1), ints),
+    st.builds(NewBufferSize, st.integers(1, 2**31 - 1), ints),
     st.just(CloseRequest()),
-    st.builds(ResumeConsumption, ids),
+    st.builds(ResumeConsumption, ints),
 )
 
 
@@ -197,7 +197,7 @@ def test_frames_split_across_reads_at_every_byte_boundary():
 
 
 def test_many_frames_in_one_read_decode_from_the_read_buffer_without_copies():
-    msgs = [BufferResponse("ch", i, 0, DataType.DATA_BUFFER, bytes([i]) * 1000) for i in range(50)]
+    msgs = [BufferResponse(1, i, 0, DataType.DATA_BUFFER, bytes([i]) * 1000) for i in range(50)]
     stream = b"".join(frame_bytes(m) for m in msgs)
     decoder = FrameDecoder()
     room = decoder.room(len(stream) + 10)
@@ -209,8 +209,8 @@ def test_many_frames_in_one_read_decode_from_the_read_buffer_without_copies():
 
 
 def test_a_frame_larger_than_the_buffer_grows_it_keeping_what_was_read():
-    big = BufferResponse("ch", 1, 0, DataType.DATA_BUFFER, bytes(range(256)) * 40)
-    msgs = [AddCredit(1, "ch"), big, AddCredit(2, "ch")]
+    big = BufferResponse(1, 1, 0, DataType.DATA_BUFFER, bytes(range(256)) * 40)
+    msgs = [AddCredit(1, 1), big, AddCredit(2, 1)]
     stream = b"".join(frame_bytes(m) for m in msgs)
     assert _read_in_pieces(FrameDecoder(), stream, [100], 100) == msgs
 
@@ -219,7 +219,7 @@ def test_undecoded_bytes_move_to_the_front_also_onto_themselves():
     """Reads of 100 into a 400-byte buffer: a partial frame moves to the front, overlapping
     its old place when it is longer than what was decoded before it."""
     msgs = [m for i in range(6) for m in (
-        BufferResponse("ch", i, 0, DataType.DATA_BUFFER, bytes([i]) * (150 + 40 * i)), AddCredit(i + 1, "ch"))]
+        BufferResponse(1, i, 0, DataType.DATA_BUFFER, bytes([i]) * (150 + 40 * i)), AddCredit(i + 1, 1))]
     stream = b"".join(frame_bytes(m) for m in msgs)
     for read_sizes in ([100], [100, 37], [61, 100, 3]):
         assert _read_in_pieces(FrameDecoder(), stream, read_sizes, 100) == msgs

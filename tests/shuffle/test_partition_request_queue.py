@@ -10,7 +10,7 @@ from blocked_connection import BlockedConnection
 class _BrokenReader:
     """A reader whose subpartition fails when the server pulls its next buffer."""
 
-    receiver_id = "rx"
+    receiver_id = 7
     is_registered_as_available = False
     view = object()
     released = False
@@ -29,6 +29,6 @@ def test_a_reader_that_fails_gets_its_error_written_next_even_as_the_last_availa
     queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
     reader = _BrokenReader()
     queue.notify_reader_created(reader)
-    assert queue._next_sealed() == ErrorResponse("OSError", "the spilled file is gone", "rx")
-    assert reader.released and "rx" not in queue.all_readers
+    assert queue._next_sealed() == ErrorResponse("OSError", "the spilled file is gone", 7)
+    assert reader.released and 7 not in queue.all_readers
     assert queue._next_sealed() is None

@@ -79,7 +79,7 @@ async def _channels(total_segments: int, floating: int, exclusive: list[int], re
     """A gate with a `floating`-buffer pool and one remote channel per `exclusive` entry."""
     network_pool = NetworkBufferPool(total_segments, 64)
     gate = SingleInputGate(0, "consumer", config or NetworkConfig(buffer_size=64), network_pool)
-    channels = [RemoteInputChannel(gate, i, "partition", i, "producer", credit)
+    channels = [RemoteInputChannel(gate, i, "partition", i, "producer", credit, i)
                 for i, credit in enumerate(exclusive)]
     for channel in channels:
         gate.add_channel(channel)

@@ -51,7 +51,8 @@ async def _gates() -> tuple[SingleInputGate, SingleInputGate]:
     for index, kinds in enumerate((("remote", "remote"), ("remote", "local"))):
         gate = SingleInputGate(index, "consumer", NetworkConfig(buffer_size=64), network_pool)
         for channel_index, kind in enumerate(kinds):
-            channel = (RemoteInputChannel(gate, channel_index, f"p{index}", channel_index, "producer", 2)
+            channel = (RemoteInputChannel(gate, channel_index, f"p{index}", channel_index, "producer", 2,
+                                          2 * index + channel_index)
                        if kind == "remote" else LocalInputChannel(gate, channel_index, f"p{index}", channel_index))
             gate.add_channel(channel)
         await gate.setup()

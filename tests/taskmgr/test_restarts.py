@@ -8,6 +8,7 @@ import pytest
 
 from graph import StreamExecutionEnvironment
 from shuffle import kernel
+from shuffle.config import NetworkConfig
 from shuffle.trace import NULL_TRACER
 from taskmgr.cluster import ClusterConfig, run_job
 from taskmgr.faults import Fault
@@ -237,3 +238,26 @@ def test_an_iteration_that_takes_checkpoints_and_may_restart_is_refused() -> Non
     result = kernel.run(run_job, env, ClusterConfig(task_managers=1), job, mode="sim")
     assert result.status is JobStatus.FAILED
     assert "is an iteration" in str(result.error) and result.duration == 0.0
+
+
+@pytest.mark.parametrize("checkpoints", [False, True])
+def test_buffers_the_failed_attempt_left_on_the_link_do_not_reach_the_restarted_channel(checkpoints: bool) -> None:
+    """A restarted consumer's channels have new ids (Flink's `InputChannelID`, drawn per
+    channel): the old producer's buffers still on a slow link when the new attempt asks for
+    its partition are dropped by the consumer's client (it cancels their receiver), not taken
+    as the new channel's (which failed the restarted job with a BufferReorderingError)."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    if checkpoints:
+        env.enable_checkpointing(1.0)
+    # Without credit ("tcp") the producer fills the 20 ms, 10 MB/s link with 3 KB records.
+    (env.from_generator(record_size=3000, count=3000).name("Gen")
+        .rebalance().map(cost="1ms").name("Work").slot_sharing_group("work")
+        .sink_to(VerifyingSink("check")).name("Check"))
+    network = NetworkConfig(link_latency=0.02, link_bandwidth=10e6, flow_control="tcp")
+    job = JobConfig(60, task_managers=2, restart=RestartStrategy("fixed_delay", attempts=1, delay=0.0))
+    result = kernel.run(run_job, env, ClusterConfig("sim", 2, 1, network), job, NULL_TRACER, None, None,
+                        [Fault(1.0, "fail_task", vertex="Work")], mode="sim")
+    assert result.status is JobStatus.FINISHED, result.error
+    assert result.invariant_violations() == []
+    assert result.verifications["check"]["received"] == 3000
+    assert len(result.restart_history) == 1

@@ -59,7 +59,7 @@ async def run_with_strangers(mini: MiniCluster) -> dict:
     seen["jm register"] = await stray(jobmanager.address, encode_rpc(
         RegisterTaskManager("tm-0", "127.0.0.1:1", 64)))
     partition = tm0.env.partition_manager.partitions[0]
-    request = b"".join(encode(PartitionRequest(partition.partition_id, 0, "thief", 1000)))
+    request = b"".join(encode(PartitionRequest(partition.partition_id, 0, 1, 1000)))
     seen["tm request"] = await stray(tm0.env.address, request)
     seen["tm garbage"] = await stray(tm1.env.address, random.Random(8).randbytes(200))
     seen["registered"] = sorted(jobmanager.task_managers)
@@ -75,7 +75,7 @@ async def run_with_strangers(mini: MiniCluster) -> dict:
     # A peer with the secret but not the attempt id cannot read a partition either.
     stream = await mini.transport.connect(tm0.env.address)
     guessed = readable_partition_id(partition.partition_id)
-    await stream.send_all(b"".join(encode(PartitionRequest(guessed, 0, "guesser", 2))))
+    await stream.send_all(b"".join(encode(PartitionRequest(guessed, 0, 2, 2))))
     decoder = FrameDecoder()
     decoder.feed(await stream.receive_some())
     seen["guessed id"] = list(decoder)
@@ -120,4 +120,4 @@ def test_strangers_cannot_join_read_or_stop_a_realtime_job():
     assert seen["jm shuffle address of tm-0"] == mini.task_managers["tm-0"].env.address
     (answer,) = seen["guessed id"]
     assert isinstance(answer, ErrorResponse) and answer.error_class == "PartitionNotFoundError"
-    assert answer.receiver_id == "guesser" and seen["partition still served"]
+    assert answer.receiver_id == 2 and seen["partition still served"]

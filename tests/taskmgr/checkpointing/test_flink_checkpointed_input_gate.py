@@ -59,7 +59,7 @@ class Harness:
     async def setup(self, channels: int) -> None:
         pool = NetworkBufferPool(channels * 3, 64)
         self.gate = SingleInputGate(0, "consumer", NetworkConfig(buffer_size=64), pool)
-        self.channels = [RemoteInputChannel(self.gate, i, "partition", i, "producer", 2) for i in range(channels)]
+        self.channels = [RemoteInputChannel(self.gate, i, "partition", i, "producer", 2, i) for i in range(channels)]
         for channel in self.channels:
             self.gate.add_channel(channel)
         self.gate.buffer_pool = pool.create_buffer_pool(channels, channels)
