@@ -35,7 +35,22 @@ def describe_wait(stream_task: StreamTask) -> str:
             return "waits for its source's next records"
         return "waits for input: " + describe_inputs([gate for checkpointed in task_input.inputs
                                                       for gate in checkpointed.gates])
+    if stream_task.end_of_data_received and stream_task.checkpoints_after_tasks_finish:
+        return "ended its input; " + describe_final_wait(stream_task)
     return "busy (not waiting)"
+
+
+def describe_final_wait(stream_task: StreamTask) -> str:
+    """What a task that ended its input waits for before it finishes, with checkpoints after
+    tasks finish (Flink's `afterInvoke`)."""
+    unacknowledged = [writer.partition.partition_id for writer in stream_task.writers
+                      if not writer.partition.all_data_processed.is_set()]
+    if unacknowledged:
+        return ("waits until its consumers have processed every record of partition "
+                + ", ".join(unacknowledged) + " (they acknowledge EndOfData)")
+    if not stream_task.final_checkpoint_completed.is_set():
+        return "waits for a checkpoint to complete after its end (checkpoints after tasks finish)"
+    return "waits for its pending checkpoints to complete"
 
 
 def describe_output(partition: ResultPartition) -> str:

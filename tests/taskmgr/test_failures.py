@@ -9,7 +9,9 @@ import pytest
 from graph import CollectSink, DiscardingSink, StreamExecutionEnvironment
 from shuffle import kernel
 from shuffle.config import NetworkConfig
-from taskmgr.cluster import ClusterConfig, MiniCluster, execute
+from shuffle.trace import NULL_TRACER
+from taskmgr.cluster import ClusterConfig, MiniCluster, execute, run_job
+from taskmgr.faults import Fault
 from taskmgr.jobmanager import JobConfig
 from taskmgr.results import JobExecutionError, JobResult, JobStatus
 
@@ -88,6 +90,22 @@ def test_a_task_that_cannot_describe_its_wait_says_so_instead_of_ending_its_task
             raise KeyError("gate 3")
 
     assert _describe(Broken()) == "cannot say (KeyError: 'gate 3')"  # type: ignore[arg-type]
+
+
+def test_a_stall_report_says_a_task_that_ended_its_input_waits_for_its_consumers() -> None:
+    """With checkpoints after tasks finish, a task whose input ended waits (taking mails,
+    no timer running) until its consumers acknowledged every record; the report said
+    "busy (not waiting)"."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.enable_checkpointing(1.0)
+    env.from_generator(count=10).name("Gen").rebalance().map(cost="1ms").name("Work").sink_to(DiscardingSink())
+    result = kernel.run(run_job, env, ClusterConfig(), JobConfig(5), NULL_TRACER, None, None,
+                        [Fault(0.001, "pause_task", vertex="Work", duration=1000)], mode="sim")
+    assert result.status is JobStatus.FAILED
+    lines = str(result.error).splitlines()
+    assert lines[1].startswith("  Source: Gen (1/1): ended its input; waits until its consumers have processed "
+                               "every record of partition ds0#0@"), lines
+    assert lines[1].endswith(" (they acknowledge EndOfData)")
 
 
 def test_a_stall_report_groups_channels_in_the_same_state() -> None:
