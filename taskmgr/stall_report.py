@@ -11,6 +11,7 @@ from shuffle.consumer.input_channel import InputChannel
 from shuffle.consumer.local_input_channel import LocalInputChannel
 from shuffle.consumer.remote_input_channel import RemoteInputChannel
 from shuffle.consumer.single_input_gate import SingleInputGate
+from shuffle.netty.client_handler import CreditBasedPartitionRequestClientHandler
 from shuffle.partition.result_partition import ResultPartition
 from taskmgr.input_processor import StreamInputProcessor
 
@@ -110,6 +111,12 @@ def describe_channel(channel: InputChannel) -> str:
         return (f"local, its subpartition holds {view.number_of_queued_buffers} buffers "
                 f"({'data readable' if readable else 'nothing readable yet'})")
     remote = cast(RemoteInputChannel, channel)  # the only other kind
-    return (f"remote, {remote.queue_length} buffers queued, {remote.buffer_manager.available} free buffers for "
-            f"the sender ({remote.initial_credit} exclusive), {remote.unannounced_credit} credit not yet announced")
+    state = (f"remote, {remote.queue_length} buffers queued, {remote.buffer_manager.available} free buffers for "
+             f"the sender ({remote.initial_credit} exclusive), {remote.unannounced_credit} credit not yet announced")
+    client = remote.client
+    if isinstance(client, CreditBasedPartitionRequestClientHandler) and client.waiting_for_buffer_of is not None:
+        blocking = client.waiting_for_buffer_of
+        state += (f", its connection (without credit) reading nothing until {blocking.gate.owner_name} frees a "
+                  f"buffer for its channel {blocking.channel_index} of gate {blocking.gate.gate_index}")
+    return state
 

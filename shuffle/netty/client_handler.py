@@ -81,6 +81,9 @@ class CreditBasedPartitionRequestClientHandler:
         #: the close, and data still in flight for them is dropped without another (Flink's
         #: `cancelled`, kept per receiver id: an id is never used again).
         self._closed: set[int] = set()
+        #: Pre-credit mode: the channel whose free buffer the connection waits for, reading
+        #: nothing else meanwhile (what a stall report names).
+        self.waiting_for_buffer_of: RemoteInputChannel | None = None
 
     # -- the client API used by RemoteInputChannel --------------------------------------
 
@@ -166,10 +169,13 @@ class CreditBasedPartitionRequestClientHandler:
                 if channel is None or channel.is_released or not msg.data_type.is_buffer or not len(msg.buffer):
                     self._on_buffer_response(msg)
                     continue
+                self.waiting_for_buffer_of = channel
                 try:
                     self._fill(channel, msg, await channel.request_buffer_blocking())
                 except Exception as exc:
                     channel.on_error(exc)
+                finally:
+                    self.waiting_for_buffer_of = None
 
     def _on_buffer_response(self, msg: BufferResponse) -> None:
         channel = self.input_channels.get(msg.receiver_id)

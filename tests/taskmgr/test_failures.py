@@ -4,6 +4,8 @@ the cluster's run timeout in virtual time)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from graph import CollectSink, DiscardingSink, StreamExecutionEnvironment
@@ -106,6 +108,27 @@ def test_a_stall_report_says_a_task_that_ended_its_input_waits_for_its_consumers
     assert lines[1].startswith("  Source: Gen (1/1): ended its input; waits until its consumers have processed "
                                "every record of partition ds0#0@"), lines
     assert lines[1].endswith(" (they acknowledge EndOfData)")
+
+
+def test_without_credit_a_stalled_connection_is_named_with_the_channel_it_waits_for() -> None:
+    """Pre-credit flow control reads nothing from a connection while one of its channels has
+    no free buffer. A job whose stages go back and forth between two TaskManagers can then
+    deadlock (a back-pressured task holds the buffers its connection waits for, and the data
+    that would free them is behind that connection): the report says which channel each
+    stalled connection waits for."""
+    env = StreamExecutionEnvironment.get_execution_environment().set_buffer_timeout(0)
+    (env.from_generator(record_size=3000, count=500).name("Gen").set_parallelism(4)
+        .key_by(lambda record: record.key).map().name("A").set_parallelism(2)
+        .rebalance().map(cost="1ms").name("B").set_parallelism(4)
+        .rebalance().map(cost="100us").name("C").set_parallelism(2).sink_to(DiscardingSink()))
+    network = NetworkConfig(buffer_size=4096, flow_control="tcp", exclusive_buffers_per_channel=1,
+                            max_overdraft_buffers_per_gate=0, link_latency=0.001, link_bandwidth=10e6)
+    result = execute(env, duration=60, task_managers=2, slots_per_task_manager=3, network=network)
+    assert result.status is JobStatus.FAILED
+    stalled = [line for line in str(result.error).splitlines() if "its connection (without credit)" in line]
+    assert stalled, result.error
+    assert all(re.search(r"its connection \(without credit\) reading nothing until \w+ \(\d/\d\) frees a buffer "
+                         r"for its channel \d of gate 0", line) for line in stalled), stalled
 
 
 def test_a_stall_report_groups_channels_in_the_same_state() -> None:
