@@ -651,8 +651,12 @@ class JobManager:
             status = JobStatus.FINISHED
         else:
             status = JobStatus.CANCELED
+        checkpointing = graph.job_graph.checkpointing
+        at_least_once = (checkpointing is not None and checkpointing.enabled
+                         and checkpointing.config.mode.value == "AT_LEAST_ONCE")
         result = merge_reports(job.job_id, job.placement, job.reports, graph, status, duration, job.failure,
-                               job.stopped_early, job.ended_early, _checkpoint_stats(job.checkpoint_coordinator))
+                               job.stopped_early, job.ended_early, _checkpoint_stats(job.checkpoint_coordinator),
+                               replayed_at_least_once=at_least_once and bool(job.restart_history))
         result.restart_history = job.restart_history
         result.recovery_suppressed_by = job.recovery_suppressed_by
         return result
