@@ -43,14 +43,16 @@ class SinkOperator(StreamOperator):
         sink = node.sink
         self.sink = sink
         self.invoke = None
+        #: What the sink got since the last checkpoint, and the chunks each checkpoint so far
+        #: took of it: a verifying sink's sequence numbers (arrays), a collect sink's values
+        #: (lists; its results are operator state, as in Flink's collect sink).
+        self._since_checkpoint: list[Any] = []
+        self._checkpointed: list[Any] = []
         if isinstance(sink, CollectSink):
             self.collected = ctx.services.collected[sink.name]
         elif isinstance(sink, VerifyingSink):
             self.verification = ctx.services.verifications[sink.name]
             self.last_seq: dict[tuple[Any, int], int] = {}
-            #: Sequence numbers since the last checkpoint, and those of each checkpoint so far.
-            self._since_checkpoint: list[np.ndarray] = []
-            self._checkpointed: list[np.ndarray] = []
         elif not isinstance(sink, DiscardingSink):
             self.invoke = print if isinstance(sink, PrintSink) else user_method(sink, "invoke")
         #: Records this sink received, since the beginning of the job (a restore included).
@@ -71,7 +73,9 @@ class SinkOperator(StreamOperator):
         if isinstance(sink, DiscardingSink):
             return
         if isinstance(sink, CollectSink):
-            self.collected.extend(value for value, _ in as_generic(records))
+            values = [value for value, _ in as_generic(records)]
+            self.collected.extend(values)
+            self._since_checkpoint.extend(values)
         elif isinstance(sink, VerifyingSink):
             self._verify(records)
         else:
@@ -113,19 +117,28 @@ class SinkOperator(StreamOperator):
         self._since_checkpoint.append(seqs)
 
     def snapshot_state(self) -> dict[str, Any]:
-        """How many records came before the barrier; a verifying sink's also which."""
+        """How many records came before the barrier; a verifying sink's also which, a collect
+        sink's also its values."""
         state: dict[str, Any] = {self.state_key: self.received}
-        if not isinstance(self.sink, VerifyingSink):
+        sink = self.sink
+        if not isinstance(sink, (VerifyingSink, CollectSink)):
             return state
         if self._since_checkpoint:
-            self._checkpointed.append(np.concatenate(self._since_checkpoint))
+            verifying = isinstance(sink, VerifyingSink)
+            self._checkpointed.append(np.concatenate(self._since_checkpoint) if verifying else self._since_checkpoint)
             self._since_checkpoint = []
-        return state | {"sink_seqs": {self.sink.name: list(self._checkpointed)}}
+        if isinstance(sink, CollectSink):
+            return state | {f"{self.state_key}/collected": list(self._checkpointed)}
+        return state | {"sink_seqs": {sink.name: list(self._checkpointed)}}
 
     def restore_state(self, state: dict[str, Any]) -> None:
-        """The sink counts (and a verifying sink keeps) what came before the barrier."""
+        """The sink counts (and a verifying or collect sink keeps) what came before the barrier."""
         self.received = state.get(self.state_key, 0)
         self.ctx.records_received += self.received
+        if isinstance(self.sink, CollectSink):
+            self._checkpointed = list(state.get(f"{self.state_key}/collected", []))
+            for values in self._checkpointed:
+                self.collected.extend(values)
         if not isinstance(self.sink, VerifyingSink):
             return
         self._checkpointed = list(state.get("sink_seqs", {}).get(self.sink.name, []))

@@ -113,3 +113,22 @@ def test_at_least_once_replays_are_not_reported_as_broken_invariants() -> None:
     assert result.records_received == 2 * COUNT + report["duplicates"]
     assert result.invariants["records_match"] is None
     assert result.invariant_violations() == []
+
+
+@pytest.mark.parametrize("unaligned", [False, True])
+def test_a_collect_sink_keeps_what_it_collected_before_the_checkpoint_it_restarts_from(unaligned: bool) -> None:
+    """A collect sink's results are in its checkpointed state (as Flink's collect sink keeps
+    its buffered results in operator state): after a restore it holds what came before the
+    barrier and what the restored job sends after it, each record once. It kept only what
+    came after the restore (the sources skip what the checkpoint already had)."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.enable_checkpointing(0.1)
+    if unaligned:
+        env.get_checkpoint_config().enable_unaligned_checkpoints()
+    (env.from_sequence(1, 20_000).set_parallelism(2).rebalance()
+        .map(lambda x: 3 * x, cost="0.1ms").name("Work").set_parallelism(2).sink_to(CollectSink("out")).name("Out"))
+    result = run(env, Fault(0.25, "fail_task", vertex="Work", subtask=1))
+    assert result.status is JobStatus.FINISHED, result.error
+    [restart] = result.restart_history
+    assert restart.records_replayed < 40_000  # restored from a checkpoint, not the beginning
+    assert sorted(result.collected["out"]) == [3 * x for x in range(1, 20_001)]
