@@ -55,6 +55,8 @@ def draw(seed: int) -> ChaosJob:
                 "rate": rng.choice((0, 0, 1000, 20000)),
                 "record_size": rng.choice((16, 32, 200, 3000, 40000))}
                for _ in range(rng.choice((1, 1, 2)))]
+    for source in sources:  # at most ~2 MB a source subtask: a 20 ms link with few credits is slow
+        source["count"] = min(source["count"], max(50, 2_000_000 // source["record_size"]))
     stages = []
     parallelism = max(source["parallelism"] for source in sources)
     for _ in range(rng.randint(1, 3)):

@@ -1,18 +1,22 @@
 """Random jobs (tests/taskmgr/chaos_jobs.py): each seed draws a bounded, lossless job with
 its network configuration, checkpointing and faults; it must finish with every record
 verified, no invariant broken and, with exactly-once checkpoints, every completed
-checkpoint consistent. A few seeds run by default, many more with `-m slow`; a campaign
-over other seeds: `SHUFFLESIM_CHAOS_SEEDS=1000:2000 .venv/bin/python -m pytest -m slow
+checkpoint consistent. Random programs (tests/taskmgr/chaos_programs.py) of Python
+functions, union, connect and broadcast must collect what plain Python computes. A few
+seeds run by default, many more with `-m slow`; a campaign over other seeds:
+`SHUFFLESIM_CHAOS_SEEDS=1000:2000 .venv/bin/python -m pytest -m slow
 tests/taskmgr/test_chaos_jobs.py` (a failing seed prints its job)."""
 
 from __future__ import annotations
 
 import os
+from collections import Counter
 
 import pytest
 
 from taskmgr.jobmanager import JobStatus
 from tests.taskmgr.chaos_jobs import draw, run_chaos_job
+from tests.taskmgr.chaos_programs import draw_program, expected, run_program
 
 DEFAULT_SEEDS = range(0, 12)
 SLOW_SEEDS = range(12, 400)
@@ -31,6 +35,7 @@ def check(seed: int) -> None:
     result = run_chaos_job(job)
     where = f"seed {seed}:\n{job.describe()}"
     assert result.status is JobStatus.FINISHED, f"{where}\n{result.error}"
+    assert result.ended_early, f"{where}\nits sources did not finish within {result.duration} s"
     assert result.invariant_violations() == [], where
     emitted = sum(source["count"] * source["parallelism"] for source in job.sources)
     report = result.verifications["chaos"]
@@ -50,3 +55,25 @@ def test_a_random_job_finishes_with_every_record_once(seed: int) -> None:
 @pytest.mark.parametrize("seed", _seeds())
 def test_many_random_jobs_finish_with_every_record_once(seed: int) -> None:
     check(seed)
+
+
+def check_program(seed: int) -> None:
+    program = draw_program(seed)
+    result = run_program(program)
+    where = f"seed {seed}:\n{program.describe()}"
+    assert result.status is JobStatus.FINISHED, f"{where}\n{result.error}"
+    assert result.ended_early, f"{where}\nits sources did not finish within {result.duration} s"
+    assert result.invariant_violations() == [], where
+    got, want = Counter(result.collected.get("out", [])), expected(program)
+    assert got == want, f"{where}\nmissing {sum((want - got).values())}, extra {sum((got - want).values())}"
+
+
+@pytest.mark.parametrize("seed", DEFAULT_SEEDS)
+def test_a_random_program_collects_what_python_computes(seed: int) -> None:
+    check_program(seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", _seeds())
+def test_many_random_programs_collect_what_python_computes(seed: int) -> None:
+    check_program(seed)
