@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph import CollectSink, CoMapFunction, StreamExecutionEnvironment
+from graph import CollectSink, CoMapFunction, RuntimeExecutionMode, StreamExecutionEnvironment
 from graph.api.environment import CheckpointingMode
 from shuffle import kernel
 from shuffle.config import NetworkConfig
@@ -69,6 +69,19 @@ def key_of(x: int) -> int:
     return x % 7
 
 
+def to_pair(x: int) -> tuple[int, int]:
+    """(key, a non-negative value): each key's running sum then grows to its total."""
+    return key_of(x), x % MODULUS
+
+
+def first(pair: tuple[int, int]) -> int:
+    return pair[0]
+
+
+def add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    return a[0], a[1] + b[1]
+
+
 @dataclass
 class ChaosProgram:
     seed: int
@@ -80,6 +93,10 @@ class ChaosProgram:
     network: dict[str, Any]
     checkpoints: str | None
     faults: list[Fault] = field(default_factory=list)
+    #: Ends with a keyed running sum (the sink then holds each key's sums as they grew).
+    reduce: bool = False
+    #: BATCH execution (blocking exchanges; no checkpoints).
+    batch: bool = False
 
     def describe(self) -> str:
         return "\n".join(f"{name} = {value!r}" for name, value in vars(self).items())
@@ -111,7 +128,8 @@ def draw_program(seed: int) -> ChaosProgram:
                "exclusive_buffers_per_channel": rng.choice((1, 2)),
                "floating_buffers_per_gate": rng.choice((1, 8)),
                "link_latency": rng.choice((50e-6, 5e-3))}
-    checkpoints = rng.choice((None, None, "aligned", "unaligned"))
+    batch = rng.random() < 0.15
+    checkpoints = None if batch else rng.choice((None, None, "aligned", "unaligned"))
     faults = []
     if checkpoints is not None and rng.random() < 0.5:
         at = round(rng.uniform(0.01, 0.5), 3)
@@ -119,8 +137,11 @@ def draw_program(seed: int) -> ChaosProgram:
             faults.append(Fault(at, "drop_connection", between=("tm-0", "tm-1")))
         else:
             faults.append(Fault(at, "fail_task", vertex="Step0"))
+    reduce = rng.random() < 0.3
+    if batch:  # its regions run at once here, each in slots of its own (README)
+        slots = 30
     return ChaosProgram(seed, task_managers, slots, sources, rng.choice(("union", "connect")), steps, network,
-                        checkpoints, faults)
+                        checkpoints, faults, reduce, batch)
 
 
 def _function(step: dict[str, Any]) -> Any:
@@ -131,6 +152,8 @@ def _function(step: dict[str, Any]) -> Any:
 def build_program(program: ChaosProgram) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_buffer_timeout(program.network["buffer_timeout"])
+    if program.batch:
+        env.set_runtime_mode(RuntimeExecutionMode.BATCH)
     if program.checkpoints is not None:
         env.enable_checkpointing(0.1, CheckpointingMode.EXACTLY_ONCE)
         if program.checkpoints == "unaligned":
@@ -148,12 +171,15 @@ def build_program(program: ChaosProgram) -> StreamExecutionEnvironment:
         stream = getattr(stream, step["kind"])(_function(step)).name(f"Step{i}").set_parallelism(step["parallelism"])
         if not step["chaining"]:
             stream = stream.disable_chaining()
+    if program.reduce:
+        stream = stream.map(to_pair).key_by(first).reduce(add).name("Sum")
     stream.sink_to(CollectSink("out")).name("Out")
     return env
 
 
-def expected(program: ChaosProgram) -> Counter:
-    """What the collect sink must hold: each source's sequence through the steps."""
+def expected(program: ChaosProgram) -> Any:
+    """What the collect sink must hold (`summary` of it): each source's sequence through the
+    steps."""
     values: list[int] = []
     for index, (start, end, _) in enumerate(program.sources):
         sign = -1 if index == 1 and program.join == "connect" else 1
@@ -174,7 +200,29 @@ def expected(program: ChaosProgram) -> Counter:
         if step["exchange"] == "broadcast":
             after = Counter({x: n * step["parallelism"] for x, n in after.items()})
         counts = after
-    return counts
+    if not program.reduce:
+        return counts
+    sums: dict[int, list[int]] = {}
+    for x, n in counts.items():
+        key, value = to_pair(x)
+        entry = sums.setdefault(key, [0, 0])
+        entry[0] += n
+        entry[1] += value * n
+    return {key: tuple(entry) for key, entry in sums.items()}
+
+
+def summary(program: ChaosProgram, collected: list[Any]) -> Any:
+    """The collect sink's values as `expected` gives them: a multiset, or per key of a
+    running sum the number of sums and the largest (Flink keeps no order across channels,
+    so which sums came is not fixed, only how many and the total)."""
+    if not program.reduce:
+        return Counter(collected)
+    sums: dict[int, list[int]] = {}
+    for key, total in collected:
+        entry = sums.setdefault(key, [0, total])
+        entry[0] += 1
+        entry[1] = max(entry[1], total)
+    return {key: tuple(entry) for key, entry in sums.items()}
 
 
 def run_program(program: ChaosProgram) -> JobResult:
