@@ -39,6 +39,8 @@ class ChaosJob:
     checkpoints: dict[str, Any] | None
     faults: list[Fault] = field(default_factory=list)
     restart_delay: float = 0.5
+    #: TaskManagers beyond those the job fills (where it restarts after losing one).
+    spare_task_managers: int = 0
 
     def describe(self) -> str:
         return "\n".join(f"{name} = {value!r}" for name, value in vars(self).items())
@@ -104,8 +106,13 @@ def draw(seed: int) -> ChaosJob:
             faults.append(Fault(at, kind, between=pair, duration=rng.choice((0.01, 0.3)),
                                 bandwidth=1e6 if kind == "slow_link" else None,
                                 latency=0.005 if kind == "slow_link" else None))
-    return ChaosJob(seed, task_managers, slots, sources, stages, network, checkpoints, faults,
-                    rng.choice((0.0, 0.1, 1.0)))
+    job = ChaosJob(seed, task_managers, slots, sources, stages, network, checkpoints, faults,
+                   rng.choice((0.0, 0.1, 1.0)))
+    lost = random.Random(f"lost-{seed}")  # drawn apart: the draws above stay what they were
+    if lost.random() < 0.15:  # its heartbeats stop; found lost after heartbeat_timeout
+        job.spare_task_managers = 1
+        job.faults.append(Fault(round(lost.uniform(0.01, 2.0), 3), "kill_task_manager", task_manager="tm-0"))
+    return job
 
 
 def build(job: ChaosJob) -> StreamExecutionEnvironment:
@@ -142,9 +149,14 @@ def build(job: ChaosJob) -> StreamExecutionEnvironment:
 def run_chaos_job(job: ChaosJob) -> JobResult:
     """Run the job in sim mode, restarting once per fault."""
     network = NetworkConfig(**{k: v for k, v in job.network.items() if k != "buffer_timeout"})
-    cluster = ClusterConfig("sim", job.task_managers, job.slots, network)
-    restart = (RestartStrategy("fixed_delay", attempts=len(job.faults), delay=job.restart_delay)
-               if job.faults else RestartStrategy("none"))
-    config = JobConfig(DURATION, seed=job.seed, task_managers=job.task_managers, restart=restart)
+    task_managers = job.task_managers + job.spare_task_managers
+    cluster = ClusterConfig("sim", task_managers, job.slots, network)
+    if job.spare_task_managers:  # redeploying onto the lost TaskManager fails until it is found lost (50 s)
+        restart = RestartStrategy("fixed_delay", attempts=len(job.faults) + 60, delay=1.0)
+    elif job.faults:
+        restart = RestartStrategy("fixed_delay", attempts=len(job.faults), delay=job.restart_delay)
+    else:
+        restart = RestartStrategy("none")
+    config = JobConfig(DURATION, seed=job.seed, task_managers=task_managers, restart=restart)
     return kernel.run(run_job, build(job), cluster, config, NULL_TRACER, None, None, job.faults, mode="sim")
 
