@@ -225,11 +225,12 @@ def summary(program: ChaosProgram, collected: list[Any]) -> Any:
     return {key: tuple(entry) for key, entry in sums.items()}
 
 
-def run_program(program: ChaosProgram) -> JobResult:
+def run_program(program: ChaosProgram, mode: str = "sim") -> JobResult:
+    """Run the program in `mode` ("realtime": over TCP on loopback), restarting once per fault."""
     network = NetworkConfig(**{k: v for k, v in program.network.items() if k != "buffer_timeout"})
-    cluster = ClusterConfig("sim", program.task_managers, program.slots, network)
+    cluster = ClusterConfig(mode, program.task_managers, program.slots, network)
     restart = (RestartStrategy("fixed_delay", attempts=len(program.faults), delay=0.1)
                if program.faults else RestartStrategy("none"))
     config = JobConfig(DURATION, seed=program.seed, task_managers=program.task_managers, restart=restart)
     return kernel.run(run_job, build_program(program), cluster, config, NULL_TRACER, None, None, program.faults,
-                      mode="sim")
+                      mode=mode)

@@ -56,9 +56,9 @@ def test_many_random_jobs_finish_with_every_record_once(seed: int) -> None:
     check(seed)
 
 
-def check_program(seed: int) -> None:
+def check_program(seed: int, mode: str = "sim") -> None:
     program = draw_program(seed)
-    result = run_program(program)
+    result = run_program(program, mode)
     where = f"seed {seed}:\n{program.describe()}"
     assert result.status is JobStatus.FINISHED, f"{where}\n{result.error}"
     assert result.ended_early, f"{where}\nits sources did not finish within {result.duration} s"
@@ -76,3 +76,11 @@ def test_a_random_program_collects_what_python_computes(seed: int) -> None:
 @pytest.mark.parametrize("seed", _seeds())
 def test_many_random_programs_collect_what_python_computes(seed: int) -> None:
     check_program(seed)
+
+
+@pytest.mark.tcp
+@pytest.mark.parametrize("seed", range(0, 6))
+def test_a_random_program_over_tcp_collects_what_python_computes(seed: int) -> None:
+    """Realtime mode, the TaskManagers' connections over loopback TCP (not deterministic: the
+    result must not depend on timing)."""
+    check_program(seed, "realtime")
