@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from graph import CollectSink, CoMapFunction, RuntimeExecutionMode, StreamExecutionEnvironment
+from graph import CollectSink, CoMapFunction, OutputTag, ProcessFunction, RuntimeExecutionMode, StreamExecutionEnvironment
 from graph.api.environment import CheckpointingMode
 from shuffle import kernel
 from shuffle.config import NetworkConfig
@@ -65,6 +65,16 @@ class Negate(CoMapFunction):
         return -value
 
 
+ODD = OutputTag("odd")
+
+
+class SplitOdd(ProcessFunction):
+    """Even values out, odd ones to the side output."""
+
+    def process_element(self, value: int, ctx: Any) -> list[Any]:
+        return [value] if value % 2 == 0 else [(ODD, value)]
+
+
 def key_of(x: int) -> int:
     return x % 7
 
@@ -97,6 +107,8 @@ class ChaosProgram:
     reduce: bool = False
     #: BATCH execution (blocking exchanges; no checkpoints).
     batch: bool = False
+    #: Ends with a process function sending odd values to a side output (negated, into "side").
+    split: bool = False
 
     def describe(self) -> str:
         return "\n".join(f"{name} = {value!r}" for name, value in vars(self).items())
@@ -140,8 +152,10 @@ def draw_program(seed: int) -> ChaosProgram:
     reduce = rng.random() < 0.3
     if batch:  # its regions run at once here, each in slots of its own (README)
         slots = 30
-    return ChaosProgram(seed, task_managers, slots, sources, rng.choice(("union", "connect")), steps, network,
-                        checkpoints, faults, reduce, batch)
+    program = ChaosProgram(seed, task_managers, slots, sources, rng.choice(("union", "connect")), steps, network,
+                           checkpoints, faults, reduce, batch)
+    program.split = not reduce and random.Random(f"split-{seed}").random() < 0.3  # the draws above unchanged
+    return program
 
 
 def _function(step: dict[str, Any]) -> Any:
@@ -173,6 +187,9 @@ def build_program(program: ChaosProgram) -> StreamExecutionEnvironment:
             stream = stream.disable_chaining()
     if program.reduce:
         stream = stream.map(to_pair).key_by(first).reduce(add).name("Sum")
+    if program.split:
+        stream = stream.process(SplitOdd()).name("Split")
+        stream.get_side_output(ODD).rebalance().map(Affine(-1, 0)).name("Side").sink_to(CollectSink("side"))
     stream.sink_to(CollectSink("out")).name("Out")
     return env
 
@@ -200,6 +217,9 @@ def expected(program: ChaosProgram) -> Any:
         if step["exchange"] == "broadcast":
             after = Counter({x: n * step["parallelism"] for x, n in after.items()})
         counts = after
+    if program.split:
+        side = Counter({Affine(-1, 0)(x): n for x, n in counts.items() if x % 2})
+        return Counter({x: n for x, n in counts.items() if x % 2 == 0}), side
     if not program.reduce:
         return counts
     sums: dict[int, list[int]] = {}
@@ -211,10 +231,14 @@ def expected(program: ChaosProgram) -> Any:
     return {key: tuple(entry) for key, entry in sums.items()}
 
 
-def summary(program: ChaosProgram, collected: list[Any]) -> Any:
-    """The collect sink's values as `expected` gives them: a multiset, or per key of a
-    running sum the number of sums and the largest (Flink keeps no order across channels,
-    so which sums came is not fixed, only how many and the total)."""
+def summary(program: ChaosProgram, collected: dict[str, list[Any]]) -> Any:
+    """The collect sinks' values (`JobResult.collected`) as `expected` gives them: a
+    multiset (and one of the side output), or per key of a running sum the number of sums
+    and the largest (Flink keeps no order across channels, so which sums came is not fixed,
+    only how many and the total)."""
+    if program.split:
+        return Counter(collected.get("out", [])), Counter(collected.get("side", []))
+    collected = collected.get("out", [])
     if not program.reduce:
         return Counter(collected)
     sums: dict[int, list[int]] = {}

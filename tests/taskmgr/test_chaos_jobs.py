@@ -2,7 +2,7 @@
 its network configuration, checkpointing and faults; it must finish with every record
 verified, no invariant broken and, with exactly-once checkpoints, every completed
 checkpoint consistent. Random programs (tests/taskmgr/chaos_programs.py) of Python
-functions, union, connect and broadcast must collect what plain Python computes. A few
+functions, union, connect, broadcast and side outputs must collect what plain Python computes. A few
 seeds run by default, many more with `-m slow`; a campaign over other seeds:
 `SHUFFLESIM_CHAOS_SEEDS=1000:2000 .venv/bin/python -m pytest -m slow
 tests/taskmgr/test_chaos_jobs.py` (a failing seed prints its job)."""
@@ -63,7 +63,7 @@ def check_program(seed: int, mode: str = "sim") -> None:
     assert result.status is JobStatus.FINISHED, f"{where}\n{result.error}"
     assert result.ended_early, f"{where}\nits sources did not finish within {result.duration} s"
     assert result.invariant_violations() == [], where
-    got, want = summary(program, result.collected.get("out", [])), expected(program)
+    got, want = summary(program, result.collected), expected(program)
     assert got == want, f"{where}\ncollected {got}"[:3000]
 
 
