@@ -9,7 +9,8 @@ is the rest of the frame (Flink's `bufferSize`).
 `receiver_id` names the consumer's input channel: an int its TaskManager draws once per
 channel, never twice (Flink's random 16-byte `InputChannelID`), so that what is still on
 the way to a channel of a failed attempt never reaches its successor. `partition_id` (a
-`str`) names the result partition (the execution graph's `partition_id`). Error causes travel as class name and message (not Java-serialized).
+`str`) names the result partition (the execution graph's `partition_id`). Error causes
+travel as class name and message (not Java-serialized).
 
 Decoding trusts nothing: a frame whose length is out of range (refused from its length
 field, before it is buffered), whose magic or id is wrong, or whose header is not exactly
