@@ -172,6 +172,11 @@ class JobResult:
             broken.append(f"{self.invariants['credit_violations']} credit violations")
         broken += [f"verifying sink {name!r}: {report}" for name, report in self.verifications.items()
                    if not report["ok"]]
+        hosts = len({tm for task_managers in self.placement.values() for tm in task_managers})
+        reported = self.invariants.get("task_managers_reported", hosts)
+        if self.status is JobStatus.FINISHED and reported < hosts:
+            broken.append(f"{hosts - reported} of the {hosts} TaskManagers that ran tasks sent no report (lost "
+                          "after the job ended): their tasks' records, metrics and verifications are missing")
         return broken
 
 
@@ -235,7 +240,9 @@ def merge_reports(job_id: str, placement: dict[str, str], reports_by_task_manage
     tables = [report["metrics"] for report in reports if "metrics" in report]
     emitted = sum(report.get("records_emitted", 0) for report in reports)
     received = sum(report.get("records_received", 0) for report in reports)
-    lossless = status is JobStatus.FINISHED and is_lossless(graph)
+    # a TaskManager lost after the job ended took its tasks' counts with it
+    complete = set(placement.values()) <= set(reports_by_task_manager)
+    lossless = status is JobStatus.FINISHED and complete and is_lossless(graph)
     by_vertex = {vertex.name: [placement[execution_id(ev)] for ev in graph.task_vertices[vertex.id]]
                  for vertex in graph.job_graph.vertices}
     return JobResult(

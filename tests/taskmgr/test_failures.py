@@ -276,3 +276,25 @@ def test_a_task_manager_that_dies_before_its_report_ends_the_wait_for_it(monkeyp
     result, waited = kernel.run(main, mode="sim")
     assert result.status is JobStatus.FINISHED, result.error
     assert 0.5 <= waited < 1.0  # the kill, half a second after the job, ends the wait
+
+
+def test_a_task_manager_lost_after_the_job_ended_is_a_missing_report_not_lost_records() -> None:
+    """The TaskManagers' counts, metrics and verifications travel in their reports when the
+    JobManager releases the finished job; one lost before its report arrives took its
+    tasks' figures with it. The run says so, instead of "sources emitted 500 records, sinks
+    received 1000" (the other TaskManager's sources were not counted)."""
+    def run_killing(faults: list[Fault]) -> JobResult:
+        env = StreamExecutionEnvironment.get_execution_environment()
+        (env.from_generator(count=500).name("Gen").set_parallelism(2).rebalance().map().name("Work")
+            .set_parallelism(2).sink_to(DiscardingSink()).name("Out"))
+        cluster = ClusterConfig("sim", 2, 1, NetworkConfig(link_latency=0.02))  # the report takes 20 ms
+        return kernel.run(run_job, env, cluster, JobConfig(10, task_managers=2), NULL_TRACER, None, None, faults,
+                          mode="sim")
+
+    ended = max(run_killing([]).vertex_end_times.values())
+    result = run_killing([Fault(ended + 0.005, "kill_task_manager", task_manager="tm-1")])
+    assert result.status is JobStatus.FINISHED
+    assert result.invariants["task_managers_reported"] == 1 and result.invariants["records_match"] is None
+    assert result.invariant_violations() == [
+        "1 of the 2 TaskManagers that ran tasks sent no report (lost after the job ended): their tasks' records, "
+        "metrics and verifications are missing"]
