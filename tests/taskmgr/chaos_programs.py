@@ -105,6 +105,8 @@ class ChaosProgram:
     faults: list[Fault] = field(default_factory=list)
     #: Ends with a keyed running sum (the sink then holds each key's sums as they grew).
     reduce: bool = False
+    #: With `reduce`: sums over count windows of this many records per key (0: a running sum).
+    window: int = 0
     #: BATCH execution (blocking exchanges; no checkpoints).
     batch: bool = False
     #: Ends with a process function sending odd values to a side output (negated, into "side").
@@ -154,7 +156,9 @@ def draw_program(seed: int) -> ChaosProgram:
         slots = 30
     program = ChaosProgram(seed, task_managers, slots, sources, rng.choice(("union", "connect")), steps, network,
                            checkpoints, faults, reduce, batch)
-    program.split = not reduce and random.Random(f"split-{seed}").random() < 0.3  # the draws above unchanged
+    extra = random.Random(f"extra-{seed}")  # drawn apart: the draws above stay what they were
+    program.split = not reduce and extra.random() < 0.3
+    program.window = extra.choice((0, 0, 3, 50)) if reduce else 0
     return program
 
 
@@ -186,7 +190,8 @@ def build_program(program: ChaosProgram) -> StreamExecutionEnvironment:
         if not step["chaining"]:
             stream = stream.disable_chaining()
     if program.reduce:
-        stream = stream.map(to_pair).key_by(first).reduce(add).name("Sum")
+        keyed = stream.map(to_pair).key_by(first)
+        stream = (keyed.count_window(program.window) if program.window else keyed).reduce(add).name("Sum")
     if program.split:
         stream = stream.process(SplitOdd()).name("Split")
         stream.get_side_output(ODD).rebalance().map(Affine(-1, 0)).name("Side").sink_to(CollectSink("side"))
@@ -222,6 +227,11 @@ def expected(program: ChaosProgram) -> Any:
         return Counter({x: n for x, n in counts.items() if x % 2 == 0}), side
     if not program.reduce:
         return counts
+    if program.window:  # which records share a window depends on their order: only how many windows
+        per_key = Counter()
+        for x, n in counts.items():
+            per_key[key_of(x)] += n
+        return {key: n // program.window for key, n in per_key.items() if n >= program.window}
     sums: dict[int, list[int]] = {}
     for x, n in counts.items():
         key, value = to_pair(x)
@@ -233,14 +243,16 @@ def expected(program: ChaosProgram) -> Any:
 
 def summary(program: ChaosProgram, collected: dict[str, list[Any]]) -> Any:
     """The collect sinks' values (`JobResult.collected`) as `expected` gives them: a
-    multiset (and one of the side output), or per key of a running sum the number of sums
-    and the largest (Flink keeps no order across channels, so which sums came is not fixed,
-    only how many and the total)."""
+    multiset (and one of the side output), per key of a running sum the number of sums and
+    the largest (Flink keeps no order across channels, so which sums came is not fixed, only
+    how many and the total), or per key the number of count windows."""
     if program.split:
         return Counter(collected.get("out", [])), Counter(collected.get("side", []))
     collected = collected.get("out", [])
     if not program.reduce:
         return Counter(collected)
+    if program.window:
+        return dict(Counter(key for key, _ in collected))
     sums: dict[int, list[int]] = {}
     for key, total in collected:
         entry = sums.setdefault(key, [0, total])
