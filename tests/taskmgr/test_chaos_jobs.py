@@ -3,8 +3,8 @@ its network configuration, checkpointing and faults; it must finish with every r
 verified, no invariant broken and, with exactly-once checkpoints, every completed
 checkpoint consistent. Random programs (tests/taskmgr/chaos_programs.py) of Python
 functions, union, connect, broadcast, side outputs, keyed sums and count windows must
-collect what plain Python computes. A few
-seeds run by default, many more with `-m slow`; a campaign over other seeds:
+collect what plain Python computes. A few seeds run by default, many more with `-m slow`;
+a campaign over other seeds:
 `SHUFFLESIM_CHAOS_SEEDS=1000:2000 .venv/bin/python -m pytest -m slow
 tests/taskmgr/test_chaos_jobs.py` (a failing seed prints its job)."""
 
