@@ -45,7 +45,12 @@ class ScenarioError(ValueError):
 
 
 class UnknownKeyError(ScenarioError):
-    """A key (or an override's key path) that the scenario does not accept, whatever its value."""
+    """A key (or an override's key path) that the scenario does not accept, whatever its value;
+    `detail` says what is wrong without naming the file (a sweep file names its own)."""
+
+    def __init__(self, message: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail or message
 
 
 class _BadValue(Exception):
@@ -270,7 +275,8 @@ def check_keys(table: Mapping[str, Any], known: Iterable[str], where: Where) -> 
         if key not in known:
             close = difflib.get_close_matches(key, known, n=1)
             hint = f"did you mean {where.child(close[0]).key!r}?" if close else f"known keys: {', '.join(known)}"
-            raise UnknownKeyError(f"{where.file}: unknown key {where.child(key).key!r} ({hint})")
+            detail = f"unknown key {where.child(key).key!r} ({hint})"
+            raise UnknownKeyError(f"{where.file}: {detail}", detail)
 
 
 def _build(cls: type, table: Any, where: Where, **given: Any) -> Any:
@@ -917,7 +923,7 @@ def _apply(raw: Mapping[str, Any], overrides: Mapping[str, Any], origin: str,
             try:
                 resolved = _set(result, key, value)
             except _BadValue as e:
-                raise UnknownKeyError(f"{origin} {key}={_show(value)}: {e}") from None
+                raise UnknownKeyError(f"{origin} {key}={_show(value)}: {e}", str(e)) from None
             if named is not None:
                 named[resolved] = f"{origin} {given}"  # no value: the message shows it, unless it is a secret
     return result
@@ -958,14 +964,21 @@ def _validated(raw: Mapping[str, Any], path: Path, named: Mapping[str, str]) -> 
         given = [item for key, item in named.items()
                  if any(f"{before}{key}{after}" in str(e) for before in " '" for after in ":.'")]
         if given:
-            raise type(e)(f"{e} (from {', '.join(given)})") from None
+            raise _with_note(e, f"(from {', '.join(given)})") from None
         # A value of the file that an override beside it made wrong (keys.distribution
         # overridden, the file's keys.hot_fraction refused): name the override too.
         beside = [item for key, item in named.items()
                   if "." in key and any(f"{before}{key.rpartition('.')[0]}." in str(e) for before in " '")]
         if beside:
-            raise type(e)(f"{e} (a value of the file, beside {', '.join(beside)})") from None
+            raise _with_note(e, f"(a value of the file, beside {', '.join(beside)})") from None
         raise
+
+
+def _with_note(error: ScenarioError, note: str) -> ScenarioError:
+    """The same error with `note` after its message (an unknown key keeps its detail)."""
+    if isinstance(error, UnknownKeyError):
+        return UnknownKeyError(f"{error} {note}", error.detail)
+    return type(error)(f"{error} {note}")
 
 
 def show_value(value: Any) -> str:

@@ -111,7 +111,7 @@ def _check_key(raw: Mapping[str, Any], scenario_path: Path, key: str, values: li
         try:
             scenario_from_raw(raw, scenario_path, {key: value}, origin=f"{scenario_path}:")
         except UnknownKeyError as e:
-            raise where.error(f"{key!r}: the scenario does not accept it ({e})") from None
+            raise where.error(f"{key!r}: not in {scenario_path.name}: {e.detail}") from None
         except ScenarioError:
             pass  # a bad value: only its points are invalid
 

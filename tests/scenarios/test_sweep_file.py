@@ -90,7 +90,8 @@ scenario = "scenario.toml"
     ('scenario = "scenario.toml"\n[grid]\nseed = []', "sweep.toml: grid 'seed': must be a non-empty list of values"),
     ('scenario = "missing.toml"\n[grid]\nseed = [1]', "sweep.toml: scenario: "),
     ('scenario = "scenario.toml"\n[grid]\n"network.bufer_size" = ["1kb"]',
-     "sweep.toml: 'network.bufer_size': the scenario does not accept it"),
+     "sweep.toml: 'network.bufer_size': not in scenario.toml: unknown key 'network.bufer_size' "
+     "(did you mean 'network.buffer_size'?)"),
     ('scenario = "scenario.toml"\n[grid]\n"job.stages[Nope].cost" = ["1ms"]', "there is no job.stages[Nope]"),
     ('scenario = "scenario.toml"\n[grid]\n"job.stages[Seq].cost" = ["1ms", "bad"]',
      "a 'source' stage takes no 'cost'"),
