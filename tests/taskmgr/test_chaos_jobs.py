@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from taskmgr.jobmanager import JobStatus
+from taskmgr.jobmanager import JobResult, JobStatus
 from tests.taskmgr.chaos_jobs import draw, run_chaos_job
 from tests.taskmgr.chaos_programs import draw_program, expected, run_program, summary
 
@@ -30,12 +30,18 @@ def _seeds() -> range:
     return range(int(low), int(high or int(low) + 1))
 
 
+def ran_to_its_end(seed: int, drawn: str, result: JobResult) -> str:
+    """The drawn job finished before its duration; what a failing assertion shows of it."""
+    where = f"seed {seed}:\n{drawn}"
+    assert result.status is JobStatus.FINISHED, f"{where}\n{result.error}"
+    assert result.ended_early, f"{where}\nits sources did not finish within {result.duration} s"
+    return where
+
+
 def check(seed: int) -> None:
     job = draw(seed)
     result = run_chaos_job(job)
-    where = f"seed {seed}:\n{job.describe()}"
-    assert result.status is JobStatus.FINISHED, f"{where}\n{result.error}"
-    assert result.ended_early, f"{where}\nits sources did not finish within {result.duration} s"
+    where = ran_to_its_end(seed, job.describe(), result)
     violations = result.invariant_violations()
     if job.spare_task_managers and len(violations) == 1 and "sent no report" in violations[0]:
         return  # the TaskManager was lost after the job ended, its report with it
@@ -63,9 +69,7 @@ def test_many_random_jobs_finish_with_every_record_once(seed: int) -> None:
 def check_program(seed: int, mode: str = "sim") -> None:
     program = draw_program(seed)
     result = run_program(program, mode)
-    where = f"seed {seed}:\n{program.describe()}"
-    assert result.status is JobStatus.FINISHED, f"{where}\n{result.error}"
-    assert result.ended_early, f"{where}\nits sources did not finish within {result.duration} s"
+    where = ran_to_its_end(seed, program.describe(), result)
     assert result.invariant_violations() == [], where
     got, want = summary(program, result.collected), expected(program)
     assert got == want, f"{where}\ncollected {got}"[:3000]

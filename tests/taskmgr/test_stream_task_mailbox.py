@@ -286,6 +286,14 @@ async def test_a_mail_that_sends_itself_does_not_starve_the_input(sim_kernel):
     assert 3 <= len(runs) <= 5  # one a turn, and the one queued as the input ended
 
 
+def timed_mail(ran: dict[str, float], name: str, seconds: float) -> Callable[[], Awaitable[None]]:
+    """A mail that notes when it started (in `ran`, by `name`) and takes `seconds`."""
+    async def run() -> None:
+        ran[name] = kernel.current_time()
+        await kernel.sleep(seconds)
+    return run
+
+
 async def test_mails_that_come_while_mails_run_wait_for_the_next_record(sim_kernel):
     """TaskMailboxImpl's batch (createBatch, tryTakeFromBatch): a busy task runs the mails
     queued when it took the batch; one that comes while they run waits for the next
@@ -295,16 +303,10 @@ async def test_mails_that_come_while_mails_run_wait_for_the_next_record(sim_kern
     task = make_task(task_input)
     ran: dict[str, float] = {}
 
-    def mail(name: str, seconds: float) -> Callable[[], Awaitable[None]]:
-        async def run() -> None:
-            ran[name] = kernel.current_time()
-            await kernel.sleep(seconds)
-        return run
-
     async with kernel.open_nursery() as nursery:
         nursery.start_soon(task.invoke)
-        nursery.start_soon(at(0.002, lambda: task.send_mail(mail("long", 0.020))))
-        nursery.start_soon(at(0.015, lambda: task.send_mail(mail("late", 0))))
+        nursery.start_soon(at(0.002, lambda: task.send_mail(timed_mail(ran, "long", 0.020))))
+        nursery.start_soon(at(0.015, lambda: task.send_mail(timed_mail(ran, "late", 0))))
     assert ran["long"] == pytest.approx(0.010)  # after the first record
     assert ran["late"] == pytest.approx(0.040)  # after the long mail and the second record
 
@@ -317,16 +319,10 @@ async def test_a_waiting_task_takes_mails_as_they_come(sim_kernel):
     task = make_task(task_input, output)
     ran: dict[str, float] = {}
 
-    def mail(name: str, seconds: float) -> Callable[[], Awaitable[None]]:
-        async def run() -> None:
-            ran[name] = kernel.current_time()
-            await kernel.sleep(seconds)
-        return run
-
     async with kernel.open_nursery() as nursery:
         nursery.start_soon(task.invoke)
-        nursery.start_soon(at(0.010, lambda: task.send_mail(mail("long", 0.020))))
-        nursery.start_soon(at(0.020, lambda: task.send_mail(mail("late", 0))))
+        nursery.start_soon(at(0.010, lambda: task.send_mail(timed_mail(ran, "long", 0.020))))
+        nursery.start_soon(at(0.020, lambda: task.send_mail(timed_mail(ran, "late", 0))))
         await kernel.sleep(0.050)
         assert task_input.processed == 0
         task_input.end()
