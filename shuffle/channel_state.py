@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from shuffle import kernel
 from shuffle.api.events import CheckpointBarrier
 from shuffle.buffer.buffer import Buffer
+from shuffle.errors import CheckpointException
 
 
 @dataclass
@@ -132,8 +133,10 @@ class ChannelStatePersister:
     def start_persisting(self, barrier_id: int, known_buffers: list[Buffer]) -> None:
         """The task started checkpoint `barrier_id`; `known_buffers` are queued before its barrier."""
         if self.status is CheckpointStatus.BARRIER_RECEIVED and self.last_seen_barrier > barrier_id:
-            raise ValueError(f"{self.channel}: checkpoint {barrier_id} started after barrier "
-                             f"{self.last_seen_barrier} was received")
+            # an unaligned barrier of the next checkpoint overtook this one's on the channel
+            raise CheckpointException(f"Barrier for newer checkpoint {self.last_seen_barrier} has already been "
+                                      f"received compared to the requested checkpoint {barrier_id}",
+                                      "CHECKPOINT_SUBSUMED")
         if self.last_seen_barrier < barrier_id:
             # a newer checkpoint than any barrier seen: wait for its barrier
             self.status = CheckpointStatus.BARRIER_PENDING

@@ -23,6 +23,15 @@ def check(condition: bool, what: str) -> None:
         raise InvariantViolation(what)
 
 
+class CheckpointException(Exception):
+    """A checkpoint cannot go on in this task (Flink's CheckpointException): the task declines
+    it with `reason` (Flink's CheckpointFailureReason name) and goes on."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class CancelTaskError(RuntimeError):
     """The task's resources were released under it (a released channel, a destroyed buffer
     pool): Flink's CancelTaskException, which cancels the task instead of failing the job."""

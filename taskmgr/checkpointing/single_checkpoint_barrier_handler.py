@@ -16,6 +16,7 @@ from typing import Protocol
 
 from shuffle.api.events import CancelCheckpointMarker, CheckpointBarrier
 from shuffle.consumer.input_channel import InputChannelInfo
+from shuffle.errors import CheckpointException
 from taskmgr.checkpointing.barrier_handler_states import (
     BarrierHandlerState,
     ChannelState,
@@ -282,7 +283,10 @@ class SingleCheckpointBarrierHandler(CheckpointBarrierHandler):
                 self._mark_alignment_end()
         elif self.all_barriers_received():
             self._mark_alignment_end()
-        self.state = transform(self.state)
+        try:
+            self.state = transform(self.state)
+        except CheckpointException as e:  # Flink's markCheckpointAlignedAndTransformState: declined, not failed
+            self._abort(barrier.id, e.reason)
         if self.all_barriers_received():
             self.aligned_channels.clear()
             self.last_cancelled_or_completed_checkpoint_id = barrier.id

@@ -10,6 +10,7 @@ from shuffle.api.events import CheckpointBarrier, CheckpointOptions
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
 from shuffle.channel_state import ChannelStatePersister, ChannelStateWriter
+from shuffle.errors import CheckpointException
 
 CHANNEL = (0, 0)
 
@@ -70,8 +71,11 @@ def test_a_late_barrier_of_an_older_checkpoint(start_late, cancel_late):
 
 
 def test_a_checkpoint_started_after_a_newer_barrier_is_refused():
-    # testLateBarrierTriggeringCheckpoint (Flink: CheckpointException)
+    # testLateBarrierTriggeringCheckpoint: a CheckpointException, CHECKPOINT_SUBSUMED (it
+    # declines the checkpoint; the task goes on)
     persister = ChannelStatePersister(CHANNEL, ChannelStateWriter())
     persister.check_for_barrier(barrier(2))
-    with pytest.raises(ValueError, match="checkpoint 1 started after barrier 2"):
+    with pytest.raises(CheckpointException, match="Barrier for newer checkpoint 2 has already been received "
+                       "compared to the requested checkpoint 1") as info:
         persister.start_persisting(1, [])
+    assert info.value.reason == "CHECKPOINT_SUBSUMED"

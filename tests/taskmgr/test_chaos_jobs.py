@@ -19,6 +19,9 @@ from tests.taskmgr.chaos_jobs import draw, run_chaos_job
 from tests.taskmgr.chaos_programs import draw_program, expected, run_program, summary
 
 DEFAULT_SEEDS = range(0, 12)
+#: Seeds whose jobs found a bug, run by default too: 1394 loses a TaskManager right after the
+#: job ended (its report with it); 3089 has checkpoint 13's unaligned barrier overtake 12's.
+FOUND_BUGS = (1394, 3089)
 SLOW_SEEDS = range(12, 400)
 
 
@@ -55,7 +58,7 @@ def check(seed: int) -> None:
         assert inconsistent == [], where
 
 
-@pytest.mark.parametrize("seed", DEFAULT_SEEDS)
+@pytest.mark.parametrize("seed", [*DEFAULT_SEEDS, *FOUND_BUGS])
 def test_a_random_job_finishes_with_every_record_once(seed: int) -> None:
     check(seed)
 
