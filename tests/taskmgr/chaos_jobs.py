@@ -90,6 +90,8 @@ def draw(seed: int) -> ChaosJob:
                        "aligned_timeout": rng.choice((None, 0.0, 0.02)) if mode == "unaligned" else None,
                        "max_concurrent": rng.choice((1, 1, 2)) if mode != "unaligned" else 1,
                        "after_finish": rng.random() < 0.8}
+    if checkpoints is not None and checkpoints["mode"] == "aligned":
+        network["flow_control"] = "credit"  # an alignment without credit deadlocks likewise (README)
     faults = []
     vertices = [f"Stage{i}" for i in range(len(stages))]
     for _ in range(rng.choice((0, 0, 1, 2))):
