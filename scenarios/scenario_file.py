@@ -242,7 +242,19 @@ def _operator_flush_timeout(value: Any) -> float:
 DURATION = _leaf(_at_least(_as_duration, 0))
 POSITIVE_DURATION = _leaf(_at_least(_as_duration, 0, strict=True))
 #: Flink's MINIMAL_CHECKPOINT_TIME: checkpoint intervals and timeouts are at least 10 ms.
-CHECKPOINT_TIME = _leaf(_at_least(_as_duration, MINIMAL_CHECKPOINT_TIME, shown='"10ms" (Flink\'s minimum)'))
+_checkpoint_time = _at_least(_as_duration, MINIMAL_CHECKPOINT_TIME, shown='"10ms" (Flink\'s minimum)')
+CHECKPOINT_TIME = _leaf(_checkpoint_time)
+
+
+def _checkpoint_interval(value: Any) -> float | None:
+    """A checkpoint interval, or "off" (None: no checkpoints, whatever the section's other keys
+    say: a run without checkpoints of a scenario that has them, e.g. `--set`)."""
+    if value == "off":
+        return None
+    return _checkpoint_time(value)
+
+
+CHECKPOINT_INTERVAL = _leaf(_checkpoint_interval)
 FLUSH_TIMEOUT = _leaf(_flush_timeout)
 TEXT = _leaf(_as_text)
 BOOL = _leaf(_as_bool)
@@ -391,7 +403,7 @@ class CheckpointSettings:
     network (`taskmgr.checkpointing.checkpoint_costs`; defaults as measured on Flink 2.3)."""
 
     #: Seconds between checkpoints; None: no checkpoints.
-    interval: float | None = field(default=None, metadata=_opt(CHECKPOINT_TIME))
+    interval: float | None = field(default=None, metadata=_opt(CHECKPOINT_INTERVAL))
     mode: str = field(default="aligned", metadata=_opt(_leaf(_choice(*CHECKPOINT_MODES))))
     #: Unaligned mode only: start aligned, switch to unaligned after this long (0: at once).
     aligned_timeout: float = field(default=0.0, metadata=_opt(DURATION))
@@ -423,9 +435,10 @@ class CheckpointSettings:
 
 
 def _checkpoints(value: Any, where: Where) -> CheckpointSettings:
-    """`[checkpoints]`; a setting without `interval` is an error: checkpointing would stay off."""
+    """`[checkpoints]`; a setting without `interval` is an error: checkpointing would stay off
+    (unless the interval says "off")."""
     settings = _build(CheckpointSettings, value, where)
-    if not settings.enabled and value:
+    if not settings.enabled and value and value.get("interval") != "off":
         raise where.child(next(iter(value))).error(
             'does nothing without checkpoints.interval (no interval: no checkpoints): give one, e.g. "3s"')
     return settings

@@ -98,6 +98,13 @@ network_memory = "1mb"
     assert scenario.job.stages[1].cost == pytest.approx(0.005)
 
 
+def test_checkpoints_interval_off_turns_a_files_checkpoints_off(tmp_path):
+    path = write(tmp_path, MINIMAL + '[checkpoints]\ninterval = "3s"\nmode = "unaligned"\n')
+    assert load_scenario(path).checkpoints.enabled
+    off = load_scenario(path, ["checkpoints.interval=off"])
+    assert not off.checkpoints.enabled and off.checkpoints.interval is None
+
+
 def test_stage_details(tmp_path):
     scenario = load_scenario(
         write(
