@@ -20,14 +20,15 @@ import org.apache.flink.connector.datagen.source.GeneratorFunction;
 import org.apache.flink.metrics.Histogram;
 import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.DataStreamSink;
 import org.apache.flink.streaming.api.datastream.KeyedStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 
 /**
- * shufflesim's reference job on real Flink: a generator source, one stage with a modelled cost
- * per record (a map, or a keyed rolling reduce), a sink with its own cost (chained, or behind a
- * rebalance); run in a MiniCluster.
+ * shufflesim's reference job on real Flink: a generator source, stages with a modelled cost per
+ * record (maps, or keyed rolling reduces), a sink with its own cost, each behind the partitioner
+ * the scenario's graph has; run in a MiniCluster.
  *
  * <p>Arguments are key=value pairs (scenarios/flink_reference/job_args.py writes them); keys with
  * a dot are Flink configuration options. The JVM ends when its standard input closes. Records are what shufflesim's fixed-width rows are on
@@ -168,28 +169,43 @@ public class FlinkReferenceJob {
                 ? new DataGeneratorSource<>(generator, count,
                         RateLimiterStrategy.perSecond(rate * sourceParallelism), type)
                 : new DataGeneratorSource<>(generator, count, type);
-        DataStream<T> records = env.fromSource(source, WatermarkStrategy.noWatermarks(), a.get("sourceName"))
+        SingleOutputStreamOperator<T> records = env.fromSource(source, WatermarkStrategy.noWatermarks(),
+                        a.get("sourceName"))
                 .setParallelism(sourceParallelism)
                 .slotSharingGroup(a.get("sourceSlotSharingGroup"));
-        CostedStage<T> stageFunction = new CostedStage<>(costed ? Long.parseLong(a.get("costNanos")) : 0);
-        String partitioner = a.get("partitioner");
-        SingleOutputStreamOperator<T> stage;
-        if (partitioner.equals("HASH")) {
-            KeyedStream<T, Long> keyed = records.keyBy(
-                    value -> value instanceof Tuple ? ((Tuple) value).<Long>getField(0) : (Long) value, Types.LONG);
-            stage = a.get("stageKind").equals("keyed_reduce")
-                    ? keyed.reduce(stageFunction) : keyed.map(stageFunction);
-        } else {
-            stage = partitioned(records, partitioner).map(stageFunction);
+        if (Boolean.parseBoolean(a.get("sourceDisableChaining"))) {
+            records.disableChaining();
         }
-        stage.returns(type).name(a.get("stageName")).setParallelism(Integer.parseInt(a.get("stageParallelism")))
-                .slotSharingGroup(a.get("stageSlotSharingGroup"));
-        DataStream<T> toSink = a.get("sinkPartitioner").equals("REBALANCE") ? stage.rebalance() : stage.forward();
-        toSink.sinkTo(new CostedSink<>(costed ? Long.parseLong(a.get("sinkCostNanos")) : 0)).name(a.get("sinkName"))
-                .setParallelism(Integer.parseInt(a.get("sinkParallelism")))
-                .slotSharingGroup(a.get("sinkSlotSharingGroup"));
+        int stages = Integer.parseInt(a.get("stages"));
+        for (int i = 0; i < stages; i++) {
+            String stage = "stage" + i;
+            long cost = costed ? Long.parseLong(a.get(stage + "CostNanos")) : 0;
+            DataStream<T> input = partitioned(records, a.get(stage + "Partitioner"));
+            String name = a.get(stage + "Name");
+            int parallelism = Integer.parseInt(a.get(stage + "Parallelism"));
+            String group = a.get(stage + "SlotSharingGroup");
+            boolean unchained = Boolean.parseBoolean(a.get(stage + "DisableChaining"));
+            String kind = a.get(stage + "Kind");
+            if (kind.equals("sink")) {
+                DataStreamSink<T> sink = input.sinkTo(new CostedSink<>(cost)).name(name).setParallelism(parallelism)
+                        .slotSharingGroup(group);
+                if (unchained) {
+                    sink.disableChaining();
+                }
+                return;
+            }
+            CostedStage<T> function = new CostedStage<>(cost);
+            records = kind.equals("keyed_reduce")
+                    ? ((KeyedStream<T, Long>) input).reduce(function) : input.map(function);
+            records.returns(type).name(name).setParallelism(parallelism).slotSharingGroup(group);
+            if (unchained) {
+                records.disableChaining();
+            }
+        }
+        throw new IllegalArgumentException("the last of the " + stages + " stages is not a sink");
     }
 
+    /** `records` partitioned as the stage's input edge is: HASH keys them by the record's key. */
     static <T> DataStream<T> partitioned(DataStream<T> records, String partitioner) {
         return switch (partitioner) {
             case "REBALANCE" -> records.rebalance();
@@ -197,6 +213,8 @@ public class FlinkReferenceJob {
             case "FORWARD" -> records.forward();
             case "SHUFFLE" -> records.shuffle();
             case "BROADCAST" -> records.broadcast();
+            case "HASH" -> records.keyBy(
+                    value -> value instanceof Tuple ? ((Tuple) value).<Long>getField(0) : (Long) value, Types.LONG);
             default -> throw new IllegalArgumentException("partitioner " + partitioner);
         };
     }

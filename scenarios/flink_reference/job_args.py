@@ -1,7 +1,8 @@
 """A scenario as the arguments of FlinkReferenceJob.java: the job and Flink's configuration.
 
-Only what the reference job can run is taken: `[[job.stages]]` of a generator source, one
-`map` or `key_by_reduce` and a sink, each with its cost; Flink's own settings for the
+Only what the reference job can run is taken: `[[job.stages]]` of a generator source, any
+number of `map` and `key_by_reduce` stages and a sink, each with its cost, partitioner,
+parallelism, slot sharing group and chaining; Flink's own settings for the
 cluster, the buffer timeout, buffer debloating and checkpoints. Settings of our model of the
 machine (link, flusher overshoot, checkpoint costs), of the run (seed, mode, sampling,
 restarts: the job has no faults) and the placement (Flink picks its own) do not apply to a
@@ -50,10 +51,8 @@ MAPPED = {
                     "tolerable_failed_checkpoints", "checkpoints_after_tasks_finish", "force_unaligned"},
 }
 
-#: Arguments the reference job reads as Java ints: the argument naming the stage, and its setting.
-JAVA_INTS = {"recordSize": ("sourceName", "record_size"), "keys": ("sourceName", "keys.num_keys"),
-             "sourceParallelism": ("sourceName", "parallelism"), "stageParallelism": ("stageName", "parallelism"),
-             "sinkParallelism": ("sinkName", "parallelism")}
+#: The source's arguments the reference job reads as Java ints, and their settings.
+SOURCE_JAVA_INTS = {"recordSize": "record_size", "keys": "keys.num_keys", "sourceParallelism": "parallelism"}
 JAVA_INT_MAX = 2**31 - 1
 
 
@@ -81,23 +80,24 @@ def _refuse(scenario: Scenario, what: str) -> ReferenceUnsupportedError:
     return ReferenceUnsupportedError(f"{scenario.source_path}: {what}: the Flink reference job cannot run it")
 
 
-def _pipeline(scenario: Scenario) -> tuple[StreamNode, StreamNode, StreamNode]:
+def _pipeline(scenario: Scenario) -> list[StreamNode]:
+    """The compiled graph's operators in their order, one per stage: the source first."""
     if scenario.job.program is not None:
         raise _refuse(scenario, f"job.program = {scenario.job.program!r} (only [[job.stages]] scenarios)")
     stages = scenario.job.stages
     kinds = [stage.kind for stage in stages]
-    if len(stages) != 3 or kinds[1] not in ("map", "key_by_reduce"):
-        raise _refuse(scenario, f"stages {kinds} (a source, one map or key_by_reduce, a sink)")
+    if any(kind not in ("map", "key_by_reduce") for kind in kinds[1:-1]):
+        raise _refuse(scenario, f"stages {kinds} (a source, maps and key_by_reduces, a sink)")
     unset = {f.name: f.default for f in fields(stages[0])}
     for stage in stages:
-        for key in ("count", "selectivity", "fan_out", "cost_changes", "buffer_timeout", "disable_chaining"):
+        for key in ("count", "selectivity", "fan_out", "cost_changes", "buffer_timeout"):
             if getattr(stage, key) != unset[key]:
                 raise _refuse(scenario, f"stage {stage.name or stage.kind!r} sets {key}")
     with compile_errors_named(scenario.source_path):
         nodes = sorted(build_program(scenario).get_stream_graph().nodes.values(), key=lambda node: node.id)
-    if len(nodes) != 3:
-        raise _refuse(scenario, f"it compiles to {len(nodes)} operators, not 3")
-    return nodes[0], nodes[1], nodes[2]
+    if len(nodes) != len(stages):
+        raise _refuse(scenario, f"it compiles to {len(nodes)} operators, not {len(stages)}")
+    return nodes
 
 
 def _source_args(scenario: Scenario, node: StreamNode) -> dict[str, Any]:
@@ -111,7 +111,8 @@ def _source_args(scenario: Scenario, node: StreamNode) -> dict[str, Any]:
                                 "and padding)")
     return {"sourceName": node.operator_name.removeprefix("Source: "), "sourceParallelism": node.parallelism,
             "rate": source.rate, "recordSize": size, "keys": keys.num_keys,
-            "hotFraction": keys.hot_key_fraction if keys.kind == "hot_key" else -1}
+            "hotFraction": keys.hot_key_fraction if keys.kind == "hot_key" else -1,
+            "sourceSlotSharingGroup": node.slot_sharing_group}
 
 
 def _flink_options(scenario: Scenario, buffer_timeout: float) -> dict[str, Any]:
@@ -165,30 +166,36 @@ def job_arg(args: list[str], key: str) -> str:
 
 def latency_operator(args: list[str]) -> str:
     """The operator whose latency histogram the job reports: its sink's writer, named as Flink does."""
-    return job_arg(args, "sinkName") + ": Writer"
+    return job_arg(args, f"stage{int(job_arg(args, 'stages')) - 1}Name") + ": Writer"
+
+
+def _stage_args(scenario: Scenario, i: int, node: StreamNode, disable_chaining: bool) -> dict[str, Any]:
+    """The arguments of the job's stage `i` (after the source; the last one is the sink)."""
+    partitioner = node.in_edges[0].partitioner.name
+    if partitioner not in PARTITIONERS:
+        raise _refuse(scenario, f"partitioner {partitioner} before {node.operator_name!r}")
+    if node.parallelism > JAVA_INT_MAX:
+        raise _refuse(scenario, f"stage {node.operator_name!r} parallelism = {node.parallelism} (the reference "
+                                f"job reads it as a Java int: at most {JAVA_INT_MAX})")
+    prefix = f"stage{i}"
+    return {f"{prefix}Kind": "sink" if node.sink is not None else node.kind,
+            f"{prefix}Name": node.operator_name.removesuffix(": Writer"), f"{prefix}Parallelism": node.parallelism,
+            f"{prefix}Partitioner": partitioner, f"{prefix}CostNanos": _cost_nanos(node),
+            f"{prefix}SlotSharingGroup": node.slot_sharing_group,
+            f"{prefix}DisableChaining": str(disable_chaining).lower()}
 
 
 def reference_args(scenario: Scenario) -> list[str]:
     """The scenario as `key=value` arguments of FlinkReferenceJob (dotted keys: Flink options)."""
-    source, stage, sink = _pipeline(scenario)
-    partitioner = stage.in_edges[0].partitioner.name
-    if partitioner not in PARTITIONERS:
-        raise _refuse(scenario, f"partitioner {partitioner}")
-    sink_partitioner = sink.in_edges[0].partitioner.name
-    if sink_partitioner not in ("FORWARD", "REBALANCE"):
-        raise _refuse(scenario, f"partitioner {sink_partitioner} before the sink")
-    args: dict[str, Any] = {
-        "jobName": scenario.name, **_source_args(scenario, source), "partitioner": partitioner,
-        "stageKind": stage.kind, "stageName": stage.operator_name, "stageParallelism": stage.parallelism,
-        "costNanos": _cost_nanos(stage), "sinkName": sink.operator_name.removesuffix(": Writer"),
-        "sinkCostNanos": _cost_nanos(sink),
-        "sinkParallelism": sink.parallelism, "sinkPartitioner": sink_partitioner,
-        "sourceSlotSharingGroup": source.slot_sharing_group, "stageSlotSharingGroup": stage.slot_sharing_group,
-        "sinkSlotSharingGroup": sink.slot_sharing_group,
-        **_flink_options(scenario, stage.buffer_timeout),
-    }
-    for arg, (stage_name, key) in JAVA_INTS.items():
+    source, *stages = _pipeline(scenario)
+    args: dict[str, Any] = {"jobName": scenario.name, **_source_args(scenario, source),
+                            "sourceDisableChaining": str(scenario.job.stages[0].disable_chaining).lower(),
+                            "stages": len(stages)}
+    for i, (node, stage) in enumerate(zip(stages, scenario.job.stages[1:], strict=True)):
+        args |= _stage_args(scenario, i, node, stage.disable_chaining)
+    args |= _flink_options(scenario, stages[0].buffer_timeout)
+    for arg, key in SOURCE_JAVA_INTS.items():
         if args[arg] > JAVA_INT_MAX:
-            raise _refuse(scenario, f"stage {args[stage_name]!r} {key} = {args[arg]} (the reference job reads it "
-                                    f"as a Java int: at most {JAVA_INT_MAX})")
+            raise _refuse(scenario, f"stage {args['sourceName']!r} {key} = {args[arg]} (the reference job reads "
+                                    f"it as a Java int: at most {JAVA_INT_MAX})")
     return [f"{key}={value}" for key, value in args.items()]

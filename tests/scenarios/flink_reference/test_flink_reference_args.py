@@ -22,19 +22,21 @@ def test_slow_map_runs_as_compiled_two_task_managers_rebalance_five_ms_chained_s
     args = args_of("slow-map")
     assert args | {"jobName": "slow-map"} == {
         "jobName": "slow-map", "sourceName": "Seq", "sourceParallelism": "1", "rate": "0.0", "recordSize": "16",
-        "keys": "1024", "hotFraction": "-1", "partitioner": "REBALANCE", "stageKind": "map", "stageName": "SlowMap",
-        "stageParallelism": "2", "costNanos": "5000000", "sinkName": "Sink", "sinkCostNanos": "0", "sinkParallelism": "2",
-        "sinkPartitioner": "FORWARD", "sourceSlotSharingGroup": "default", "stageSlotSharingGroup": "default",
-        "sinkSlotSharingGroup": "default", "minicluster.number-of-taskmanagers": "2",
+        "keys": "1024", "hotFraction": "-1", "sourceSlotSharingGroup": "default", "sourceDisableChaining": "false",
+        "stages": "2", "stage0Kind": "map", "stage0Name": "SlowMap", "stage0Parallelism": "2",
+        "stage0Partitioner": "REBALANCE", "stage0CostNanos": "5000000", "stage0SlotSharingGroup": "default",
+        "stage0DisableChaining": "false", "stage1Kind": "sink", "stage1Name": "Sink", "stage1Parallelism": "2",
+        "stage1Partitioner": "FORWARD", "stage1CostNanos": "0", "stage1SlotSharingGroup": "default",
+        "stage1DisableChaining": "false", "minicluster.number-of-taskmanagers": "2",
         "taskmanager.numberOfTaskSlots": "1", "execution.buffer-timeout.interval": "100ms"}
 
 
 def test_keyed_stage_hot_keys_and_an_unchained_sink_come_from_the_compiled_graph():
     args = args_of("floating-vs-exclusive")
-    assert (args["partitioner"], args["stageParallelism"], args["costNanos"]) == ("HASH", "4", "200000")
+    assert (args["stage0Partitioner"], args["stage0Parallelism"], args["stage0CostNanos"]) == ("HASH", "4", "200000")
     assert (args["recordSize"], args["keys"], args["hotFraction"]) == ("256", "1000", "0.6")
     # the sink has no parallelism of its own: the environment's (1), behind a rebalance, as Flink's
-    assert (args["sinkParallelism"], args["sinkPartitioner"]) == ("1", "REBALANCE")
+    assert (args["stage1Parallelism"], args["stage1Partitioner"]) == ("1", "REBALANCE")
 
 
 def test_checkpoint_and_debloat_settings_become_flink_options():
@@ -43,7 +45,7 @@ def test_checkpoint_and_debloat_settings_become_flink_options():
     assert args["execution.checkpointing.unaligned.enabled"] == "true"
     assert args["execution.checkpointing.aligned-checkpoint-timeout"] == "20ms"
     # the sink inherits the stage's group, as in Flink; the source keeps the default one
-    assert (args["sourceSlotSharingGroup"], args["stageSlotSharingGroup"], args["sinkSlotSharingGroup"]) == (
+    assert (args["sourceSlotSharingGroup"], args["stage0SlotSharingGroup"], args["stage1SlotSharingGroup"]) == (
         "default", "slow", "slow")
     assert args["execution.checkpointing.checkpoints-after-tasks-finish"] == "true"
     assert "execution.checkpointing.unaligned.forced" not in args  # Flink's default: false
@@ -61,22 +63,22 @@ def test_checkpoint_and_debloat_settings_become_flink_options():
 
 def test_a_costed_sink_of_its_own_reports_the_latency():
     args = args_of("slow-sink")
-    assert (args["stageName"], args["costNanos"], args["sinkName"], args["sinkCostNanos"]) == (
+    assert (args["stage0Name"], args["stage0CostNanos"], args["stage1Name"], args["stage1CostNanos"]) == (
         "Sessionize", "100000", "Store", "2000000")
-    assert (args["stageSlotSharingGroup"], args["sinkSlotSharingGroup"], args["sinkPartitioner"]) == (
+    assert (args["stage0SlotSharingGroup"], args["stage1SlotSharingGroup"], args["stage1Partitioner"]) == (
         "maps", "sinks", "REBALANCE")
     assert latency_operator(reference_args(load_scenario(LIBRARY / "slow-sink.toml"))) == "Store: Writer"
 
 
 def test_a_broadcast_stage_and_its_rebalanced_sink():
     args = args_of("broadcast-fanout")
-    assert (args["partitioner"], args["stageParallelism"], args["sinkParallelism"], args["sinkPartitioner"]) == (
+    assert (args["stage0Partitioner"], args["stage0Parallelism"], args["stage1Parallelism"], args["stage1Partitioner"]) == (
         "BROADCAST", "4", "1", "REBALANCE")
 
 
 def test_a_keyed_map_stays_a_map_and_machine_settings_are_left_out():
-    assert args_of("slow-map", "job.stages[SlowMap].partitioner=hash")["stageKind"] == "map"
-    assert args_of("skewed-keys")["stageKind"] == "keyed_reduce"
+    assert args_of("slow-map", "job.stages[SlowMap].partitioner=hash")["stage0Kind"] == "map"
+    assert args_of("skewed-keys")["stage0Kind"] == "keyed_reduce"
     # our model of the machine and the run: nothing to tell Flink
     assert args_of("checkpoints-slow-map", "checkpoints.state_size=1mb", "checkpoints.upload_bandwidth=10mb/s",
                    "cluster.placement=random", "network.flusher_sleep_overshoot=1ms", "seed=3") == args_of(
@@ -100,3 +102,61 @@ def test_what_the_reference_job_cannot_reproduce_is_refused_by_name(name, overri
     with pytest.raises(ReferenceUnsupportedError, match=named) as refused:
         args_of(name, *overrides)
     assert f"library/{name}.toml" in str(refused.value)
+
+
+PIPELINE = """
+name = "pipeline"
+duration = "10s"
+[cluster]
+task_managers = 3
+slots_per_task_manager = 2
+[[job.stages]]
+name = "Src"
+kind = "source"
+parallelism = 2
+[[job.stages]]
+name = "Parse"
+kind = "map"
+parallelism = 2
+cost = "0.2ms"
+[[job.stages]]
+name = "Count"
+kind = "key_by_reduce"
+parallelism = 3
+cost = "1ms"
+slot_sharing_group = "counts"
+[[job.stages]]
+name = "Enrich"
+kind = "map"
+parallelism = 3
+cost = "0.5ms"
+disable_chaining = true
+[[job.stages]]
+name = "Store"
+kind = "sink"
+parallelism = 2
+cost = "2ms"
+"""
+
+
+def test_a_pipeline_of_several_stages_keeps_each_stage_its_edge_chaining_and_group(tmp_path):
+    path = tmp_path / "pipeline.toml"
+    path.write_text(PIPELINE)
+    args = dict(arg.split("=", 1) for arg in reference_args(load_scenario(path)))
+    assert args["stages"] == "4"
+    stages = [{key.removeprefix(f"stage{i}"): value for key, value in args.items() if key.startswith(f"stage{i}")}
+              for i in range(4)]
+    assert [(s["Kind"], s["Name"], s["Parallelism"], s["Partitioner"], s["CostNanos"]) for s in stages] == [
+        ("map", "Parse", "2", "FORWARD", "200000"), ("keyed_reduce", "Count", "3", "HASH", "1000000"),
+        ("map", "Enrich", "3", "FORWARD", "500000"), ("sink", "Store", "2", "REBALANCE", "2000000")]
+    # groups are inherited from the input, as in Flink; chaining is the stage's own
+    assert [s["SlotSharingGroup"] for s in stages] == ["default", "counts", "counts", "counts"]
+    assert [s["DisableChaining"] for s in stages] == ["false", "false", "true", "false"]
+    assert latency_operator(reference_args(load_scenario(path))) == "Store: Writer"
+
+
+def test_a_stage_the_reference_job_has_no_function_for_is_refused(tmp_path):
+    path = tmp_path / "pipeline.toml"
+    path.write_text(PIPELINE.replace('kind = "map"\nparallelism = 3', 'kind = "filter"\nparallelism = 3'))
+    with pytest.raises(ReferenceUnsupportedError, match=r"stages \['source', 'map', 'key_by_reduce', 'filter', 'sink'\]"):
+        reference_args(load_scenario(path))
