@@ -213,3 +213,19 @@ def test_wide_checkpoints_wait_behind_the_bottleneck_and_align_fast_elsewhere(tm
     summary = json.loads((tmp_path / "wide-checkpoints" / "summary.json").read_text())
     completed = [c for c in summary["checkpoints"] if c["status"] == "COMPLETED"]
     assert len(completed) >= 3 and all(1500 < c["duration_ms"] < 3000 for c in completed[1:])
+
+
+def test_pipeline_checkpoints_barriers_wait_behind_each_hops_full_buffers_in_turn(tmp_path: Path) -> None:
+    vertices = run(tmp_path, "pipeline-checkpoints", "duration=40s")
+    store = vertices["Store: Writer"]
+    assert store["backpressure_level"] == "ok"
+    assert all(subtask(store, i)["busyTimeMsPerSecond"] > 990 for i in range(2))
+    for name in ("Src", "Parse", "Count"):
+        assert vertices[name]["backpressure_level"] == "high", name
+    # the barrier reaches each stage later, as it queues behind each hop's buffers in turn
+    delays = {name: max(subtask(vertices[name], i)["checkpointStartDelayNanos"] for i in range(2)) / 1e9
+              for name in ("Parse", "Count", "Store: Writer")}
+    assert 0.2 < delays["Parse"] < 2 < delays["Count"] < 10 < delays["Store: Writer"] < 20
+    summary = json.loads((tmp_path / "pipeline-checkpoints" / "summary.json").read_text())
+    completed = [c["duration_ms"] for c in summary["checkpoints"] if c["status"] == "COMPLETED"]
+    assert len(completed) >= 2 and all(12_000 < d < 20_000 for d in completed)
