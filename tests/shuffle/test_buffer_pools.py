@@ -27,6 +27,30 @@ def test_gate_buffers_spec_streaming_and_batch():
     assert spec == (0, 1000, 2008)
 
 
+# Flink's GateBuffersSpecTest: (channels, exclusive per channel configured) -> per partition
+# type, (required floating, total floating, exclusive per channel, target buffers per gate).
+_GATE_SPEC_CASES = {
+    "testCalculationWithSufficientRequiredBuffers": (499, 2, (1, 8, 2, 1006), (1, 8, 2, 1006)),
+    "testCalculationWithOneExclusiveBuffer": (500, 2, (1, 8, 2, 1008), (500, 508, 1, 1008)),
+    "testUpperBoundaryCalculationWithOneExclusiveBuffer": (999, 2, (1, 8, 2, 2006), (1, 1007, 1, 2006)),
+    "testBoundaryCalculationWithoutExclusiveBuffer": (1000, 2, (1, 8, 2, 2008), (1000, 2008, 0, 2008)),
+    "testCalculationWithConfiguredZeroExclusiveBuffer": (1001, 0, (1, 8, 0, 8), (1, 8, 0, 8)),
+}
+
+
+@pytest.mark.parametrize("partition_type", list(ResultPartitionType), ids=lambda t: t.name)
+@pytest.mark.parametrize("case", _GATE_SPEC_CASES)
+def test_gate_buffers_spec_like_flink(case, partition_type):
+    # Flink: GateBuffersSpecTest (every case, every partition type; the gate's required buffers
+    # are capped at 1000 for a blocking result, not for a pipelined one)
+    channels, exclusive, pipelined, blocking = _GATE_SPEC_CASES[case]
+    cfg = NetworkConfig(exclusive_buffers_per_channel=exclusive)
+    spec = gate_buffers_spec(channels, cfg, blocking=not partition_type.is_pipelined)
+    target = spec.exclusive_per_channel * channels + spec.total_floating  # targetTotalBuffersPerGate
+    expected = pipelined if partition_type.is_pipelined else blocking
+    assert (spec.required_floating, spec.total_floating, spec.exclusive_per_channel, target) == expected
+
+
 def test_pool_minimum_must_fit():
     nbp = NetworkBufferPool(10, 64)
     nbp.create_buffer_pool(6, 20)

@@ -198,3 +198,104 @@ def test_batches_made_from_the_blank_template_are_the_serializers_records(record
         batch = FixedWidthRecords.make(keys, seqs, timestamps, record_size)
         assert bytes(batch.to_wire()) == b"".join(
             serializer.serialize((key, seq), ts) for key, seq, ts in zip(keys.tolist(), seqs.tolist(), timestamps.tolist()))
+
+
+# -- Flink's SpanningRecordSerializationTest ----------------------------------------------------
+# Records appended to buffer builders of one segment size, each builder starting at a random
+# offset of its segment (the buffer handed on is a slice); the deserializer takes every buffer
+# once full, the last one as it is.
+
+
+def _builder_at_random_offset(rng, segment_size: int):
+    """Flink's setNextBufferForSerializer: a builder of `segment_size` writable bytes behind
+    a random offset, and its consumer from that offset."""
+    from shuffle.buffer.buffer import MemorySegment
+    from shuffle.buffer.buffer_builder import BufferBuilder
+
+    offset = rng.randrange(segment_size // 2) if segment_size > 2 else 0
+    builder = BufferBuilder(MemorySegment.wrap(bytearray(segment_size + offset)), lambda segment: None)
+    builder.append(bytes(offset))
+    return builder, builder.create_buffer_consumer()
+
+
+def _round_trip(records: list, segment_size: int) -> None:
+    """Flink's testSerializationRoundTrip."""
+    import random
+
+    rng = random.Random(42)
+    serializer = RecordSerializer(GenericFormat())
+    deserializer = SpanningRecordDeserializer(GenericFormat())
+    received = []
+    builder, consumer = _builder_at_random_offset(rng, segment_size)
+    for value in records:
+        wire = serializer.serialize(value, 0)
+        written = builder.append(wire)
+        while builder.is_full():  # full: to the deserializer, the rest of the record into the next
+            buffer = consumer.build()
+            deserializer.add_buffer(buffer.memory())
+            buffer.recycle()
+            received += deserializer.read()
+            builder, consumer = _builder_at_random_offset(rng, segment_size)
+            written += builder.append(wire, written)
+        assert written == len(wire)
+    buffer = consumer.build()
+    deserializer.add_buffer(buffer.memory())
+    received += deserializer.read()
+    assert [value for value, _ in received] == records
+    assert not deserializer.has_unfinished_data
+
+
+@pytest.mark.parametrize("segment_size, count", [(1, 10), (64, 64), (31, 248)],
+                         ids=["testIntRecordsSpanningMultipleSegments", "testIntRecordsWithAlignedBuffers",
+                              "testIntRecordsWithUnalignedBuffers"])
+def test_int_records_round_trip_through_buffers(segment_size, count):
+    import random
+
+    rng = random.Random(count)
+    _round_trip([rng.randrange(-(2**31), 2**31) for _ in range(count)], segment_size)
+
+
+def test_random_records_round_trip_through_buffers():
+    # Flink: SpanningRecordSerializationTest.testRandomRecords (10,000 records of random types
+    # through 127-byte buffers)
+    import random
+
+    rng = random.Random(7)
+    kinds = [lambda: rng.randrange(-(2**63), 2**63), lambda: rng.random(), lambda: rng.random() < 0.5,
+             lambda: "".join(chr(rng.randrange(32, 0x3000)) for _ in range(rng.randrange(60))),
+             lambda: rng.randbytes(rng.randrange(100)), lambda: [rng.randrange(256) for _ in range(rng.randrange(9))],
+             lambda: (rng.randrange(2**15), str(rng.random()))]
+    _round_trip([rng.choice(kinds)() for _ in range(10_000)], 127)
+
+
+def test_mixed_large_records_round_trip_through_buffers():
+    # Flink: SpanningRecordSerializationTest.testHandleMixedLargeRecords (99 records, every
+    # other one a large object, through 32 KiB buffers)
+    import random
+
+    rng = random.Random(99)
+    _round_trip([42 if i % 2 == 0 else rng.randbytes(rng.randrange(1, 2_000_000)) for i in range(99)], 32 * 1024)
+
+
+@pytest.mark.parametrize("value, segment_size", [(12345, 1024), (12345, 1), (bytes(range(256)) * 40, 1)],
+                         ids=["testSmallRecordUnconsumedBuffer", "testSpanningRecordUnconsumedBuffer",
+                              "testLargeSpanningRecordUnconsumedBuffer"])
+@pytest.mark.parametrize("left_over", [b"", bytes([42, 43, 44])], ids=["", "WithLeftOverBytes"])
+def test_unconsumed_bytes_are_the_unfinished_records_start(value, segment_size, left_over):
+    # Flink: SpanningRecordSerializationTest.testUnconsumedBuffer cases (and
+    # testLargeSpanningRecordUnconsumedBufferWithLeftOverBytes). Flink's deserializer hands out
+    # records one by one, so its unconsumed buffer holds a whole record until it is read; ours
+    # parses a buffer's whole records at once (the task persists those it has not processed,
+    # input_processor.prepare_input_snapshot), so only an unfinished record's start remains.
+    wire = RecordSerializer(GenericFormat()).serialize(value, 0)
+    deserializer = SpanningRecordDeserializer(GenericFormat())
+    for start in range(0, len(wire), segment_size):
+        chunk = wire[start:start + segment_size]
+        last = start + segment_size >= len(wire)
+        deserializer.add_buffer(chunk + left_over if last else chunk)
+        if last:
+            assert deserializer.read() == [(value, 0)]
+            assert deserializer.unconsumed_bytes() == left_over
+            assert deserializer.has_unfinished_data is bool(left_over)
+        else:
+            assert deserializer.read() == [] and deserializer.unconsumed_bytes() == wire[:start + len(chunk)]

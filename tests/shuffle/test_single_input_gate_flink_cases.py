@@ -183,3 +183,146 @@ def test_a_closed_gate_cancels_the_poll_unless_it_had_finished():
     assert gate.poll_next().event == EndOfPartitionEvent.INSTANCE
     gate.close()
     assert gate.poll_next() is None
+
+
+# -- Flink's InputGateFairnessTest -------------------------------------------------------------
+# 37 channels, 27 buffers each: after every poll the channels' queues differ by at most one
+# buffer (the gate serves its channels round robin), and a channel is never queued twice.
+
+_FAIR_CHANNELS, _FAIR_BUFFERS = 37, 27
+
+
+def _fair_gate():
+    from shuffle.buffer.network_buffer_pool import NetworkBufferPool
+    from shuffle.config import NetworkConfig
+    from shuffle.consumer.single_input_gate import SingleInputGate
+
+    return SingleInputGate(0, "fairness", NetworkConfig(buffer_size=64), NetworkBufferPool(1, 64))
+
+
+def _buffer_of_42_bytes():
+    from shuffle.buffer.buffer import Buffer, MemorySegment
+
+    return Buffer.of_segment(MemorySegment(64), lambda segment: None, 42)
+
+
+def _poll_fairly(gate, queue_lengths) -> None:
+    """Flink's FairnessVerifyingInputGate.getNextBufferOrEvent plus the test's min/max check."""
+    queued = list(gate._with_data)
+    assert len(queued) == len(set(map(id, queued))) <= gate.num_channels
+    result = gate.poll_next()
+    assert result is not None
+    if result.buffer is not None:
+        result.buffer.recycle()
+    lengths = queue_lengths()
+    assert max(lengths) - min(lengths) <= 1, lengths
+
+
+def _remote_channels(gate):
+    from shuffle.consumer.remote_input_channel import RemoteInputChannel
+
+    channels = [RemoteInputChannel(gate, i, "partition", i, "producer", 0, i) for i in range(_FAIR_CHANNELS)]
+    for channel in channels:
+        gate.add_channel(channel)
+    return channels
+
+
+def _fill_randomly(rng, add, per_channel: int) -> None:
+    """Flink's fillRandom: `per_channel` buffers for every channel, in a shuffled order."""
+    order = [i for i in range(_FAIR_CHANNELS) for _ in range(per_channel)]
+    rng.shuffle(order)
+    for i in order:
+        add(i)
+
+
+def test_remote_channels_prefilled_are_consumed_fairly():
+    # Flink: InputGateFairnessTest.testFairConsumptionRemoteChannelsPreFilled
+    from shuffle.buffer.buffer import Buffer
+    from shuffle.serialization.event_serializer import serialize_event
+
+    gate = _fair_gate()
+    channels = _remote_channels(gate)
+    for channel in channels:
+        for seq in range(_FAIR_BUFFERS):
+            channel.on_buffer(_buffer_of_42_bytes(), seq, -1)
+        channel.on_buffer(Buffer.of_event(serialize_event(EndOfPartitionEvent.INSTANCE), DataType.EVENT_BUFFER),
+                          _FAIR_BUFFERS, -1)
+    for _ in range(_FAIR_CHANNELS * (_FAIR_BUFFERS + 1)):
+        _poll_fairly(gate, lambda: [c.queue_length for c in channels])
+    assert gate.is_finished and gate.poll_next() is None
+
+
+def test_remote_channels_filled_while_read_are_consumed_fairly():
+    # Flink: InputGateFairnessTest.testFairConsumptionRemoteChannels
+    import random
+
+    gate = _fair_gate()
+    channels = _remote_channels(gate)
+
+    def add(i: int) -> None:
+        channels[i].on_buffer(_buffer_of_42_bytes(), channels[i].expected_sequence_number, -1)
+
+    add(11)
+    rng = random.Random(42)
+    for i in range(_FAIR_CHANNELS * _FAIR_BUFFERS):
+        _poll_fairly(gate, lambda: [c.queue_length for c in channels])
+        if i % (2 * _FAIR_CHANNELS) == 0:
+            _fill_randomly(rng, add, 3)
+
+
+def _local_sources(gate):
+    """One subpartition per channel, read by a local channel of `gate` through its view."""
+    from shuffle.consumer.local_input_channel import LocalInputChannel
+    from shuffle.partition.subpartition_view import PipelinedSubpartitionView
+
+    from lone_subpartition import lone_subpartition
+
+    sources = [lone_subpartition() for _ in range(_FAIR_CHANNELS)]
+    for i, source in enumerate(sources):
+        channel = LocalInputChannel(gate, i, "p", 0)
+        gate.add_channel(channel)
+        channel.view = PipelinedSubpartitionView(source, channel)
+    return sources
+
+
+def _finished_buffer_of_42_bytes():
+    """Flink's createFilledFinishedBufferConsumer(42): its consumer made before the finish,
+    so only its copies (which the test adds, as Flink's) see the builder finished."""
+    from shuffle.buffer.buffer import MemorySegment
+    from shuffle.buffer.buffer_builder import BufferBuilder
+
+    builder = BufferBuilder(MemorySegment.wrap(bytearray(42)), lambda segment: None)
+    consumer = builder.create_buffer_consumer_from(0)
+    builder.append(memoryview(bytes(42)))
+    builder.finish()
+    builder.close()
+    return consumer
+
+
+def test_local_channels_prefilled_are_consumed_fairly():
+    # Flink: InputGateFairnessTest.testFairConsumptionLocalChannelsPreFilled
+    gate = _fair_gate()
+    sources = _local_sources(gate)
+    buffer = _finished_buffer_of_42_bytes()
+    for source in sources:
+        for _ in range(_FAIR_BUFFERS):
+            source.add(buffer.copy())
+        source.finish()
+    for _ in range(_FAIR_CHANNELS * (_FAIR_BUFFERS + 1)):
+        _poll_fairly(gate, lambda: [s.number_of_queued_buffers for s in sources])
+    assert gate.is_finished and gate.poll_next() is None
+
+
+def test_local_channels_filled_while_read_are_consumed_fairly():
+    # Flink: InputGateFairnessTest.testFairConsumptionLocalChannels
+    import random
+
+    gate = _fair_gate()
+    sources = _local_sources(gate)
+    buffer = _finished_buffer_of_42_bytes()
+    sources[12].add(buffer.copy())
+    rng = random.Random(42)
+    for i in range(_FAIR_CHANNELS * _FAIR_BUFFERS):
+        _poll_fairly(gate, lambda: [s.number_of_queued_buffers for s in sources])
+        if i % (2 * _FAIR_CHANNELS) == 0:
+            _fill_randomly(rng, lambda j: sources[j].add(buffer.copy()), 3)
