@@ -23,9 +23,11 @@ from scenarios.report.figures import COMPARE_PANELS, latency_groups, overlay_fig
 from scenarios.report.page import Section, esc, figure_html, format_value, render_page, table_html
 
 COMPARE_FILE = "compare.html"
-#: Steady-state metrics compared per vertex, in this order (plus the backpressure level).
+#: Steady-state metrics compared per vertex, in this order (plus the backpressure level); the
+#: buffers in per second count flushed ones too: what a buffer timeout trades against latency.
 RESULT_METRICS = tuple(p.metrics[0][0] for p in COMPARE_PANELS) + (
-    "numBytesOutPerSecond", "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage")
+    "numBytesOutPerSecond", "numBuffersInLocalPerSecond", "numBuffersInRemotePerSecond",
+    "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage")
 MISSING = "-"
 #: How the compared checkpoint figures are named in the tables.
 _CHECKPOINT_ROWS = {"checkpoints_completed": "completed", "checkpoints_failed": "failed",
