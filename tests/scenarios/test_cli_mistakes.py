@@ -71,6 +71,12 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=1ns", "--set", "duration=1s"],
      "metrics.sample_period: a duration of 1 s sampled every 1e-09 s is 1e+09 samples, at most 100,000"),
     (["plan", str(SLOW_MAP), "--set", "duration=1000000s"], "is 1e+06 samples, at most 100,000"),
+    # a period longer than the run: its one sample, at the end, covered the run's start-up and the
+    # table printed that as the steady state, saying nothing
+    (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=10s", "--set", "duration=5s"],
+     "slow-map.toml: metrics.sample_period: 10 s is longer than the run (duration 5 s): it would take one "
+     "sample, at its end, start-up included, for the steady state of its second half: make it at most the "
+     "duration (from --set metrics.sample_period)"),
     # a bad value from --set says so: the file holds another value
     (["plan", str(SLOW_MAP), "--set", "seed=3", "--set", "job.stages[SlowMap].cost=abc"],
      "slow-map.toml: job.stages[1].cost: 'abc' is not a duration (e.g. \"100ms\") "
