@@ -238,6 +238,21 @@ def test_every_command_and_option_has_help() -> None:
     assert set(helps) == set(commands.choices) and missing == []
 
 
+def test_an_unquoted_set_value_with_a_space_gets_the_commands_usage_and_a_hint(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`--set network.buffer_size=8 kb` (a shell splits it) printed shufflesim's top-level usage and
+    `unrecognized arguments: kb`, where the scenario's own values may have spaces ("10 ms")."""
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(SLOW_MAP), "--out", "never-written", "--set", "network.buffer_size=8", "kb"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith("usage: shufflesim run ")
+    assert err.splitlines()[-1] == ("shufflesim run: error: unrecognized arguments: kb (a --set value with a "
+                                    "space goes in quotes: --set 'KEY=10 ms')")
+    with pytest.raises(SystemExit):
+        main(["plan", str(SLOW_MAP), "--jsn"])
+    assert capsys.readouterr().err.splitlines()[-1] == "shufflesim plan: error: unrecognized arguments: --jsn"
+
+
 def test_run_and_sweep_help_say_what_ctrl_c_does_and_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["run", "--help"])
