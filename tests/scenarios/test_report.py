@@ -84,6 +84,8 @@ def test_run_writes_a_self_contained_report(slow_map: Path, capsys: pytest.Captu
     assert settings["duration"] == 4.0 and settings["network.buffer_timeout"] == 0.1
     assert settings["job.stages[SlowMap].cost"] == 0.005 and settings["cluster.task_managers"] == 2
     assert "network.buffer_timeout" in page  # the settings table at the bottom
+    # slow-map's local map reads inPoolUsage 0 with 9 buffers queued, as Flink's: the page says why
+    assert "of remote channels only, as in Flink: a local channel reads the producer's buffers" in page
 
     (slow_map / REPORT_FILE).unlink()
     assert main(["report", str(slow_map)]) == 0
