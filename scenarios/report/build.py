@@ -10,7 +10,7 @@ from typing import Any
 
 from scenarios.channels import channel_timelines, read_trace
 from scenarios.outputs import failure_origin, steady_state_window
-from scenarios.report.data import Run, flat_settings, load_run
+from scenarios.report.data import SETTINGS_UNITS, Run, flat_settings, load_run
 from scenarios.report.figures import (
     BACKPRESSURE,
     BUSY,
@@ -173,7 +173,7 @@ def _settings_section(run: Run) -> Section:
         body = '<p class="note">summary.json holds no settings (a run made before runs recorded them).</p>'
     else:
         body = ('<p class="note">The scenario as it ran, with defaults and <code>--set</code> overrides applied; '
-                'times in seconds, sizes in bytes, bandwidth in bytes per second.</p>'
+                f'{SETTINGS_UNITS}.</p>'
                 + table_html(["setting", "value"], sorted(settings.items())))
     return Section("Settings", body, "settings")
 

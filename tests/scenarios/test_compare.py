@@ -34,6 +34,9 @@ def test_compare_prints_what_differs_and_writes_compare_html(
     assert main(["compare", *map(str, runs)]) == 0
     printed = capsys.readouterr().out
     lines = printed.splitlines()
+    # the values are summary.json's, in seconds: "0.005  0.002" for 5ms and 2ms said no unit
+    assert any(re.fullmatch(r"settings that differ \(2 of \d+; times in seconds, sizes in bytes, bandwidth in "
+                            r"bytes per second\):", line) for line in lines)
     settings = lines[lines.index(next(line for line in lines if line.startswith("settings that differ"))) + 1:]
     settings = settings[1:settings.index("")]
     assert [line.split()[0] for line in settings] == ["job.stages[SlowMap].cost", "network.buffer_timeout"]
