@@ -414,5 +414,6 @@ def test_a_sweep_over_seed_in_its_grid_shows_one_seed_column(tmp_path: Path,
     sweep.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s"]\nseed = [1, 2]\n')
     assert main(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--master", "serial", "--quiet"]) == 0
     header, first = capsys.readouterr().out.splitlines()[:2]
-    assert header.split() == ["point", "seed", "duration", "status", "source", "backpressure", "sink", "records/s"]
+    assert header.split() == ["point", "seed", "duration", "status", "source", "backpressure", "sink", "records/s",
+                              "latency", "p50", "/", "p99", "ms"]
     assert first.split()[:3] == ["p00", "1", "1s"]
