@@ -67,7 +67,8 @@ def render_execution_graph(graph: ExecutionGraph) -> str:
                 "/".join(f"{c.job_vertex.index}.{c.subtask_index}" for c in readers)
                 for readers in partition.consumers
             )
-            lines.append(f"      writes {partition.partition_id}: {partition.num_subpartitions} subpartitions -> [{targets}]")
+            count = partition.num_subpartitions
+            lines.append(f"      writes {partition.partition_id}: {count} subpartition{'s' * (count != 1)} -> [{targets}]")
         for gate, channels in enumerate(subtask.input_gates):
             sources = ", ".join(f"{partition.partition_id}[{sub}]" for partition, sub in channels)
             lines.append(f"      gate {gate} reads {sources}")

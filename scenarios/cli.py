@@ -189,7 +189,20 @@ def _parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--replay", type=_path, metavar="FILE",
                       help="decode one saved input (a .bin in --out) again and show what it raises; "
                            "takes no --inputs or --seconds")
+    for command in commands.choices.values():  # for its own usage errors after parsing
+        command.set_defaults(command_parser=command)
     return parser
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line. Arguments nothing takes are the command's usage error, with a hint
+    where they are likely the rest of a `--set` value the shell split at a space."""
+    args, extra = _parser().parse_known_args(argv)
+    if extra:
+        split = getattr(args, "overrides", None) and not any(arg.startswith("-") for arg in extra)
+        hint = " (a --set value with a space goes in quotes: --set 'KEY=10 ms')" if split else ""
+        args.command_parser.error(f"unrecognized arguments: {' '.join(extra)}{hint}")
+    return args
 
 
 def _load_environment(target: str, overrides: Sequence[str]) -> StreamExecutionEnvironment:
@@ -540,7 +553,7 @@ def _flink_reference(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = _parse(argv)
     command = {"run": _run, "plan": _plan, "sweep": _sweep, "report": _report, "compare": _compare,
                "trace": _trace, "bench": _bench, "fuzz": _fuzz, "flink-reference": _flink_reference}[args.command]
     try:

@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from scenarios.outputs import CHECKPOINT_FIGURES, checkpoint_figures
-from scenarios.report.data import Run, flat_settings, load_run
+from scenarios.report.data import SETTINGS_UNITS, Run, flat_settings, load_run
 from scenarios.report.figures import COMPARE_PANELS, latency_groups, overlay_figure
 from scenarios.report.page import Section, esc, figure_html, format_value, render_page, table_html
 
 COMPARE_FILE = "compare.html"
-#: Steady-state metrics compared per vertex, in this order (plus the backpressure level).
+#: Steady-state metrics compared per vertex, in this order (plus the backpressure level); the
+#: buffers in per second count flushed ones too: what a buffer timeout trades against latency.
 RESULT_METRICS = tuple(p.metrics[0][0] for p in COMPARE_PANELS) + (
-    "numBytesOutPerSecond", "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage")
+    "numBytesOutPerSecond", "numBuffersInLocalPerSecond", "numBuffersInRemotePerSecond",
+    "inputExclusiveBuffersUsage", "inputFloatingBuffersUsage")
 MISSING = "-"
 #: How the compared checkpoint figures are named in the tables.
 _CHECKPOINT_ROWS = {"checkpoints_completed": "completed", "checkpoints_failed": "failed",
@@ -150,7 +152,7 @@ def format_comparison(comparison: Comparison) -> str:
     settings = [row for row in comparison.settings if row.differs]
     lines.append("")
     if settings:
-        lines.append(f"settings that differ ({len(settings)} of {len(comparison.settings)}):")
+        lines.append(f"settings that differ ({len(settings)} of {len(comparison.settings)}; {SETTINGS_UNITS}):")
         lines.append(_columns([["setting", *labels], *_table_rows(settings, False)]))
     elif not comparison.settings:
         lines.append("settings: not recorded (runs made before summary.json had 'settings')")
@@ -174,7 +176,8 @@ def comparison_html(comparison: Comparison) -> str:
                           [[r.label, str(r.folder), r.summary.get("scenario", MISSING), r.summary.get("status"),
                             r.summary.get("duration_s")] for r in runs])
     settings = [row for row in comparison.settings if row.differs]
-    settings_body = (table_html(["setting", *labels], _table_rows(settings, False)) if settings
+    settings_body = (f'<p class="note">{SETTINGS_UNITS.capitalize()}.</p>'
+                     + table_html(["setting", *labels], _table_rows(settings, False)) if settings
                      else f'<p class="note">All {len(comparison.settings)} settings are equal.</p>')
     results = comparison.results
     classes = ["bad" if row.differs else "" for row in results]

@@ -73,6 +73,17 @@ CHECKPOINT_FIGURES = ("checkpoints_completed", "checkpoints_failed", "checkpoint
                       "checkpoint_duration_p50_ms", "checkpoint_duration_max_ms")
 
 
+#: The figures `latency_figures` gives: a run's end-to-end latency over all its sinks.
+LATENCY_FIGURES = ("latency_p50_ms", "latency_p99_ms")
+
+
+def latency_figures(summary: Mapping[str, Any]) -> dict[str, float]:
+    """summary.json's `latency_ms` (all sinks, steady state) as `LATENCY_FIGURES`; empty where
+    no record reached a sink then: what a sweep's table and results show of latency."""
+    latency = summary.get("latency_ms")
+    return dict(zip(LATENCY_FIGURES, (latency["p50"], latency["p99"]))) if latency else {}
+
+
 def checkpoint_figures(summary: Mapping[str, Any]) -> dict[str, float | None]:
     """A run's checkpoints in a few numbers (`CHECKPOINT_FIGURES`): how many completed, failed
     and were still in progress at the end, and the completed ones' median and longest

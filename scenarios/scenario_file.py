@@ -784,6 +784,11 @@ def _scenario(raw: Mapping[str, Any], path: Path) -> Scenario:
             f"a duration of {scenario.duration:g} s sampled every {scenario.metrics.sample_period:g} s is "
             f"{samples:.3g} samples, at most {MAX_SAMPLES:,} are allowed: lengthen metrics.sample_period "
             f"or shorten duration")
+    if scenario.metrics.sample_period > scenario.duration:
+        raise where.child("metrics.sample_period").error(
+            f"{scenario.metrics.sample_period:g} s is longer than the run (duration {scenario.duration:g} s): it "
+            f"would take one sample, at its end, start-up included, for the steady state of its second half: "
+            f"make it at most the duration")
     memory = scenario.cluster.network_memory
     if memory is not None and memory < scenario.network.buffer_size:
         raise where.child("cluster.network_memory").error(

@@ -7,7 +7,8 @@ what `shufflesim run SCENARIO --set KEY=VALUE ...` runs, and writes the same fil
 written in the sweep file), `vertex`, `parallelism`, `status`, `error`,
 `backpressure_level` and one column per steady-state metric (Flink's names, as in
 summary.json: a vertex's value is the mean over its subtasks); where a point took
-checkpoints, the point's checkpoint figures too (`checkpoints_completed`, ...). A point that did not run
+checkpoints, the point's checkpoint figures too (`checkpoints_completed`, ...), and where a
+point's sinks measured latency, its `latency_p50_ms` and `latency_p99_ms`. A point that did not run
 (invalid overrides, or a crash of the run itself) is one row with a null vertex. A sweep
 into the folder of an earlier one first removes that one's points, table and plot.
 
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from scenarios.outputs import CHECKPOINT_FIGURES, SUMMARY_FILE, checkpoint_figures
+from scenarios.outputs import CHECKPOINT_FIGURES, LATENCY_FIGURES, SUMMARY_FILE, checkpoint_figures, latency_figures
 from scenarios.run import make_out_dir, run_scenario
 from scenarios.scenario_file import ScenarioError
 from scenarios.sweep_file import Sweep, SweepPoint
@@ -76,6 +77,8 @@ class PointResult:
     vertices: tuple[VertexResult, ...] = field(default=())
     #: What its checkpoints came to (`checkpoint_figures`; empty: it took none).
     checkpoints: dict[str, float | None] = field(default_factory=dict)
+    #: Its latency over all sinks (`latency_figures`; empty: no record reached a sink).
+    latency: dict[str, float] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -109,26 +112,28 @@ def run_point(sweep: Sweep, point: SweepPoint, points_dir: str,
                      {m: _finite(x) for m, x in v["metrics"].items()})
         for v in summary["vertices"]
     )
-    return result(summary["status"], error, vertices, checkpoint_figures(summary))
+    return result(summary["status"], error, vertices, checkpoint_figures(summary), latency_figures(summary))
 
 
 # --- the results table -------------------------------------------------------------------
 
 def results_table(results: Sequence[PointResult], keys: Sequence[str]) -> pa.Table:
     """The results table: one row per (point, vertex); a point without vertices has one row.
-    With checkpoints (some point took one) each row also has its point's `CHECKPOINT_FIGURES`."""
+    With checkpoints (some point took one) each row also has its point's `CHECKPOINT_FIGURES`,
+    with latency (some point's sinks measured it) its `LATENCY_FIGURES`."""
     metrics = sorted({metric for r in results for v in r.vertices for metric in v.metrics})
     swept = [key for key in keys if key != "seed"]  # the seed column holds it
     checkpoints = [(name, pa.float64() if name.endswith("_ms") else pa.int64())
                    for name in CHECKPOINT_FIGURES if any(r.checkpoints for r in results)]
+    latency = [(name, pa.float64()) for name in LATENCY_FIGURES if any(r.latency for r in results)]
     schema = pa.schema(
         [("point", pa.string()), ("seed", pa.int64())] + [(key, pa.string()) for key in swept]
         + [("vertex", pa.string()), ("parallelism", pa.int64()), ("status", pa.string()), ("error", pa.string())]
-        + checkpoints + [("backpressure_level", pa.string())]
+        + checkpoints + latency + [("backpressure_level", pa.string())]
         + [(metric, pa.float64()) for metric in metrics])
     rows = []
     for result in results:
-        common = result.values | result.checkpoints | {"point": result.point, "seed": result.seed,
+        common = result.values | result.checkpoints | result.latency | {"point": result.point, "seed": result.seed,
                                                        "status": result.status, "error": result.error}
         for vertex in result.vertices or (None,):
             row = dict(common)

@@ -83,12 +83,26 @@ def _checkpoints_cell(result: PointResult) -> str:
     return cell if p50 is None else f"{cell}, p50 {p50:.0f} ms"
 
 
+def _ms(value: float) -> str:
+    """`151`, `2.61`, `15,030`: three figures, whole ms from 100 on."""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
+
+
+def _latency_cell(result: PointResult) -> str:
+    """`48.6 / 98.2`: the p50 and p99 in ms over all sinks (`-`: no record reached one)."""
+    if not result.latency:
+        return "-"
+    return f"{_ms(result.latency['latency_p50_ms'])} / {_ms(result.latency['latency_p99_ms'])}"
+
+
 def format_results_table(results: Sequence[PointResult], keys: Sequence[str]) -> str:
     """One row per point: its id, seed, swept values, status, source backpressure, sink rate,
-    and its checkpoints where some point took any."""
+    its sinks' latency where some point's measured it, and its checkpoints where some point took any."""
     keys = [key for key in keys if key != "seed"]  # a swept seed is in the seed column
+    with_latency = any(result.latency for result in results)
     with_checkpoints = any(result.checkpoints for result in results)
     headers = ["point", "seed", *keys, "status", "source backpressure", "sink records/s"]
+    headers += ["latency p50 / p99 ms"] if with_latency else []
     headers += ["checkpoints"] if with_checkpoints else []
     rows = []
     for result in results:
@@ -98,6 +112,7 @@ def format_results_table(results: Sequence[PointResult], keys: Sequence[str]) ->
                      *(result.values.get(key, "") for key in keys), result.status,
                      "-" if backpressure is None else f"{level} ({backpressure:.0f} ms/s)",
                      "-" if sink_rate is None else f"{sink_rate:.0f}"]
+                    + ([_latency_cell(result)] if with_latency else [])
                     + ([_checkpoints_cell(result)] if with_checkpoints else []))
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()

@@ -10,7 +10,7 @@ from typing import Any
 
 from scenarios.channels import channel_timelines, read_trace
 from scenarios.outputs import failure_origin, steady_state_window
-from scenarios.report.data import Run, flat_settings, load_run
+from scenarios.report.data import SETTINGS_UNITS, Run, flat_settings, load_run
 from scenarios.report.figures import (
     BACKPRESSURE,
     BUSY,
@@ -41,8 +41,10 @@ VERTEX_NOTE = (
     "backpressure is the first vertex downstream of back-pressured ones that is busy, not back-pressured. "
     "<b>Records per second</b>: throughput (summed over subtasks). <b>Buffer pool usage</b>: outPoolUsage "
     "near 1 means the output buffers are full (the consumer does not keep up); inPoolUsage and the exclusive / "
-    "floating split show how many input buffers hold data. <b>Queue lengths</b>: buffers queued in the input "
-    "channels and subpartitions. Pool usages and queue lengths are means over subtasks; the menu above a "
+    "floating split show how many input buffers hold data, of remote channels only, as in Flink: a local "
+    "channel reads the producer's buffers, so a task that reads only local channels shows 0 even when its "
+    "input is full (its inputQueueLength shows the buffers queued). <b>Queue lengths</b>: buffers queued in "
+    "the input channels and subpartitions. Pool usages and queue lengths are means over subtasks; the menu above a "
     "vertex's plots shows one subtask.")
 CHANNEL_NOTE = (
     "From trace.jsonl, per channel (<code>partition#subpartition</code>). <b>Credit</b>: buffers the sender may "
@@ -171,7 +173,7 @@ def _settings_section(run: Run) -> Section:
         body = '<p class="note">summary.json holds no settings (a run made before runs recorded them).</p>'
     else:
         body = ('<p class="note">The scenario as it ran, with defaults and <code>--set</code> overrides applied; '
-                'times in seconds, sizes in bytes, bandwidth in bytes per second.</p>'
+                f'{SETTINGS_UNITS}.</p>'
                 + table_html(["setting", "value"], sorted(settings.items())))
     return Section("Settings", body, "settings")
 

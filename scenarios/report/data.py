@@ -155,6 +155,10 @@ def bucket_extremes(t: np.ndarray, v: np.ndarray, max_points: int) -> tuple[np.n
     return times, values
 
 
+#: The units of summary.json's settings, as tables of them say.
+SETTINGS_UNITS = "times in seconds, sizes in bytes, bandwidth in bytes per second"
+
+
 def flat_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     """Settings as dotted keys, as `--set` names them: `network.buffer_timeout`, `job.stages[Map].cost`."""
     flat: dict[str, Any] = {}

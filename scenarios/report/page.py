@@ -64,11 +64,14 @@ def figure_html(fig: go.Figure, name: str) -> str:
 
 
 def format_value(value: Any) -> str:
-    """Numbers readable at a glance: integers as they are, floats with 4 significant digits."""
+    """Numbers readable at a glance: integers as they are, floats with 4 significant digits
+    (whole from 10,000 on, below a million; beyond it in exponent notation)."""
     if isinstance(value, bool) or value is None:
         return "null" if value is None else str(value).lower()
     if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e6 or value == 0 else f"{value:.4e}"
+        if abs(value) >= 1e6:
+            return f"{value:.4e}"
+        return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
     return str(value)
 
 

@@ -35,6 +35,11 @@ def test_render_plan_shows_the_three_graphs():
     assert "gate 0 <- (0) HASH ALL_TO_ALL PIPELINED_BOUNDED [ds0]" in text
     assert "Keyed Reduce -> Sink: Print to Std. Out (3/3)" in text
     assert "gate 0 reads ds0#0[2], ds0#1[2]" in text
+    assert "Source: Seq -> Map (1/2)\n      writes ds0#0: 3 subpartitions -> [1.0, 1.1, 1.2]" in text
+    # a producer read by one consumer subtask: "1 subpartitions" was what plan printed
+    one = StreamExecutionEnvironment.get_execution_environment()
+    one.from_sequence(1, 10).name("Seq").rebalance().map(lambda x: x).set_parallelism(1)
+    assert "writes ds0#0: 1 subpartition -> [1.0]" in render_plan(one)
 
 
 def test_dot_of_each_graph():

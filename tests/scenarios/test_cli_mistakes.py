@@ -71,6 +71,12 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=1ns", "--set", "duration=1s"],
      "metrics.sample_period: a duration of 1 s sampled every 1e-09 s is 1e+09 samples, at most 100,000"),
     (["plan", str(SLOW_MAP), "--set", "duration=1000000s"], "is 1e+06 samples, at most 100,000"),
+    # a period longer than the run: its one sample, at the end, covered the run's start-up and the
+    # table printed that as the steady state, saying nothing
+    (["plan", str(SLOW_MAP), "--set", "metrics.sample_period=10s", "--set", "duration=5s"],
+     "slow-map.toml: metrics.sample_period: 10 s is longer than the run (duration 5 s): it would take one "
+     "sample, at its end, start-up included, for the steady state of its second half: make it at most the "
+     "duration (from --set metrics.sample_period)"),
     # a bad value from --set says so: the file holds another value
     (["plan", str(SLOW_MAP), "--set", "seed=3", "--set", "job.stages[SlowMap].cost=abc"],
      "slow-map.toml: job.stages[1].cost: 'abc' is not a duration (e.g. \"100ms\") "
@@ -230,6 +236,21 @@ def test_every_command_and_option_has_help() -> None:
     for name, sub in commands.choices.items():
         missing += [f"{name} {action.dest}" for action in sub._actions if not action.help]
     assert set(helps) == set(commands.choices) and missing == []
+
+
+def test_an_unquoted_set_value_with_a_space_gets_the_commands_usage_and_a_hint(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """`--set network.buffer_size=8 kb` (a shell splits it) printed shufflesim's top-level usage and
+    `unrecognized arguments: kb`, where the scenario's own values may have spaces ("10 ms")."""
+    with pytest.raises(SystemExit) as info:
+        main(["run", str(SLOW_MAP), "--out", "never-written", "--set", "network.buffer_size=8", "kb"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith("usage: shufflesim run ")
+    assert err.splitlines()[-1] == ("shufflesim run: error: unrecognized arguments: kb (a --set value with a "
+                                    "space goes in quotes: --set 'KEY=10 ms')")
+    with pytest.raises(SystemExit):
+        main(["plan", str(SLOW_MAP), "--jsn"])
+    assert capsys.readouterr().err.splitlines()[-1] == "shufflesim plan: error: unrecognized arguments: --jsn"
 
 
 def test_run_and_sweep_help_say_what_ctrl_c_does_and_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -393,5 +414,6 @@ def test_a_sweep_over_seed_in_its_grid_shows_one_seed_column(tmp_path: Path,
     sweep.write_text(f'scenario = "{SLOW_MAP}"\n[grid]\nduration = ["1s"]\nseed = [1, 2]\n')
     assert main(["sweep", str(sweep), "--out", str(tmp_path / "out"), "--master", "serial", "--quiet"]) == 0
     header, first = capsys.readouterr().out.splitlines()[:2]
-    assert header.split() == ["point", "seed", "duration", "status", "source", "backpressure", "sink", "records/s"]
+    assert header.split() == ["point", "seed", "duration", "status", "source", "backpressure", "sink", "records/s",
+                              "latency", "p50", "/", "p99", "ms"]
     assert first.split()[:3] == ["p00", "1", "1s"]

@@ -34,6 +34,9 @@ def test_compare_prints_what_differs_and_writes_compare_html(
     assert main(["compare", *map(str, runs)]) == 0
     printed = capsys.readouterr().out
     lines = printed.splitlines()
+    # the values are summary.json's, in seconds: "0.005  0.002" for 5ms and 2ms said no unit
+    assert any(re.fullmatch(r"settings that differ \(2 of \d+; times in seconds, sizes in bytes, bandwidth in "
+                            r"bytes per second\):", line) for line in lines)
     settings = lines[lines.index(next(line for line in lines if line.startswith("settings that differ"))) + 1:]
     settings = settings[1:settings.index("")]
     assert [line.split()[0] for line in settings] == ["job.stages[SlowMap].cost", "network.buffer_timeout"]
@@ -115,3 +118,17 @@ def test_compare_shows_what_a_checkpoint_mode_changed(tmp_path: Path, capsys: py
     assert rows["in progress at the end"] == ["1", "0"]
     assert rows["p50 duration ms"][0] == "-" and 5 < float(rows["p50 duration ms"][1]) < 50
     assert "p50 duration ms" in (tmp_path / "c.html").read_text()
+
+
+def test_compare_shows_the_buffers_a_buffer_timeout_sends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What a buffer timeout trades against latency is buffers: the consumer's flushed buffers in
+    per second (Flink's numBuffersIn*PerSecond; numBuffersOut counts finished buffers only, the
+    same ~1 a second at either timeout). compare printed the latency and not them."""
+    base = ["run", str(LIBRARY / "buffer-timeout-latency.toml"), "--quiet", "--set", "duration=4s"]
+    for timeout in ("100ms", "5ms"):
+        assert main([*base, "--set", f"network.buffer_timeout={timeout}", "--out", str(tmp_path / timeout)]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "100ms"), str(tmp_path / "5ms"), "--out", str(tmp_path / "c.html")]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "numBuffersInRemotePerSecond" in line)
+    before, after = (float(cell) for cell in row.split()[-3:-1])
+    assert before == pytest.approx(11, abs=2) and after == pytest.approx(195, rel=0.1)

@@ -15,6 +15,7 @@ from scenarios.cli import main
 from scenarios.report import REPORT_FILE, load_run, write_report
 from scenarios.report.data import bucket_extremes, bucket_mean, flat_settings
 from scenarios.report.figures import checkpoints_figure, latency_figure, latency_groups, plan_figure, vertex_figure
+from scenarios.report.page import format_value
 
 LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
 VERTICES = ("Source: Seq", "SlowMap -> Sink: Writer")
@@ -84,6 +85,8 @@ def test_run_writes_a_self_contained_report(slow_map: Path, capsys: pytest.Captu
     assert settings["duration"] == 4.0 and settings["network.buffer_timeout"] == 0.1
     assert settings["job.stages[SlowMap].cost"] == 0.005 and settings["cluster.task_managers"] == 2
     assert "network.buffer_timeout" in page  # the settings table at the bottom
+    # slow-map's local map reads inPoolUsage 0 with 9 buffers queued, as Flink's: the page says why
+    assert "of remote channels only, as in Flink: a local channel reads the producer's buffers" in page
 
     (slow_map / REPORT_FILE).unlink()
     assert main(["report", str(slow_map)]) == 0
@@ -190,6 +193,12 @@ def test_vertex_series_follow_flink_aggregation(slow_map: Path) -> None:
     stacked = [t for t in fig.data if getattr(t, "stackgroup", None) == "time" and t.visible]
     assert [t.name for t in stacked] == ["back-pressured", "busy", "idle"]
     assert np.allclose(np.sum([t.y for t in stacked], axis=0)[1:], 1000)  # each second adds up
+
+
+def test_table_numbers_read_at_a_glance() -> None:
+    """A 20 s backlog's latency read "1.503e+04" ms in the report's and compare's tables."""
+    assert [format_value(v) for v in (15030.2, 88074.49, 4563.0, 0.1, 0.0, 2.5e9, 7, None)] == [
+        "15030", "88074", "4563", "0.1", "0", "2.5000e+09", "7", "null"]
 
 
 def test_downsampling_keeps_sums_and_peaks() -> None:

@@ -51,7 +51,7 @@ def test_a_runs_outputs_do_not_show_the_secret(tmp_path):
     """summary.json's settings (and the report's table of them) once held the secret as
     given: whoever reads a shared run folder could run code in that cluster's TaskManagers."""
     out = tmp_path / "out"
-    assert main(["run", str(SLOW_MAP), "--out", str(out), "--quiet", "--set", "duration=0.5s",
+    assert main(["run", str(SLOW_MAP), "--out", str(out), "--quiet", "--set", "duration=1s",
                  "--set", f"cluster.secret={SECRET}"]) == 0
     for path in out.iterdir():
         assert SECRET.encode() not in path.read_bytes(), path.name

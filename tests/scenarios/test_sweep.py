@@ -15,7 +15,8 @@ from scenarios.sweep import read_results, run_sweep
 from scenarios.sweep_file import load_sweep
 from scenarios.sweep_report import SweepProgress, progress_line
 
-SLOW_MAP = Path(__file__).resolve().parents[2] / "scenarios" / "library" / "slow-map.toml"
+LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
+SLOW_MAP = LIBRARY / "slow-map.toml"
 KEYS = ["duration", "network.buffer_timeout", "job.stages[SlowMap].cost", "cluster.network_memory"]
 
 
@@ -173,6 +174,26 @@ def test_a_sweep_of_checkpoint_modes_shows_what_its_checkpoints_came_to(
     rows = rows_of(tmp_path / "out")
     assert {point: (row["checkpoints_completed"], row["checkpoints_in_progress"], row["checkpoint_duration_p50_ms"])
             for (point, _), row in rows.items()} == {"p00": (0, 1, None), "p01": (6, 0, 12.0)}
+
+
+def test_a_sweep_of_buffer_timeouts_shows_the_latency_it_trades(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """What a buffer timeout buys is latency: the sweep's table and results.parquet had none of
+    summary.json's `latency_ms` (only each sink's mean of per-sample percentiles)."""
+    path = tmp_path / "timeouts.toml"
+    path.write_text(f'scenario = "{LIBRARY / "buffer-timeout-latency.toml"}"\n[grid]\nduration = ["4s"]\n'
+                    '"network.buffer_timeout" = ["100ms", "5ms"]\n')
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--master", "serial", "--quiet"]) == 0
+    header, *points = capsys.readouterr().out.splitlines()[:3]
+    assert header.endswith("sink records/s  latency p50 / p99 ms")
+    summaries = [json.loads((tmp_path / "out" / "points" / point / "summary.json").read_text())["latency_ms"]
+                 for point in ("p00", "p01")]
+    for line, latency in zip(points, summaries):
+        assert line.endswith(f"{latency['p50']:.3g} / {latency['p99']:.3g}")
+    assert 40 < summaries[0]["p50"] < 60 and summaries[1]["p50"] < 5
+    rows = rows_of(tmp_path / "out")
+    assert {point: (row["latency_p50_ms"], row["latency_p99_ms"]) for (point, _), row in rows.items()} == {
+        point: (latency["p50"], latency["p99"]) for point, latency in zip(("p00", "p01"), summaries)}
 
 
 def test_a_sweep_without_checkpoints_has_no_checkpoint_columns(serial: Path) -> None:
