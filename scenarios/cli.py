@@ -173,7 +173,8 @@ def _parser() -> argparse.ArgumentParser:
                                 "(default 0: none): the job then starts in a warm JVM")
     reference.add_argument("--flink-log", choices=("error", "info", "debug"), default="info",
                            help="what Flink writes to DIR/flink.log: info (default: task states, deployment, "
-                                "checkpoints), debug (also its network stack's partition requests), error")
+                                "checkpoints), debug (also its network stack's partition requests, each task's "
+                                "barriers and checkpoint steps), error")
     reference.add_argument("--compare", type=_path, metavar="RUN_DIR",
                            help="a shufflesim run of the scenario (its --out folder) to print beside Flink's means")
     reference.add_argument("--quiet", action="store_true", help="print no progress")
