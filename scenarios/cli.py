@@ -153,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
 
     reference = commands.add_parser(
         "flink-reference", help="run a scenario's job on real Flink 2.3 and read its metrics",
-        description="Run the scenario's job (a generator source, maps and key_by_reduces, a sink; each with its "
+        description="Run the scenario's job (a generator source, maps, filters, flat_maps and key_by_reduces, a sink; each with its "
                     "cost) "
                     "on real Flink 2.3 in a local MiniCluster and read its metrics over REST, one reading a "
                     "second after a warm-up; write DIR/flink.json (readings, per-subtask means, checkpoint "

@@ -1,8 +1,11 @@
 import java.util.HashMap;
 import java.util.Map;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.locks.LockSupport;
 
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.FilterFunction;
+import org.apache.flink.api.common.functions.FlatMapFunction;
 import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.api.common.functions.ReduceFunction;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
@@ -24,10 +27,11 @@ import org.apache.flink.streaming.api.datastream.DataStreamSink;
 import org.apache.flink.streaming.api.datastream.KeyedStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.util.Collector;
 
 /**
  * shufflesim's reference job on real Flink: a generator source, stages with a modelled cost per
- * record (maps, or keyed rolling reduces), a sink with its own cost, each behind the partitioner
+ * record (maps, keyed rolling reduces, filters, flat maps), a sink with its own cost, each behind the partitioner
  * the scenario's graph has; run in a MiniCluster.
  *
  * <p>Arguments are key=value pairs (scenarios/flink_reference/job_args.py writes them); keys with
@@ -54,12 +58,20 @@ public class FlinkReferenceJob {
         }
     }
 
-    /** The stage: spends the cost on each record; a map or a rolling reduce. */
-    static final class CostedStage<T> implements MapFunction<T, T>, ReduceFunction<T> {
+    /**
+     * The stage: spends the cost on each record; a map, a rolling reduce, a filter keeping a random
+     * `selectivity` fraction, or a flat map emitting `fanOut` copies.
+     */
+    static final class CostedStage<T> implements MapFunction<T, T>, ReduceFunction<T>, FilterFunction<T>,
+            FlatMapFunction<T, T> {
         private final long costNanos;
+        private final double selectivity;
+        private final int fanOut;
 
-        CostedStage(long costNanos) {
+        CostedStage(long costNanos, double selectivity, int fanOut) {
             this.costNanos = costNanos;
+            this.selectivity = selectivity;
+            this.fanOut = fanOut;
         }
 
         @Override
@@ -71,6 +83,20 @@ public class FlinkReferenceJob {
         @Override
         public T reduce(T previous, T value) {
             return map(value);
+        }
+
+        @Override
+        public boolean filter(T value) {
+            spend(costNanos);
+            return ThreadLocalRandom.current().nextDouble() < selectivity;
+        }
+
+        @Override
+        public void flatMap(T value, Collector<T> out) {
+            spend(costNanos);
+            for (int i = 0; i < fanOut; i++) {
+                out.collect(value);
+            }
         }
     }
 
@@ -194,9 +220,14 @@ public class FlinkReferenceJob {
                 }
                 return;
             }
-            CostedStage<T> function = new CostedStage<>(cost);
-            records = kind.equals("keyed_reduce")
-                    ? ((KeyedStream<T, Long>) input).reduce(function) : input.map(function);
+            CostedStage<T> function = new CostedStage<>(cost, Double.parseDouble(a.get(stage + "Selectivity")),
+                    Integer.parseInt(a.get(stage + "FanOut")));
+            records = switch (kind) {
+                case "keyed_reduce" -> ((KeyedStream<T, Long>) input).reduce(function);
+                case "filter" -> input.filter(function);
+                case "flat_map" -> input.flatMap(function);
+                default -> input.map(function);
+            };
             records.returns(type).name(name).setParallelism(parallelism).slotSharingGroup(group);
             if (unchained) {
                 records.disableChaining();

@@ -1,7 +1,8 @@
 """A scenario as the arguments of FlinkReferenceJob.java: the job and Flink's configuration.
 
 Only what the reference job can run is taken: `[[job.stages]]` of a generator source, any
-number of `map` and `key_by_reduce` stages and a sink, each with its cost, partitioner,
+number of `map`, `filter` (a random `selectivity`), `flat_map` (`fan_out` copies) and
+`key_by_reduce` stages and a sink, each with its cost, partitioner,
 parallelism, slot sharing group and chaining; Flink's own settings for the
 cluster, the buffer timeout, buffer debloating and checkpoints. Settings of our model of the
 machine (link, flusher overshoot, checkpoint costs), of the run (seed, mode, sampling,
@@ -85,12 +86,9 @@ def _pipeline(scenario: Scenario) -> list[StreamNode]:
     if scenario.job.program is not None:
         raise _refuse(scenario, f"job.program = {scenario.job.program!r} (only [[job.stages]] scenarios)")
     stages = scenario.job.stages
-    kinds = [stage.kind for stage in stages]
-    if any(kind not in ("map", "key_by_reduce") for kind in kinds[1:-1]):
-        raise _refuse(scenario, f"stages {kinds} (a source, maps and key_by_reduces, a sink)")
     unset = {f.name: f.default for f in fields(stages[0])}
     for stage in stages:
-        for key in ("count", "selectivity", "fan_out", "cost_changes", "buffer_timeout"):
+        for key in ("count", "cost_changes", "buffer_timeout"):
             if getattr(stage, key) != unset[key]:
                 raise _refuse(scenario, f"stage {stage.name or stage.kind!r} sets {key}")
     with compile_errors_named(scenario.source_path):
@@ -179,6 +177,8 @@ def _stage_args(scenario: Scenario, i: int, node: StreamNode, disable_chaining: 
                                 f"job reads it as a Java int: at most {JAVA_INT_MAX})")
     prefix = f"stage{i}"
     return {f"{prefix}Kind": "sink" if node.sink is not None else node.kind,
+            f"{prefix}Selectivity": 1.0 if node.selectivity is None else node.selectivity,
+            f"{prefix}FanOut": 1 if node.fan_out is None else node.fan_out,
             f"{prefix}Name": node.operator_name.removesuffix(": Writer"), f"{prefix}Parallelism": node.parallelism,
             f"{prefix}Partitioner": partitioner, f"{prefix}CostNanos": _cost_nanos(node),
             f"{prefix}SlotSharingGroup": node.slot_sharing_group,

@@ -23,9 +23,11 @@ def test_slow_map_runs_as_compiled_two_task_managers_rebalance_five_ms_chained_s
     assert args | {"jobName": "slow-map"} == {
         "jobName": "slow-map", "sourceName": "Seq", "sourceParallelism": "1", "rate": "0.0", "recordSize": "16",
         "keys": "1024", "hotFraction": "-1", "sourceSlotSharingGroup": "default", "sourceDisableChaining": "false",
-        "stages": "2", "stage0Kind": "map", "stage0Name": "SlowMap", "stage0Parallelism": "2",
+        "stages": "2", "stage0Kind": "map", "stage0Selectivity": "1.0", "stage0FanOut": "1", "stage0Name": "SlowMap",
+        "stage0Parallelism": "2",
         "stage0Partitioner": "REBALANCE", "stage0CostNanos": "5000000", "stage0SlotSharingGroup": "default",
-        "stage0DisableChaining": "false", "stage1Kind": "sink", "stage1Name": "Sink", "stage1Parallelism": "2",
+        "stage0DisableChaining": "false", "stage1Kind": "sink", "stage1Selectivity": "1.0", "stage1FanOut": "1",
+        "stage1Name": "Sink", "stage1Parallelism": "2",
         "stage1Partitioner": "FORWARD", "stage1CostNanos": "0", "stage1SlotSharingGroup": "default",
         "stage1DisableChaining": "false", "minicluster.number-of-taskmanagers": "2",
         "taskmanager.numberOfTaskSlots": "1", "execution.buffer-timeout.interval": "100ms"}
@@ -155,8 +157,10 @@ def test_a_pipeline_of_several_stages_keeps_each_stage_its_edge_chaining_and_gro
     assert latency_operator(reference_args(load_scenario(path))) == "Store: Writer"
 
 
-def test_a_stage_the_reference_job_has_no_function_for_is_refused(tmp_path):
+def test_filter_and_flat_map_stages_carry_their_selectivity_and_fan_out(tmp_path):
     path = tmp_path / "pipeline.toml"
-    path.write_text(PIPELINE.replace('kind = "map"\nparallelism = 3', 'kind = "filter"\nparallelism = 3'))
-    with pytest.raises(ReferenceUnsupportedError, match=r"stages \['source', 'map', 'key_by_reduce', 'filter', 'sink'\]"):
-        reference_args(load_scenario(path))
+    path.write_text(PIPELINE.replace('kind = "map"\nparallelism = 2', 'kind = "filter"\nselectivity = 0.25\nparallelism = 2')
+                    .replace('kind = "map"\nparallelism = 3', 'kind = "flat_map"\nfan_out = 3\nparallelism = 3'))
+    args = dict(arg.split("=", 1) for arg in reference_args(load_scenario(path)))
+    assert (args["stage0Kind"], args["stage0Selectivity"], args["stage0FanOut"]) == ("filter", "0.25", "1")
+    assert (args["stage2Kind"], args["stage2Selectivity"], args["stage2FanOut"]) == ("flat_map", "1.0", "3")
