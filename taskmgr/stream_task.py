@@ -17,14 +17,18 @@ the acknowledgements of the checkpoints it started. The Task then sends EndOfPar
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
+
+import numpy as np
 
 from shuffle import kernel
 from shuffle.api.events import EndOfData, StopMode
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.writer.record_writer import RecordWriter
+from taskmgr.metrics.mailbox_latency import rest_of_record
 from taskmgr.metrics.task_io_metrics import TaskIOMetricGroup
 from taskmgr.processing_time import absolute_time_millis, timer_delay
 from taskmgr.task_input import InputStatus, TaskInput
@@ -53,22 +57,28 @@ class PriorityInput(Protocol):
 
 class StepClock(Protocol):
     """The cost of a record of the task's current (or last) step through its chain (s;
-    the head operator's `OperatorContext`)."""
+    the head operator's `OperatorContext`), and the subtask's random draws."""
 
     step_cost: float
+
+    def rng(self, purpose: str) -> np.random.Generator: ...
 
 
 class StreamTask:
     def __init__(self, task_input: TaskInput, writers: Sequence[RecordWriter], io: TaskIOMetricGroup,
-                 priority: PriorityInput | None = None) -> None:
+                 priority: PriorityInput | None = None, steps: StepClock | None = None) -> None:
         self.input = task_input
         self.priority = priority
+        #: The task's steps (None: a mail counts as queued until it runs, `mailbox_size`).
+        self._steps = steps
+        self._mail_rng: np.random.Generator | None = None
         self.writers = list(writers)
         self.io = io
         self._wait_scope: kernel.CancelScope | None = None  # an idle or back-pressured wait
         #: Actions for the task's own thread, run between records: Flink's mails (True), and
-        #: injected faults (False: none of Flink's), in the order they came.
-        self._mail: deque[tuple[Callable[[], Awaitable[None]], bool]] = deque()
+        #: injected faults (False: none of Flink's), in the order they came, each with the
+        #: time by which Flink's loop would have taken it (`_flink_takes_by`).
+        self._mail: deque[tuple[Callable[[], Awaitable[None]], bool, float]] = deque()
         #: Follow-ups of the work in hand (a checkpoint's synchronous part), which Flink runs
         #: within the record or mail that started them: before any other mail.
         self._follow_ups: deque[Callable[[], Awaitable[None]]] = deque()
@@ -91,10 +101,13 @@ class StreamTask:
     def mailbox_size(self) -> int:
         """Flink's `mailboxQueueSize`: the mails waiting to run (`TaskMailboxImpl.size()`),
         with the "process priority event" mail of a priority event not taken yet; neither a
-        follow-up of the work in hand nor an injected fault is one of Flink's mails."""
+        follow-up of the work in hand nor an injected fault is one of Flink's mails. A mail
+        that came during a step of records counts until Flink's loop would have taken it,
+        after the record in progress (`_flink_takes_by`), not until our step ends."""
         size = 0
-        for _, is_mail in self._mail:
-            size += is_mail
+        now = kernel.current_time()
+        for _, is_mail, taken_by in self._mail:
+            size += is_mail and now < taken_by
         priority = self.priority
         return size + (priority is not None and priority.has_priority_events)
 
@@ -123,8 +136,25 @@ class StreamTask:
         self.wake()
 
     def _queue(self, action: Callable[[], Awaitable[None]], is_mail: bool) -> None:
-        self._mail.append((action, is_mail))
+        self._mail.append((action, is_mail, self._flink_takes_by()))
         self.wake()
+
+    def _in_step(self) -> bool:
+        """Busy with a step of records: neither waiting (idle, back-pressured) nor running mails."""
+        io = self.io
+        return not (io.idle.is_measuring or io.soft_backpressure.is_measuring or self._running_mails)
+
+    def _flink_takes_by(self) -> float:
+        """When Flink's loop would take a mail sent now: a task busy with records takes it
+        after the rest of the record in progress (drawn as for `mailboxLatencyMs`: ours run
+        in steps of several records, each exactly its cost); one that waits, runs mails or
+        is blocked mid-record on an output buffer, no sooner than ours does (infinity)."""
+        steps = self._steps
+        if steps is None or not self._in_step() or self.io.hard_backpressure.is_measuring:
+            return math.inf
+        if self._mail_rng is None:
+            self._mail_rng = steps.rng("mailbox-queue")
+        return kernel.current_time() + rest_of_record(self._mail_rng, steps.step_cost)
 
     # -- checkpoints after the end of data (Flink's StreamTask, FLIP-147) -----------------------
 
@@ -174,7 +204,7 @@ class StreamTask:
             left = len(mail) if batch else -1
             while mail and left:
                 left -= 1
-                action, is_mail = mail.popleft()
+                action, is_mail, _ = mail.popleft()
                 io.num_mails_processed += is_mail
                 await action()
                 while follow_ups:
@@ -224,7 +254,7 @@ class StreamTask:
         for mid-record) and the mails queued before it."""
         io = self.io
         sent = kernel.current_time()
-        in_step = not (io.idle.is_measuring or io.soft_backpressure.is_measuring or self._running_mails)
+        in_step = self._in_step()
         blocked_before = io.hard_backpressure.accumulated()
 
         async def measure() -> None:

@@ -431,7 +431,7 @@ class Task:
         if self._source is None:
             self._input_processor = self._create_input_processor(chain, io, ctx)
         task_input = self._source or self._input_processor
-        self._stream_task = StreamTask(task_input, writers, io, priority=self._input_processor)
+        self._stream_task = StreamTask(task_input, writers, io, priority=self._input_processor, steps=ctx)
         self._create_checkpointing(chain)
         restore = self._task_restore()
         if restore is not None:

@@ -36,6 +36,12 @@ from taskmgr.processing_time import absolute_time_millis
 WINDOW = 60
 
 
+def rest_of_record(rng: np.random.Generator, record_cost: float) -> float:
+    """What is left of a record of `record_cost` s at a point of it drawn uniformly from
+    `rng`: when a mail that came during the record runs, in Flink's loop."""
+    return float(rng.random()) * record_cost if record_cost > 0 else 0.0
+
+
 class MailboxLatency:
     """The window of a task's mailbox latency readings (whole ms)."""
 
@@ -48,7 +54,7 @@ class MailboxLatency:
 
     def rest_of_record(self, record_cost: float) -> float:
         """What is left of a record of `record_cost` s at a uniformly drawn point of it."""
-        return float(self._rng.random()) * record_cost if record_cost > 0 else 0.0
+        return rest_of_record(self._rng, record_cost)
 
     def record(self, sent: float, waited: float) -> None:
         """A measurement mail sent at `sent` (s) that waited `waited` s, read in whole

@@ -89,15 +89,18 @@ class TestOutput:
 
 @dataclass
 class Steps:
-    """The cost of the record in hand (a StepClock)."""
+    """The cost of the record in hand, and the subtask's draws (a StepClock)."""
 
     step_cost: float = 0.0
 
+    def rng(self, purpose: str) -> np.random.Generator:
+        return np.random.default_rng(7)
 
-def make_task(task_input: ScriptedInput, *outputs: TestOutput) -> StreamTask:
+
+def make_task(task_input: ScriptedInput, *outputs: TestOutput, steps: Steps | None = None) -> StreamTask:
     io = TaskIOMetricGroup()
     io.mailbox_latency = MailboxLatency(np.random.default_rng(1))
-    return StreamTask(task_input, list(outputs), io)
+    return StreamTask(task_input, list(outputs), io, steps=steps)
 
 
 def at(seconds: float, action: Callable[[], object]) -> Callable[[], Awaitable[None]]:
@@ -232,6 +235,37 @@ async def test_latency_is_measured_every_second_and_the_queue_drains(sim_kernel)
     assert len(task.io.mailbox_latency._values) >= 2
     assert largest_queue > 0
     assert task.io.snapshot()["mailboxQueueSize"] == 0
+
+
+@pytest.mark.parametrize("steps", [Steps(0.005), None], ids=["records of 5 ms", "no step clock"])
+async def test_a_mail_sent_mid_step_counts_until_flinks_record_in_hand_would_end(sim_kernel, steps):
+    """Flink's busy task takes a mail after the record in hand; ours after the step (here
+    steps of 10 ms: two records of 5 ms). The queue gauge reads the mail until the rest of
+    the record in progress (drawn, < 5 ms) has passed, not until our step ends; a task
+    without a step clock counts a mail until it runs."""
+    task_input = ScriptedInput(available=3, cost=0.010)
+    task_input.end()
+    task = make_task(task_input, steps=steps)
+    readings = {}
+
+    async def nothing() -> None:
+        """A mail."""
+
+    async def look() -> None:
+        await kernel.sleep(0.002)
+        task.send_mail(nothing)
+        readings["sent"] = task.io.snapshot()["mailboxQueueSize"]
+        await kernel.sleep(0.0051)  # 7.1 ms into the step: past any record in progress
+        readings["later"] = task.io.snapshot()["mailboxQueueSize"]
+        await kernel.sleep(0.003)  # the step has ended, the mail ran
+        readings["after"] = task.io.snapshot()["mailboxQueueSize"]
+
+    async with kernel.open_nursery() as nursery:
+        nursery.start_soon(look)
+        await task.invoke()
+    assert readings["sent"] == 1
+    assert readings["later"] == (0 if steps else 1)
+    assert readings["after"] == 0
 
 
 async def test_a_mail_sent_as_the_input_ends_still_runs(sim_kernel):
