@@ -279,7 +279,8 @@ async def test_a_failed_producer_cancels_its_remote_consumer_channel_only(credit
     await h.settle()
     error = h.channel(0).error
     assert isinstance(error, RemoteTransportError)
-    assert str(error) == f"Error at remote task manager '{h.channel(0).client.remote_address}'."
+    assert str(error) == (f"Error at remote task manager '{h.channel(0).client.remote_address}': "
+                          "ProducerFailedError: RuntimeError: producer broke")
     cancel = find_error(error, CancelTaskError)
     assert isinstance(cancel, ProducerFailedError) and str(cancel) == "RuntimeError: producer broke"
     with pytest.raises(RemoteTransportError) as raised:
