@@ -8,6 +8,10 @@ by their text), else into a `RemoteError`.
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+E = TypeVar("E", bound=BaseException)
+
 
 class IllegalStateError(RuntimeError):
     """A state the protocol forbids was reached (Flink's `checkState` failing)."""
@@ -23,6 +27,21 @@ def check(condition: bool, what: str) -> None:
         raise InvariantViolation(what)
 
 
+def find_error(error: BaseException | None, kind: type[E]) -> E | None:
+    """The first exception of type `kind` along `error`'s causes (Flink's
+    `ExceptionUtils.findThrowable`), looking into exception groups of one exception (a
+    nursery's way of passing a task's error on)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+            error = error.exceptions[0]
+        if isinstance(error, kind):
+            return error
+        error = error.__cause__
+    return None
+
+
 class CheckpointException(Exception):
     """A checkpoint cannot go on in this task (Flink's CheckpointException): the task declines
     it with `reason` (Flink's CheckpointFailureReason name) and goes on."""
@@ -35,6 +54,16 @@ class CheckpointException(Exception):
 class CancelTaskError(RuntimeError):
     """The task's resources were released under it (a released channel, a destroyed buffer
     pool): Flink's CancelTaskException, which cancels the task instead of failing the job."""
+
+
+class ProducerFailedError(CancelTaskError):
+    """The producer of a consumed partition failed (Flink's ProducerFailedException): its
+    server answers the consumer's channel with this, and the consumer is cancelled, not
+    failed, so the producer's own failure stays the job's root cause. The message is the
+    producer's cause as Flink's `toString` gives it (class name, then message)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}")
 
 
 class ProtocolError(Exception):
@@ -89,7 +118,7 @@ class LocalTransportError(IOError):
 _WIRE_TYPES: dict[str, type[Exception]] = {
     cls.__name__: cls
     for cls in (IllegalStateError, ProtocolError, CorruptedStreamError, CreditViolationError,
-                BufferReorderingError, PartitionNotFoundError)
+                BufferReorderingError, PartitionNotFoundError, ProducerFailedError)
 }
 
 

@@ -4,7 +4,9 @@ Creates the subtask's result partitions and input gates in the TaskManager's shu
 environment (a channel is local when its producer runs in this TaskManager), builds the
 operator chain and record writers, runs the StreamTask, and reports its state. A task
 that finishes emits EndOfPartition and leaves its partitions to its consumers; a failed
-or cancelled task releases them.
+or cancelled task releases them, a failed one with its failure cause, which cancels the
+consumers that read on (Flink's ProducerFailedException); a task whose error has a
+CancelTaskError among its causes ends CANCELED, not FAILED.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from shuffle.channel_state import ChannelStateWriter
 from shuffle.consumer.local_input_channel import LocalInputChannel
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.environment import NettyShuffleEnvironment
-from shuffle.errors import CancelTaskError
+from shuffle.errors import CancelTaskError, find_error
 from shuffle.partition.result_partition import ResultPartition
 from shuffle.partitioner.channel_selectors import create_channel_selector
 from shuffle.serialization.record_serializer import RecordSerializer
@@ -232,10 +234,13 @@ class Task:
                 try:
                     await self._run()
                     self._transition(ExecutionState.FINISHED)
-                except CancelTaskError:
-                    self._transition(ExecutionState.CANCELED)  # its resources went away: not a failure
                 except Exception as exc:
-                    self._transition(ExecutionState.FAILED, root_cause(exc))
+                    if find_error(exc, CancelTaskError) is not None:
+                        # its resources went away or its producer failed (a cause of the error,
+                        # as Flink's findThrowable looks): cancelled, not a failure
+                        self._transition(ExecutionState.CANCELED)
+                    else:
+                        self._transition(ExecutionState.FAILED, root_cause(exc))
                 finally:
                     self._release()
             if self._cancel_scope.cancelled_caught:
@@ -530,10 +535,11 @@ class Task:
                   for input_index, gates in by_input.items()]
         return StreamInputProcessor(inputs, formats, chain.head, io, ctx)
 
-    def release_partitions(self) -> None:
-        """Release what this task produced (consumers that still read it fail)."""
+    def release_partitions(self, cause: BaseException | None = None) -> None:
+        """Release what this task produced (consumers that still read it are cancelled);
+        `cause`: the task failed with it, which its remote consumers are sent."""
         for partition in self._partitions:
-            partition.release()
+            partition.release(cause)
 
     def _release(self) -> None:
         if self._source is not None:
@@ -543,6 +549,7 @@ class Task:
         for gate in self._gates:
             gate.close()
         if self.state is not ExecutionState.FINISHED:
-            self.release_partitions()
+            # Flink's failAllResultPartitions: with the task's failure cause (none if cancelled)
+            self.release_partitions(self.failure_cause)
         for partition in self._partitions:
             partition.close()

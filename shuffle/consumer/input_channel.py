@@ -12,6 +12,7 @@ from shuffle.api.events import CheckpointBarrier
 from shuffle.buffer.buffer import Buffer
 from shuffle.buffer.data_type import DataType
 from shuffle.channel_state import ChannelStatePersister, ChannelStateWriter
+from shuffle.errors import CancelTaskError
 from shuffle.partition.result_partition_id import channel_name
 
 if TYPE_CHECKING:
@@ -111,8 +112,8 @@ class InputChannel:
     def check_error(self) -> None:
         """Raise the channel's error, if any (`get_next_buffer` asks only when there is one)."""
         if self.error is not None:
-            if isinstance(self.error, OSError):
-                raise self.error  # Flink's checkError rethrows an IOException as it is
+            if isinstance(self.error, (OSError, CancelTaskError)):
+                raise self.error  # Flink's checkError rethrows these as they are
             raise IOError(f"input channel {self.name} failed: {self.error}") from self.error
 
     @property

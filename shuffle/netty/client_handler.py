@@ -224,7 +224,13 @@ class CreditBasedPartitionRequestClientHandler:
             if isinstance(error, PartitionNotFoundError):
                 channel.on_failed_partition_request()
             else:
-                channel.on_error(error)
+                # as Flink: the producer's error is the cause of the channel's (a consumer finds a
+                # ProducerFailedError among the causes and is cancelled); its text is in the
+                # message too, as in the fatal case: a failure cause travels without its causes
+                remote = RemoteTransportError(f"Error at remote task manager '{self.remote_address}': "
+                                              f"{msg.error_class}: {msg.message}")
+                remote.__cause__ = error
+                channel.on_error(remote)
         elif type(msg) is BacklogAnnouncement:
             channel = self.input_channels.get(msg.receiver_id)
             if channel is None or channel.is_released:

@@ -11,6 +11,12 @@ server handler bounds their number), at most one error per reader or request, an
 one backlog announcement per reader (a newer backlog updates the one waiting), however
 often the consumer's credit or resume messages trigger one.
 
+A polled reader with nothing to send whose partition was released because its producer
+failed answers its channel with an ErrorResponse of a `ProducerFailedError` (Flink's
+ProducerFailedException): the consumer task is cancelled by it, not failed. A reader is
+not told of the release: it finds out when next polled (it was queued, or credit finds
+a flush that was requested before the release).
+
 The writing itself (writability, the writer task, deferred writes on the simulated link)
 is the connection's `OutboundWriter`.
 """
@@ -20,6 +26,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
+from shuffle.errors import ProducerFailedError
 from shuffle.netty.message_stream import MessageStream
 from shuffle.netty.outbound_writer import OutboundWriter
 from shuffle.netty.messages import BacklogAnnouncement, BufferResponse, ErrorResponse, NettyMessage
@@ -129,6 +136,12 @@ class PartitionRequestQueue:
     def _has_work(self) -> bool:
         return bool(self._control or self.available_readers)
 
+    def _error_next(self, error: Exception, receiver_id: int) -> object:
+        """Queue an ErrorResponse of `error` for `receiver_id`'s channel and return the next
+        message sealed: it goes ahead of any buffer, as Flink writes it at once."""
+        self._control.append(ErrorResponse(type(error).__name__, str(error), receiver_id))
+        return self._next_sealed()
+
     def _next_sealed(self) -> object | None:
         """The next message to write, sealed (a buffer pulled here passes to the connection), or None."""
         if self._control:
@@ -147,12 +160,16 @@ class PartitionRequestQueue:
             try:
                 nxt = reader.get_next_buffer()
             except Exception as exc:  # a broken reader fails only its own channel (Flink: the connection, README)
-                self._control.append(ErrorResponse(type(exc).__name__, str(exc), reader.receiver_id))
                 self.all_readers.pop(reader.receiver_id, None)
                 self._release(reader)
-                return self._next_sealed()  # the error, next (ahead of buffers, as Flink writes it at once)
+                return self._error_next(exc, reader.receiver_id)
             if nxt is None:
-                continue
+                cause = reader.failure_cause if reader.is_released else None
+                if cause is None:
+                    continue
+                # The producer failed: its consumer is cancelled by this error. As in Flink, the
+                # reader stays until the consumer cancels its request.
+                return self._error_next(ProducerFailedError(cause), reader.receiver_id)
             buffer, backlog, sequence_number, more_available = nxt
             if more_available:
                 self.available_readers.append(reader)

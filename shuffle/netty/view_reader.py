@@ -97,6 +97,11 @@ class CreditBasedSequenceNumberingViewReader:
     def is_released(self) -> bool:
         return self.view is not None and self.view.is_released
 
+    @property
+    def failure_cause(self) -> BaseException | None:
+        """Why the view's partition was released, if its producer failed."""
+        return self.view.failure_cause if self.view is not None else None
+
     def release_all_resources(self) -> None:
         if self.view is not None:
             self.view.release_all_resources()

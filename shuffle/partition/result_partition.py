@@ -69,6 +69,9 @@ class ResultPartition:
         self.num_buffers_out = 0
         self.is_finished = False
         self.is_released = False
+        #: Why the partition was released, if its producer failed (Flink's `getFailureCause`):
+        #: the server sends it to each remote consumer that reads on (ProducerFailedError).
+        self.failure_cause: BaseException | None = None
         self._consumed: set[int] = set()
         #: Flink's numberOfUsers: each subpartition's reader and the producer itself (until
         #: it closes the partition); released when none is left.
@@ -431,12 +434,15 @@ class ResultPartition:
             if not self.is_released:
                 self._one_user_less()
 
-    def release(self) -> None:
+    def release(self, cause: BaseException | None = None) -> None:
         """Recycle everything queued; the pool stays until the producer closes the partition
-        (as in Flink: a record written after a release goes to a buffer that is dropped)."""
+        (as in Flink: a record written after a release goes to a buffer that is dropped).
+        `cause`: the producer failed with it (Flink's `release(Throwable)`, through the
+        task's `fail`); readers are not told, they find it as they next read."""
         if self.is_released:
             return
         self.is_released = True
+        self.failure_cause = cause
         self._close_builders()
         for sub in self.subpartitions:
             sub.release()

@@ -58,6 +58,11 @@ class PipelinedSubpartitionView:
         """Released by its reader, or its subpartition was released (as Flink's view asks its parent)."""
         return self._released or self.subpartition.is_released
 
+    @property
+    def failure_cause(self) -> BaseException | None:
+        """Why the partition was released, if its producer failed (Flink's view asks its parent)."""
+        return self.subpartition.parent.failure_cause
+
     def release_all_resources(self) -> None:
         """The consumer is gone. The view holds nothing: the subpartition keeps what is queued
         until its partition is released (release-by-upstream: `on_consumed_subpartition`)."""

@@ -254,3 +254,51 @@ async def test_the_connection_outlives_its_last_channel_until_it_fails(credit_fl
     assert await manager.create_partition_request_client(address) is client
     client._fail_all(RuntimeError("test"))
     assert await manager.create_partition_request_client(address) is not client
+
+
+@pytest.mark.parametrize("transport", ["sim", "sim_frames"])
+async def test_a_failed_producer_cancels_its_remote_consumer_channel_only(credit_flow, transport):
+    # Flink: the producer's task fails, its partition is released with the cause; the consumer
+    # announces credit, its reader finds nothing to send and the server answers with a
+    # ProducerFailedException; the client wraps it in a RemoteTransportException (onError) and
+    # the consumer's next getNextBuffer throws it: a CancelTaskException among its causes.
+    from shuffle.errors import CancelTaskError, ProducerFailedError, RemoteTransportError, find_error
+
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096), channels=2, separate_producers=True,
+                          transport=transport)
+    for channel in (0, 1):
+        await h.emit_buffers(channel, 16)
+        h.flush(channel)
+    await h.settle()
+    # 2 exclusive and 8 floating buffers are full, the rest waits at the producer for credit
+    assert h.receiver(0).queued == 10 and h.partitions[0].output_queue_length == 6
+    h.partitions[0].release(RuntimeError("producer broke"))
+    await h.settle()
+    assert h.channel(0).error is None  # the reader is not told; nothing goes out yet
+    assert len(h.consume(0, 10)) == 10  # what arrived is read; credit goes out, the reader is polled
+    await h.settle()
+    error = h.channel(0).error
+    assert isinstance(error, RemoteTransportError)
+    assert str(error) == (f"Error at remote task manager '{h.channel(0).client.remote_address}': "
+                          "ProducerFailedError: RuntimeError: producer broke")
+    cancel = find_error(error, CancelTaskError)
+    assert isinstance(cancel, ProducerFailedError) and str(cancel) == "RuntimeError: producer broke"
+    with pytest.raises(RemoteTransportError) as raised:
+        h.gates[0].poll_next()
+    assert raised.value is error
+    read = len(h.consume(1, 10))  # the other producer's channel, on the same connection, goes on
+    await h.settle()
+    assert h.channel(1).error is None and read + len(h.consume(1, 10)) == 16
+
+
+async def test_a_failed_producer_cancels_its_local_consumer_channel(credit_flow):
+    # LocalInputChannel.getNextBuffer: the view is released and nothing is left
+    from shuffle.errors import CancelTaskError
+
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096), local=True)
+    await h.emit_buffers(0, 4)
+    h.flush(0)
+    await h.settle()
+    h.partitions[0].release(RuntimeError("producer broke"))
+    with pytest.raises(CancelTaskError, match="has been released"):
+        h.consume(0, 1)

@@ -13,7 +13,8 @@ from shuffle.buffer.buffer_builder import BufferConsumer
 from shuffle.buffer.data_type import DataType
 from shuffle.config import NetworkConfig
 from shuffle.java_int import INT_MAX
-from shuffle.netty.messages import BacklogAnnouncement, BufferResponse
+from shuffle.errors import CancelTaskError, ProducerFailedError, error_from_wire
+from shuffle.netty.messages import BacklogAnnouncement, BufferResponse, ErrorResponse
 from shuffle.netty.partition_request_queue import PartitionRequestQueue
 from shuffle.netty.view_reader import CreditBasedSequenceNumberingViewReader
 from shuffle.partition.pipelined_subpartition import BufferAndBacklog
@@ -47,6 +48,13 @@ class _AlwaysAvailableView(_NoOpView):
 
     def get_availability_and_backlog(self, credit_available: bool) -> tuple[bool, int]:
         return True, 0
+
+
+class _ReleasedView(_AlwaysAvailableView):
+    """Flink's ReleasedResultSubpartitionView: released, with a failure cause."""
+
+    is_released = True
+    failure_cause = RuntimeError("Expected test exception")
 
 
 class _DefaultBufferView(_NoOpView):
@@ -279,3 +287,52 @@ def test_without_credit_an_event_at_the_head_counts_as_available_even_while_bloc
     assert drain(queue) == [] and not queue.available_readers
     queue.add_credit_or_resume_consumption(7, lambda r: r.resume_consumption())
     assert [msg.data_type for msg in drain(queue)] == [DataType.EVENT_BUFFER]
+
+
+def test_producer_failed_exception():
+    """testProducerFailedException: a released view with a failure cause is answered with an
+    ErrorResponse whose error is a CancelTaskException (ProducerFailedException)."""
+    queue = PartitionRequestQueue(BlockedConnection(), NULL_TRACER)
+    reader = make_reader(queue, _ReleasedView(), 2)
+    queue.notify_reader_created(reader)
+    reader.notify_data_available()
+    (msg,) = drain(queue)
+    assert type(msg) is ErrorResponse and msg.receiver_id == 7 and not msg.is_fatal_error
+    error = error_from_wire(msg.error_class, msg.message)
+    assert isinstance(error, ProducerFailedError) and isinstance(error, CancelTaskError)
+    assert str(error) == "RuntimeError: Expected test exception"
+    # as Flink: the reader stays until the consumer cancels its request; nothing more is sent
+    assert queue.all_readers == {7: reader} and not queue.available_readers
+    assert drain(queue) == []
+
+
+def test_a_partition_released_by_its_failed_producer_answers_a_queued_reader_with_the_cause():
+    """The reader of a subpartition with data waits in the queue while the connection is busy;
+    its producer fails (the partition released with the cause): when its turn comes there is
+    nothing to send, and the channel gets ProducerFailedError. Released without a cause (the
+    producer was cancelled), the reader is skipped silently."""
+    for cause in (RuntimeError("producer broke"), None):
+        sub, queue, reader = subpartition_reader(2, DataType.DATA_BUFFER, DataType.DATA_BUFFER)
+        reader.notify_data_available()
+        assert list(queue.available_readers) == [reader]
+        sub.parent.release(cause)
+        written = drain(queue)
+        if cause is None:
+            assert written == []
+        else:
+            assert written == [ErrorResponse("ProducerFailedError", "RuntimeError: producer broke", 7)]
+        assert reader.is_released and 7 in queue.all_readers
+
+
+def test_a_released_subpartition_with_a_flush_pending_becomes_available_on_credit():
+    """A reader without credit is not queued and not told of the release (as Flink's
+    PipelinedSubpartition.release); credit the consumer announces later finds the flush
+    requested before the release, and the poll that finds nothing sends the error."""
+    sub, queue, reader = subpartition_reader(0, DataType.DATA_BUFFER, DataType.DATA_BUFFER)
+    sub.flush()
+    drain(queue)  # the backlog announcement
+    assert not queue.available_readers
+    sub.parent.release(RuntimeError("producer broke"))
+    assert drain(queue) == []
+    queue.add_credit_or_resume_consumption(7, lambda r: r.add_credit(2))
+    assert [type(msg) for msg in drain(queue)] == [ErrorResponse]
