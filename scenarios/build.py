@@ -26,7 +26,7 @@ from graph import (
     StreamExecutionEnvironment,
     UnsupportedOperationException,
 )
-from scenarios.scenario_file import KeySpec, Scenario, ScenarioError, StageSpec
+from scenarios.scenario_file import KeySpec, Scenario, ScenarioError, StageSpec, stage_key
 
 
 def build_program(scenario: Scenario) -> StreamExecutionEnvironment:
@@ -187,7 +187,7 @@ def _add_stages(env: StreamExecutionEnvironment, stages: tuple[StageSpec, ...], 
         try:
             ds = _add_stage(env, ds, stage)
         except (ValueError, TypeError) as e:
-            raise ScenarioError(f"{file}: job.stages[{i}]: {e}") from None
+            raise ScenarioError(f"{file}: {stage_key(i, stage.name)}: {e}") from None
 
 
 def _add_stage(env: StreamExecutionEnvironment, ds: Any, stage: StageSpec) -> Any:

@@ -30,7 +30,7 @@ from scenarios.channels import TraceFileError
 from scenarios.outputs import RunFolderError, steady_state_window
 from scenarios.interrupt import stop_on_signals, terminate_as_interrupt
 from scenarios.progress import ProgressPrinter, StatusLine
-from scenarios.scenario_file import Scenario, ScenarioError, load_scenario
+from scenarios.scenario_file import Scenario, ScenarioError, load_scenario, stage_key
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -316,7 +316,7 @@ def _run(args: argparse.Namespace) -> int:
 def _warn_of_late_events(scenario: Any) -> None:
     """A fault or cost change at or after the end of the run never happens: likely a shortened `duration`."""
     timed = [(f"faults[{i}] at", fault.at) for i, fault in enumerate(scenario.faults)]
-    timed += [(f"job.stages[{i}].cost_changes[{j}] from", change.start)
+    timed += [(f"{stage_key(i, stage.name)}.cost_changes[{j}] from", change.start)
               for i, stage in enumerate(scenario.job.stages) for j, change in enumerate(stage.cost_changes)]
     for what, at in timed:
         if at >= scenario.duration:
