@@ -180,8 +180,8 @@ def _operator(ds: Any, stage: StageSpec) -> Any:
 
 
 def _add_stages(env: StreamExecutionEnvironment, stages: tuple[StageSpec, ...], file: str) -> None:
-    """The stages' pipeline; settings the graph API refuses together (keys on 8-byte records)
-    are a `ScenarioError` naming the file and the stage."""
+    """The stages' pipeline; settings the graph API refuses that the scenario file's checks let
+    through are a `ScenarioError` naming the file and the stage."""
     ds: Any = None
     for i, stage in enumerate(stages):
         try:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from graph.api.environment import MINIMAL_CHECKPOINT_TIME
-from graph.api.workload import MIN_RECORD_SIZE
+from graph.api.workload import KEYED_RECORD_SIZE, MIN_RECORD_SIZE
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.scheduler import PLACEMENTS
 from graph.units import parse_bandwidth, parse_duration, parse_size
@@ -623,6 +623,10 @@ def _stage(value: Any, where: Where) -> StageSpec:
     stage = _build(StageSpec, table, where)
     if stage.kind == "key_by_reduce" and stage.partitioner not in (None, "hash"):
         raise where.child("partitioner").error("a 'key_by_reduce' stage is always hash-partitioned")
+    if stage.keys is not None and stage.record_size is not None and stage.record_size < KEYED_RECORD_SIZE:
+        raise where.child("record_size").error(
+            f"{stage.record_size} leaves no room for keys (a record of {stage.record_size} bytes is its own key, "
+            f"a Long): with 'keys' it must be >= {KEYED_RECORD_SIZE}")
     return stage
 
 

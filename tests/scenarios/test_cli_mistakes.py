@@ -106,10 +106,10 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
      "job.stages[1] (SlowMap).parallelism: '2' is not an integer (write it without quotes) "
      "(from --set job.stages[1].parallelism)"),
     (["plan", str(SLOW_MAP), "--set", 'job.stages[0].rate="1e3"'], "'1e3' is not a number (write it without quotes)"),
-    # settings each valid alone that the graph API refuses together: no traceback
+    # settings each valid alone that the graph API refuses together: the key, and where its value came from
     (["plan", str(LIBRARY / "skewed-keys.toml"), "--set", "job.stages[0].record_size=8"],
-     "skewed-keys.toml: job.stages[0] (Events): from_generator: a record of 8 bytes is its own key (a Long); "
-     "keys need record_size >= 16"),
+     "skewed-keys.toml: job.stages[0] (Events).record_size: 8 leaves no room for keys (a record of 8 bytes is "
+     "its own key, a Long): with 'keys' it must be >= 16 (from --set job.stages[0].record_size)"),
     # a job the compiler rejects (Flink's message): the file, for each command that compiles it
     *[(argv + [str(SLOW_MAP), "--set", "job.stages[SlowMap].partitioner=forward"],
        "slow-map.toml: the job does not compile: Forward partitioning does not allow change of parallelism")

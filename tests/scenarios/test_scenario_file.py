@@ -226,6 +226,12 @@ REDUCE = 'kind = "key_by_reduce"'
         ),
         (stages(SOURCE + "\nrecord_size = 7", SINK), "job.stages[0].record_size: 7 must be >= 8"),
         (stages('name = "A"', SINK), "missing key 'job.stages[0] (A).kind'"),
+        # keys on records that are their own key (a Long): the key, not the graph API's message
+        (stages(SOURCE + '\nrecord_size = 8\nkeys = { distribution = "hot_key" }', SINK),
+         "job.stages[0].record_size: 8 leaves no room for keys"),
+        (stages(SOURCE + '\nname = "Events"\nrecord_size = 12\nkeys = { num_keys = 4 }', SINK),
+         "job.stages[0] (Events).record_size: 12 leaves no room for keys (a record of 12 bytes is its own key, "
+         "a Long): with 'keys' it must be >= 16"),
         ('[job]\nprogram = "not a program"', 'job.program: \'not a program\' is not "module:function"'),
         ('[job]\nprogram = "m:f"\n' + stages(SOURCE, SINK), "job: give either 'program' or [[job.stages]]"),
         ("[job]", "job: give either 'program' or [[job.stages]], not both or neither"),
