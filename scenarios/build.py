@@ -26,7 +26,7 @@ from graph import (
     StreamExecutionEnvironment,
     UnsupportedOperationException,
 )
-from scenarios.scenario_file import KeySpec, Scenario, ScenarioError, StageSpec
+from scenarios.scenario_file import KeySpec, Scenario, ScenarioError, StageSpec, stage_key
 
 
 def build_program(scenario: Scenario) -> StreamExecutionEnvironment:
@@ -180,14 +180,14 @@ def _operator(ds: Any, stage: StageSpec) -> Any:
 
 
 def _add_stages(env: StreamExecutionEnvironment, stages: tuple[StageSpec, ...], file: str) -> None:
-    """The stages' pipeline; settings the graph API refuses together (keys on 8-byte records)
-    are a `ScenarioError` naming the file and the stage."""
+    """The stages' pipeline; settings the graph API refuses that the scenario file's checks let
+    through are a `ScenarioError` naming the file and the stage."""
     ds: Any = None
     for i, stage in enumerate(stages):
         try:
             ds = _add_stage(env, ds, stage)
         except (ValueError, TypeError) as e:
-            raise ScenarioError(f"{file}: job.stages[{i}]: {e}") from None
+            raise ScenarioError(f"{file}: {stage_key(i, stage.name)}: {e}") from None
 
 
 def _add_stage(env: StreamExecutionEnvironment, ds: Any, stage: StageSpec) -> Any:

@@ -30,7 +30,7 @@ from scenarios.channels import TraceFileError
 from scenarios.outputs import RunFolderError, steady_state_window
 from scenarios.interrupt import stop_on_signals, terminate_as_interrupt
 from scenarios.progress import ProgressPrinter, StatusLine
-from scenarios.scenario_file import ScenarioError, load_scenario
+from scenarios.scenario_file import Scenario, ScenarioError, load_scenario, stage_key
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -99,7 +99,8 @@ def _parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="print the compiled graphs of a program or scenario",
                                description="Print the StreamGraph, JobGraph and ExecutionGraph of a DataStream "
                                            "program ('module:function' taking a StreamExecutionEnvironment) "
-                                           "or of a scenario file.")
+                                           "or of a scenario file; for a scenario also where the run will place "
+                                           "each subtask and which of its channels are local or remote.")
     plan.add_argument("program", type=_path, metavar="PROGRAM_OR_SCENARIO",
                       help="a scenario file (.toml), or a program 'module:function' (the module is looked up "
                            "from the current folder)")
@@ -206,15 +207,16 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _load_environment(target: str, overrides: Sequence[str]) -> StreamExecutionEnvironment:
-    """The program of a scenario file, or of a `module:function`."""
+def _load_target(target: str, overrides: Sequence[str]) -> tuple[Scenario | None, StreamExecutionEnvironment]:
+    """The scenario (None for a `module:function`) and its program."""
     module_file, _, function_name = target.partition(":")
     if module_file.endswith(".py"):
         module = Path(module_file).stem
         raise UserError(f"{target}: a Python file; give the program as 'module:function', e.g. "
                         f"{module}:{function_name or 'build'} (the module is looked up from the current folder)")
     if target.endswith(".toml") or Path(target).is_file():
-        return build_program(load_scenario(target, overrides))
+        scenario = load_scenario(target, overrides)
+        return scenario, build_program(scenario)
     if overrides:
         raise UserError("--set applies to scenario files only")
     module_name, sep, function_name = target.partition(":")
@@ -225,18 +227,22 @@ def _load_environment(target: str, overrides: Sequence[str]) -> StreamExecutionE
     function = load_program(target, target, str(Path.cwd()))
     env = StreamExecutionEnvironment.get_execution_environment()
     call_program(function, env, target)
-    return env
+    return None, env
 
 
 def _plan(args: argparse.Namespace) -> int:
-    env = _load_environment(args.program, args.overrides)
+    from scenarios.placement import plan_placement, scenario_plan_json
+
+    scenario, env = _load_target(args.program, args.overrides)
     with compile_errors_named(args.program):
         if args.json:
-            plan = json.dumps(plan_json(env), indent=2)
+            plan = json.dumps(plan_json(env) if scenario is None else scenario_plan_json(scenario, env), indent=2)
         elif args.dot:
             plan = to_dot(env.get_job_graph())
         else:
             plan = render_plan(env)
+            if scenario is not None:
+                plan += "\n\n" + plan_placement(scenario, env.get_execution_graph()).render()
     print(plan)
     return 0
 
@@ -310,7 +316,7 @@ def _run(args: argparse.Namespace) -> int:
 def _warn_of_late_events(scenario: Any) -> None:
     """A fault or cost change at or after the end of the run never happens: likely a shortened `duration`."""
     timed = [(f"faults[{i}] at", fault.at) for i, fault in enumerate(scenario.faults)]
-    timed += [(f"job.stages[{i}].cost_changes[{j}] from", change.start)
+    timed += [(f"{stage_key(i, stage.name)}.cost_changes[{j}] from", change.start)
               for i, stage in enumerate(scenario.job.stages) for j, change in enumerate(stage.cost_changes)]
     for what, at in timed:
         if at >= scenario.duration:

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from graph import ExecutionGraph, plan_json
+from graph import ExecutionGraph
 from scenarios.build import build_program, compile_errors_named
 from scenarios.outputs import (METRICS_FILE, PLAN_FILE, SUMMARY_FILE, TRACE_FILE, checkpoint_figures, write_metrics,
                                write_plan, write_summary)
 from scenarios.perfetto import PERFETTO_FILE
+from scenarios.placement import scenario_plan_json
 from scenarios.report import REPORT_FILE, write_report
 from scenarios.scenario_file import Scenario, ScenarioError, settings_of
 from scenarios.staging import make_staging, remove_stale_staging
@@ -35,6 +36,7 @@ from taskmgr.jobmanager import JobConfig, JobResult
 from taskmgr.metrics.summary import subtask_max
 from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.scheduler import slots_needed
+from taskmgr.taskmanager import task_manager_name
 
 if TYPE_CHECKING:
     from scenarios.spark_run import SparkEngine
@@ -206,7 +208,7 @@ def cluster_secret(scenario: Scenario) -> bytes | None:
 
 def _check_faults(scenario: Scenario, graph: ExecutionGraph) -> None:
     """Faults must name TaskManagers and vertices the run has; link faults need sim mode."""
-    names = {f"tm-{i}" for i in range(scenario.cluster.task_managers)}
+    names = {task_manager_name(i) for i in range(scenario.cluster.task_managers)}
     vertices = {vertex.name: vertex for vertex in graph.job_graph.vertices}
     for i, fault in enumerate(scenario.faults):
         where = f"{scenario.source_path}: faults[{i}]"
@@ -279,7 +281,7 @@ def run_scenario(scenario: Scenario, out_dir: Path, trace: bool = False,
 def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any, out_dir: Path, trace: bool,
               progress: ProgressCallback | None, should_stop: StopCheck | None,
               engine: SparkEngine | None) -> RunOutcome:
-    write_plan(out_dir, plan_json(env))
+    write_plan(out_dir, scenario_plan_json(scenario, env))
     cluster = ClusterConfig(scenario.mode, scenario.cluster.task_managers, scenario.cluster.slots_per_task_manager,
                             network, cluster_secret(scenario), scenario.cluster.heartbeat_interval,
                             scenario.cluster.heartbeat_timeout)

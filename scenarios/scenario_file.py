@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from graph.api.environment import MINIMAL_CHECKPOINT_TIME
-from graph.api.workload import MIN_RECORD_SIZE
+from graph.api.workload import KEYED_RECORD_SIZE, MIN_RECORD_SIZE
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
 from taskmgr.scheduler import PLACEMENTS
 from graph.units import parse_bandwidth, parse_duration, parse_size
@@ -71,6 +71,18 @@ class Where(NamedTuple):
 
     def error(self, message: str, kind: type[ScenarioError] = ScenarioError) -> ScenarioError:
         return kind(f"{self.file}: {self.key}: {message}" if self.key else f"{self.file}: {message}")
+
+
+def stage_key(index: int, name: str | None) -> str:
+    """How messages name a stage: by index, and by name if it has one (`job.stages[3] (Store)`);
+    `--set job.stages[3].cost=...` and `--set job.stages[Store].cost=...` both pick it."""
+    return f"job.stages[{index}]" + (f" ({name})" if name else "")
+
+
+def _raw_stage_name(table: Any) -> str | None:
+    """The `name` of a stage's raw table, if it is a non-empty string."""
+    name = table.get("name") if isinstance(table, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 Parser = Callable[[Any, Where], Any]
@@ -611,13 +623,18 @@ def _stage(value: Any, where: Where) -> StageSpec:
     stage = _build(StageSpec, table, where)
     if stage.kind == "key_by_reduce" and stage.partitioner not in (None, "hash"):
         raise where.child("partitioner").error("a 'key_by_reduce' stage is always hash-partitioned")
+    if stage.keys is not None and stage.record_size is not None and stage.record_size < KEYED_RECORD_SIZE:
+        raise where.child("record_size").error(
+            f"{stage.record_size} leaves no room for keys (a record of {stage.record_size} bytes is its own key, "
+            f"a Long): with 'keys' it must be >= {KEYED_RECORD_SIZE}")
     return stage
 
 
 def _stages(value: Any, where: Where) -> tuple[StageSpec, ...]:
     if not isinstance(value, list) or not value:
         raise where.error("expected [[job.stages]] tables, a source first and a sink last")
-    stages = tuple(_stage(item, where.item(i)) for i, item in enumerate(value))
+    stages = tuple(_stage(item, Where(where.file, stage_key(i, _raw_stage_name(item))))
+                   for i, item in enumerate(value))
     kinds = [s.kind for s in stages]
     if kinds[0] != "source" or "source" in kinds[1:]:
         raise where.error("the first stage, and only the first, must be a 'source'")
@@ -626,9 +643,9 @@ def _stages(value: Any, where: Where) -> tuple[StageSpec, ...]:
     first_named: dict[str, int] = {}
     for i, stage in enumerate(stages):
         if stage.name is not None and first_named.setdefault(stage.name, i) != i:
-            raise where.item(i).child("name").error(
-                f"{stage.name!r} is also the name of job.stages[{first_named[stage.name]}]: stage names must "
-                "differ (job.stages[NAME] picks a stage by its name)")
+            raise Where(where.file, stage_key(i, stage.name)).child("name").error(
+                f"{stage.name!r} is also the name of {stage_key(first_named[stage.name], stage.name)}: stage "
+                "names must differ (job.stages[NAME] picks a stage by its name)")
     return stages
 
 
@@ -876,8 +893,9 @@ def _select_item(items: Any, selector: str, path: str) -> dict[str, Any]:
 
 
 def _set(raw: dict[str, Any], key: str, value: Any) -> str:
-    """Set a dotted key in a raw scenario dict, creating tables on the way; the key as error
-    messages name it (stages by index: 'job.stages[1].cost' for 'job.stages[SlowMap].cost')."""
+    """Set a dotted key in a raw scenario dict, creating tables on the way; the key with items
+    by index ('job.stages[1].cost' for 'job.stages[SlowMap].cost'; `_as_shown` names the stage
+    as messages do)."""
     parts = _split_key(key)
     node: Any = raw
     for i, part in enumerate(parts[:-1]):
@@ -978,6 +996,7 @@ def _validated(raw: Mapping[str, Any], path: Path, named: Mapping[str, str]) -> 
     try:
         return _scenario(raw, path)
     except ScenarioError as e:
+        named = {_as_shown(raw, key): item for key, item in named.items()}
         # The file does not hold a value an override gave: say where it came from.
         given = [item for key, item in named.items()
                  if any(f"{before}{key}{after}" in str(e) for before in " '" for after in ":.'")]
@@ -990,6 +1009,21 @@ def _validated(raw: Mapping[str, Any], path: Path, named: Mapping[str, str]) -> 
         if beside:
             raise _with_note(e, f"(a value of the file, beside {', '.join(beside)})") from None
         raise
+
+
+_STAGE_BY_INDEX = re.compile(r"job\.stages\[(\d+)\]")
+
+
+def _as_shown(raw: Mapping[str, Any], key: str) -> str:
+    """A key of `_set` as messages name it: a stage with its name (`stage_key`), from `raw`."""
+    match = _STAGE_BY_INDEX.match(key)
+    if match is None:
+        return key
+    job = raw.get("job")
+    stages = job.get("stages") if isinstance(job, dict) else None
+    index = int(match[1])
+    table = stages[index] if isinstance(stages, list) and index < len(stages) else None
+    return stage_key(index, _raw_stage_name(table)) + key[match.end():]
 
 
 def _with_note(error: ScenarioError, note: str) -> ScenarioError:

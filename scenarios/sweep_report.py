@@ -1,9 +1,9 @@
 """What `shufflesim sweep` shows a person: progress while it runs, a table and a plot at the end.
 
 The table and the plot show, per point, the first vertex's backpressure (the source's,
-`backPressuredTimeMsPerSecond`) and the last vertex's input rate over all its subtasks
-(the sink's `numRecordsInPerSecond` x parallelism): how much the pipeline holds the
-source back, and what gets through.
+`backPressuredTimeMsPerSecond`), the last vertex's input rate over all its subtasks
+(the sink's `numRecordsInPerSecond` x parallelism) and, where measured, the sinks' latency
+p50 and p99: how much the pipeline holds the source back, what gets through, and how late.
 """
 
 from __future__ import annotations
@@ -13,11 +13,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from statistics import fmean
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TextIO
 
 from scenarios.progress import PLAIN_INTERVAL, StatusLine
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
     from scenarios.sweep import PointResult
 
 PLOT_FILE = "sweep.png"
@@ -145,12 +149,45 @@ def _mean_and_range(values: list[float]) -> tuple[float, float, float]:
     return mean, mean - min(values), max(values) - mean
 
 
+#: A figure of a point's results (None: not measured).
+PointFigure = Callable[["PointResult"], "float | None"]
+
+
+def _latency(key: str) -> PointFigure:
+    """A point's sink latency figure `key` (ms; None: no record reached a sink)."""
+    return lambda result: result.latency.get(key)
+
+
+#: The plot's panels: a label, a point's figure drawn as a bar and one drawn as a mark over
+#: it (None: none). Latency only where some point's sinks measured it.
+PANELS: tuple[tuple[str, PointFigure, PointFigure | None], ...] = (
+    (f"source {SOURCE_METRIC}", lambda result: _source_sink(result)[0], None),
+    ("sink records in/s (all subtasks)", lambda result: _source_sink(result)[1], None),
+)
+LATENCY_PANEL = ("sink latency ms (bar p50, mark p99)", _latency("latency_p50_ms"), _latency("latency_p99_ms"))
+#: A latency panel whose values span this factor or more is drawn on a log scale.
+LOG_SPAN = 100
+
+
 def write_plot(results: Sequence[PointResult], keys: Sequence[str], path: Path, title: str) -> Path:
-    """A PNG of source backpressure and sink records/s against the swept keys.
+    """A PNG of `sweep_figure`."""
+    import matplotlib.pyplot as plt
+
+    figure = sweep_figure(results, keys, title)
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def sweep_figure(results: Sequence[PointResult], keys: Sequence[str], title: str) -> Figure:
+    """Source backpressure, sink records/s and, where measured, sink latency (p50 and p99)
+    against the swept keys.
 
     The first swept key that varies is the x axis; the other varying keys make one bar
-    series per combination; over seeds a bar is the mean, its whisker the min-max range.
-    Points that failed have no bar, and their status is written at the bottom.
+    series per combination; over seeds a bar (or mark) is the mean, its whisker the min-max
+    range. Points that failed have no bar, and their status is written at the bottom. The
+    latency panel is on a log scale when its values span two decades or more (a buffer
+    timeout of 0 against 100 ms: 0.5 ms against 150).
     """
     import matplotlib
 
@@ -161,37 +198,71 @@ def write_plot(results: Sequence[PointResult], keys: Sequence[str], path: Path, 
     xs = list(dict.fromkeys(x for _, x in groups))
     series = list(dict.fromkeys(values for values, _ in groups))
     width = 0.8 / len(series)
-    figure, axes = plt.subplots(2, 1, sharex=True, figsize=(max(6.0, 0.5 * len(groups) + 3), 6.5))
-    panels = ((axes[0], 0, f"source {SOURCE_METRIC}"), (axes[1], 1, "sink records in/s (all subtasks)"))
-    for axis, index, name in panels:
+    panels = PANELS + ((LATENCY_PANEL,) if any(result.latency for result in results) else ())
+    figure, axes = plt.subplots(len(panels), 1, sharex=True,
+                                figsize=(max(6.0, 0.5 * len(groups) + 3), 3.25 * len(panels)), squeeze=False)
+    axes = axes[:, 0]
+    for axis, (name, bar_figure, mark_figure) in zip(axes, panels):
         for n, values in enumerate(series):
-            positions, bars, whiskers = [], [], ([], [])
-            for i, x in enumerate(xs):
-                members = groups.get((values, x))
-                if not members:
-                    continue
-                position = i - 0.4 + width * (n + 0.5)
-                measured = [v for v in (_source_sink(r)[index] for r in members if not r.failed) if v is not None]
-                mean, low, high = _mean_and_range(measured)
-                positions.append(position)
-                bars.append(mean)
-                whiskers[0].append(low)
-                whiskers[1].append(high)
-                if not measured:
-                    axis.annotate(members[0].status, (position, 0), ha="center", va="bottom",
-                                  color="#c44e52", fontsize=7, rotation=90)
+            bars = _bars(groups, xs, values, n, width, bar_figure, axis)
             label = ", ".join(f"{short_key(k)}={v}" for k, v in zip(series_keys, values)) or None
-            spread = whiskers if any(whiskers[0] + whiskers[1]) else None
-            axis.bar(positions, bars, width * 0.9, yerr=spread, capsize=3, label=label)
+            drawn = axis.bar(bars.positions, bars.means, width * 0.9, yerr=bars.spread(), capsize=3, label=label)
+            if mark_figure is not None:
+                marks = _bars(groups, xs, values, n, width, mark_figure, None)
+                color = drawn.patches[0].get_facecolor() if drawn.patches else None
+                axis.errorbar(marks.positions, marks.means, yerr=marks.spread(), fmt="_", markersize=14,
+                              markeredgewidth=2, capsize=3, color=color)[0].set_gid("mark")
         axis.set_ylabel(name, fontsize=9)
         axis.grid(axis="y", alpha=0.3)
+        if mark_figure is not None:
+            _log_scale_if_spread(axis, [f(r) for r in results if not r.failed for f in (bar_figure, mark_figure)])
     axes[0].set_ylim(0, 1050)
     if series_keys:
         axes[0].legend(fontsize=8)
-    axes[1].set_xticks(range(len(xs)), xs, fontsize=8)
-    axes[1].set_xlabel(x_key or "point")
+    axes[-1].set_xticks(range(len(xs)), xs, fontsize=8)
+    axes[-1].set_xlabel(x_key or "point")
     axes[0].set_title(title, fontsize=10)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return figure
+
+
+@dataclass
+class _Bars:
+    """One series' bars in a panel: where, how high (the mean over seeds), the whiskers."""
+
+    positions: list[float] = field(default_factory=list)
+    means: list[float] = field(default_factory=list)
+    whiskers: tuple[list[float], list[float]] = field(default_factory=lambda: ([], []))
+
+    def spread(self) -> tuple[list[float], list[float]] | None:
+        """The whiskers, None if no bar has any (one seed)."""
+        return self.whiskers if any(self.whiskers[0] + self.whiskers[1]) else None
+
+
+def _bars(groups: dict, xs: list[str], values: tuple[str, ...], n: int, width: float,
+          figure_of: PointFigure, axis: Axes | None) -> _Bars:
+    """The `n`-th series' (`values`) bars; on `axis`, the status of points that measured nothing."""
+    bars = _Bars()
+    for i, x in enumerate(xs):
+        members = groups.get((values, x))
+        if not members:
+            continue
+        position = i - 0.4 + width * (n + 0.5)
+        measured = [v for v in (figure_of(r) for r in members if not r.failed) if v is not None]
+        mean, low, high = _mean_and_range(measured)
+        bars.positions.append(position)
+        bars.means.append(mean)
+        bars.whiskers[0].append(low)
+        bars.whiskers[1].append(high)
+        if not measured and axis is not None:
+            axis.annotate(members[0].status, (position, 0), xycoords=("data", "axes fraction"), ha="center",
+                          va="bottom", color="#c44e52", fontsize=7, rotation=90)
+    return bars
+
+
+def _log_scale_if_spread(axis: Axes, values: list[float | None]) -> None:
+    """A log scale when the positive `values` span `LOG_SPAN` or more."""
+    measured = [v for v in values if v is not None and v > 0]
+    if measured and max(measured) >= LOG_SPAN * min(measured):
+        axis.set_yscale("log")
+        axis.set_ylim(min(measured) / 2, max(measured) * 2)

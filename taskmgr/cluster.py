@@ -21,7 +21,7 @@ from shuffle.transport.auth import AuthenticatedTransport, generate_secret
 from taskmgr.faults import Fault, inject_faults
 from taskmgr.jobmanager import JobConfig, JobManager, JobResult
 from taskmgr.task import Task
-from taskmgr.taskmanager import TaskManager, TaskManagerFatalError
+from taskmgr.taskmanager import TaskManager, TaskManagerFatalError, task_manager_name
 
 LOOPBACK = "127.0.0.1:0"
 #: Progress is reported this many times over a run's duration.
@@ -85,7 +85,7 @@ class MiniCluster:
     async def start(self, nursery: Any) -> None:
         address = await nursery.start(self.jobmanager.run)
         for i in range(self.config.task_managers):
-            name = f"tm-{i}"
+            name = task_manager_name(i)
             shuffle_address = name if self.config.mode == "sim" else LOOPBACK
             tm = TaskManager(name, address, self.transport, self.config.network,
                              self.config.slots_per_task_manager, self.tracer, shuffle_address)

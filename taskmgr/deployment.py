@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import secrets
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -111,6 +112,19 @@ def execution_id(vertex: ExecutionVertex) -> str:
     """The id of a subtask's execution (the same in every attempt of the job: the attempt
     number is `JobInformation.attempt`, the random attempt id is in its partition ids)."""
     return f"{vertex.job_vertex.id}#{vertex.subtask_index}"
+
+
+def channel_locality(vertex: ExecutionVertex, task_manager_of: Mapping[str, str]) -> list[tuple[int, int]]:
+    """Per input gate of `vertex`, how many of its channels are local and how many remote when
+    each subtask runs on `task_manager_of[execution id]`: its TaskManager makes a channel local
+    when the producer's shuffle address is its own (`create_descriptor`), that is when the
+    producer runs on the same TaskManager."""
+    here = task_manager_of[execution_id(vertex)]
+    counts = []
+    for channels in vertex.input_gates:
+        local = sum(task_manager_of[execution_id(partition.producer)] == here for partition, _ in channels)
+        counts.append((local, len(channels) - local))
+    return counts
 
 
 def new_attempt_ids(graph: ExecutionGraph) -> dict[str, str]:

@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 
 #: Kinds that need the simulated link (they impair it).
 SIM_ONLY = ("pause_link", "slow_link")
+#: Kinds that can end a TaskManager's process: a kill, and a blocked task that a cancellation
+#: waits for longer than task.cancellation.timeout (its watchdog ends the process). A
+#: restart after that places the job on the TaskManagers left.
+ENDS_TASK_MANAGER = ("kill_task_manager", "block_task")
 FAULT_KINDS = ("kill_task_manager", "drop_connection", "pause_link", "slow_link", "pause_task", "block_task",
                "fail_task", "corrupt_frame")
 

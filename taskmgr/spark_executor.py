@@ -25,7 +25,7 @@ from shuffle.config import NetworkConfig
 from shuffle.transport.auth import AuthenticatedTransport
 from shuffle.transport.tcp import TcpTransport, parse_address
 from taskmgr.faults import Fault
-from taskmgr.taskmanager import TaskManager
+from taskmgr.taskmanager import TaskManager, task_manager_name
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +47,6 @@ class ExecutorTaskManagerSpec:
     #: Local master: bind to loopback (else to the executor's address as Spark knows it).
     local: bool
     faults: tuple[Fault, ...] = ()
-
-
-def task_manager_name(index: int) -> str:
-    """The name of the TaskManager in barrier task (partition) `index`, as in local runs."""
-    return f"tm-{index}"
 
 
 def run_task_manager(spec: ExecutorTaskManagerSpec, partition: Iterable[Any]) -> Iterator[dict[str, Any]]:

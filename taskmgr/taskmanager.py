@@ -163,6 +163,12 @@ class _JobSession:
         self.sampling_stopped = True
 
 
+def task_manager_name(index: int) -> str:
+    """The name of a cluster's `index`-th TaskManager (tm-0, tm-1, ...): in-process and on Spark
+    (barrier task `index`) alike, so placement and faults name the same ones everywhere."""
+    return f"tm-{index}"
+
+
 class TaskManagerFatalError(RuntimeError):
     """Flink's TaskExecutor fatal error: the TaskManager's process ends."""
 

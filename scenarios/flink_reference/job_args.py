@@ -21,7 +21,8 @@ from typing import Any
 
 from graph import GeneratorSource, StreamNode
 from scenarios.build import build_program, compile_errors_named
-from scenarios.scenario_file import CheckpointSettings, ClusterConfig, NetworkSettings, Scenario, ScenarioError
+from scenarios.scenario_file import (CheckpointSettings, ClusterConfig, NetworkSettings, Scenario, ScenarioError,
+                                     stage_key)
 
 #: Partitioners the reference job can put before its stage (the StreamGraph's names).
 PARTITIONERS = ("REBALANCE", "RESCALE", "FORWARD", "SHUFFLE", "BROADCAST", "HASH")
@@ -87,10 +88,10 @@ def _pipeline(scenario: Scenario) -> list[StreamNode]:
         raise _refuse(scenario, f"job.program = {scenario.job.program!r} (only [[job.stages]] scenarios)")
     stages = scenario.job.stages
     unset = {f.name: f.default for f in fields(stages[0])}
-    for stage in stages:
+    for i, stage in enumerate(stages):
         for key in ("count", "cost_changes", "buffer_timeout"):
             if getattr(stage, key) != unset[key]:
-                raise _refuse(scenario, f"stage {stage.name or stage.kind!r} sets {key}")
+                raise _refuse(scenario, f"{stage_key(i, stage.name)} sets {key}")
     with compile_errors_named(scenario.source_path):
         nodes = sorted(build_program(scenario).get_stream_graph().nodes.values(), key=lambda node: node.id)
     if len(nodes) != len(stages):
@@ -101,12 +102,13 @@ def _pipeline(scenario: Scenario) -> list[StreamNode]:
 def _source_args(scenario: Scenario, node: StreamNode) -> dict[str, Any]:
     source: GeneratorSource = node.source
     keys = source.keys
+    stage = stage_key(0, scenario.job.stages[0].name)
     if keys.kind == "zipf":
-        raise _refuse(scenario, "zipf keys")
+        raise _refuse(scenario, f"{stage}: zipf keys")
     size = source.record_size
     if size not in (8, 16) and size < 20:
-        raise _refuse(scenario, f"record_size {size} (8, 16, or 20 and more: a Long, Tuple2 or Tuple3 of Longs "
-                                "and padding)")
+        raise _refuse(scenario, f"{stage}: record_size {size} (8, 16, or 20 and more: a Long, Tuple2 or Tuple3 "
+                                "of Longs and padding)")
     return {"sourceName": node.operator_name.removeprefix("Source: "), "sourceParallelism": node.parallelism,
             "rate": source.rate, "recordSize": size, "keys": keys.num_keys,
             "hotFraction": keys.hot_key_fraction if keys.kind == "hot_key" else -1,
@@ -169,12 +171,13 @@ def latency_operator(args: list[str]) -> str:
 
 def _stage_args(scenario: Scenario, i: int, node: StreamNode, disable_chaining: bool) -> dict[str, Any]:
     """The arguments of the job's stage `i` (after the source; the last one is the sink)."""
+    stage = stage_key(i + 1, scenario.job.stages[i + 1].name)
     partitioner = node.in_edges[0].partitioner.name
     if partitioner not in PARTITIONERS:
-        raise _refuse(scenario, f"partitioner {partitioner} before {node.operator_name!r}")
+        raise _refuse(scenario, f"{stage}: partitioner {partitioner}")
     if node.parallelism > JAVA_INT_MAX:
-        raise _refuse(scenario, f"stage {node.operator_name!r} parallelism = {node.parallelism} (the reference "
-                                f"job reads it as a Java int: at most {JAVA_INT_MAX})")
+        raise _refuse(scenario, f"{stage}: parallelism = {node.parallelism} (the reference job reads it as a "
+                                f"Java int: at most {JAVA_INT_MAX})")
     prefix = f"stage{i}"
     return {f"{prefix}Kind": "sink" if node.sink is not None else node.kind,
             f"{prefix}Selectivity": 1.0 if node.selectivity is None else node.selectivity,
@@ -196,6 +199,6 @@ def reference_args(scenario: Scenario) -> list[str]:
     args |= _flink_options(scenario, stages[0].buffer_timeout)
     for arg, key in SOURCE_JAVA_INTS.items():
         if args[arg] > JAVA_INT_MAX:
-            raise _refuse(scenario, f"stage {args['sourceName']!r} {key} = {args[arg]} (the reference job reads "
-                                    f"it as a Java int: at most {JAVA_INT_MAX})")
+            raise _refuse(scenario, f"{stage_key(0, scenario.job.stages[0].name)}: {key} = {args[arg]} (the "
+                                    f"reference job reads it as a Java int: at most {JAVA_INT_MAX})")
     return [f"{key}={value}" for key, value in args.items()]

@@ -25,7 +25,8 @@ body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0 
 h1 { font-size: 1.6em; margin: 24px 0 4px; } h2 { margin-top: 36px; border-bottom: 1px solid #ddd; }
 h3 { margin: 24px 0 4px; }
 p.lead { color: #555; margin-top: 0; } p.note { color: #555; max-width: 70em; }
-table { border-collapse: collapse; margin: 8px 0 16px; font-size: 0.92em; }
+div.table-box { max-width: 100%; overflow-x: auto; margin: 8px 0 16px; }
+table { border-collapse: collapse; font-size: 0.92em; }
 th, td { border: 1px solid #ddd; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f4f6f8; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .ok { color: #2e7d32; } .low { color: #e08e0b; } .high, .bad { color: #c62828; font-weight: 600; }
@@ -76,8 +77,12 @@ def format_value(value: Any) -> str:
 
 
 def table_html(headers: Sequence[str], rows: Iterable[Sequence[Any]], classes: Sequence[str] = ()) -> str:
-    """A table; numbers right-aligned; `classes` gives a CSS class per row (e.g. "bad")."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    """A table; numbers right-aligned; `classes` gives a CSS class per row (e.g. "bad").
+
+    Headers may break between the words of a metric's name (`inputQueue<wbr>Length`), and a
+    table wider than the page still scrolls sideways inside its box: the page never does,
+    and no column is cut off."""
+    head = "".join(f"<th>{_breakable(esc(h))}</th>" for h in headers)
     body = []
     for i, row in enumerate(rows):
         cells = "".join(
@@ -85,7 +90,12 @@ def table_html(headers: Sequence[str], rows: Iterable[Sequence[Any]], classes: S
             else f"<td>{esc(format_value(c))}</td>" for c in row)
         css = f' class="{classes[i]}"' if i < len(classes) and classes[i] else ""
         body.append(f"<tr{css}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="table-box"><table><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
+
+
+def _breakable(text: str) -> str:
+    """`text` (HTML) with a line break opportunity between the words of camelCase names."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "<wbr>", text)
 
 
 def render_page(title: str, lead: str, sections: Sequence[Section]) -> str:

@@ -63,6 +63,28 @@ PROBE = """
 """
 
 
+TABLE_PROBE = """
+<script>
+window.addEventListener('load', function () {
+  var tables = [];
+  document.querySelectorAll('table').forEach(function (table) {
+    var box = table.parentElement;
+    tables.push({headers: Array.prototype.map.call(table.querySelectorAll('th'), function (th) {
+                   return th.textContent; }),
+                 right: box.getBoundingClientRect().right,
+                 overflow: getComputedStyle(box).overflowX,
+                 wider: table.scrollWidth > box.clientWidth});
+  });
+  var pre = document.createElement('pre');
+  pre.id = 'probe';
+  pre.textContent = JSON.stringify({window: window.innerWidth, page: document.documentElement.scrollWidth,
+                                    tables: tables});
+  document.body.appendChild(pre);
+});
+</script>
+"""
+
+
 def chromium() -> str:
     """The browser binary, or a test failure saying how to install one."""
     for candidate in (os.environ.get("SHUFFLESIM_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
@@ -84,9 +106,21 @@ def _run(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
 
 def probe_plots(page: Path, work: Path) -> dict[str, Any]:
     """Open a copy of `page` with the probe; what plotly drew per `<figure class="plot">`."""
+    return _probe(page, work, PROBE, [])
+
+
+def probe_tables(page: Path, work: Path, width: int = 1400) -> dict[str, Any]:
+    """Open a copy of `page` in a `width`-pixel-wide window: its width and the page's (wider:
+    the page scrolls sideways), and per table its headers, the right edge of the box it sits
+    in, that box's overflow-x and whether the table is wider than the box."""
+    return _probe(page, work, TABLE_PROBE, [f"--window-size={width},2000"])
+
+
+def _probe(page: Path, work: Path, probe: str, args: list[str]) -> dict[str, Any]:
+    """What `probe` wrote into a copy of `page` (as JSON in `<pre id="probe">`)."""
     probed = work / f"probed-{page.name}"
-    probed.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
-    dom = _run(["--dump-dom", probed.resolve().as_uri()], work / "profile-dom").stdout
+    probed.write_text(page.read_text().replace("</body>", probe + "</body>"))
+    dom = _run([*args, "--dump-dom", probed.resolve().as_uri()], work / "profile-dom").stdout
     match = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
     assert match, "the probe wrote nothing: the page's scripts did not run"
     return json.loads(html.unescape(match.group(1)))

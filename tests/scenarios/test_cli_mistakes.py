@@ -30,7 +30,7 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     # typos get the full dotted key as the hint
     (["plan", str(SLOW_MAP), "--set", "job.stage=1"], "unknown key 'job.stage' (did you mean 'job.stages'?)"),
     (["plan", str(SLOW_MAP), "--set", "job.stages[SlowMap].cots=1ms"],
-     "unknown key 'job.stages[1].cots' (did you mean 'job.stages[1].cost'?)"),
+     "unknown key 'job.stages[1] (SlowMap).cots' (did you mean 'job.stages[1] (SlowMap).cost'?)"),
     # a stage name that does not exist: the names, or the close one
     (["plan", str(SLOW_MAP), "--set", "job.stages[SlowMapp].cost=1ms"],
      "--set job.stages[SlowMapp].cost='1ms': there is no job.stages[SlowMapp] (did you mean 'SlowMap'?)"),
@@ -61,7 +61,7 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
      "restart.initial_backoff: the 'fixed_delay' strategy does not use it (a setting of exponential_delay)"),
     # a source paced at 1e12 records/s drew pacing steps of billions of records: the OOM killer ended it
     (["plan", str(SLOW_MAP), "--set", "job.stages[Seq].rate=1e12"],
-     "job.stages[0].rate: 1000000000000.0 is more than 1e+09 records/s per subtask (0: as fast as downstream "
+     "job.stages[0] (Seq).rate: 1000000000000.0 is more than 1e+09 records/s per subtask (0: as fast as downstream "
      "allows) (from --set job.stages[Seq].rate)"),
     # a buffer larger than the default network memory: was a traceback from the network stack
     (["plan", str(SLOW_MAP), "--set", 'network.buffer_size="1gb"'],
@@ -79,17 +79,20 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
      "duration (from --set metrics.sample_period)"),
     # a bad value from --set says so: the file holds another value
     (["plan", str(SLOW_MAP), "--set", "seed=3", "--set", "job.stages[SlowMap].cost=abc"],
-     "slow-map.toml: job.stages[1].cost: 'abc' is not a duration (e.g. \"100ms\") "
+     "slow-map.toml: job.stages[1] (SlowMap).cost: 'abc' is not a duration (e.g. \"100ms\") "
      "(from --set job.stages[SlowMap].cost)"),
     # a value of the file an override beside it made wrong: the override is named too
     (["plan", str(LIBRARY / "skewed-keys.toml"), "--set", "job.stages[Events].keys.distribution=zipf"],
-     "job.stages[0].keys.hot_fraction: only for distribution = \"hot_key\" "
+     "job.stages[0] (Events).keys.hot_fraction: only for distribution = \"hot_key\" "
      "(a value of the file, beside --set job.stages[Events].keys.distribution)"),
     (["plan", str(SLOW_MAP), "--set", "network.bufer_size=1kb"],
      "(did you mean 'network.buffer_size'?) (from --set network.bufer_size)"),
     # a duration or bandwidth without its unit: "5" could mean 5 s or 5 ms; it is not taken as seconds
     (["plan", str(SLOW_MAP), "--set", 'job.stages[SlowMap].cost="5"'],
-     "job.stages[1].cost: '5' has no unit (e.g. \"100ms\") (from --set job.stages[SlowMap].cost)"),
+     "job.stages[1] (SlowMap).cost: '5' has no unit (e.g. \"100ms\") (from --set job.stages[SlowMap].cost)"),
+    # a stage is named by index and by the name it ends up with (one --set renames it)
+    (["plan", str(SLOW_MAP), "--set", "job.stages[1].cost=abc", "--set", "job.stages[1].name=Slow"],
+     "job.stages[1] (Slow).cost: 'abc' is not a duration (e.g. \"100ms\") (from --set job.stages[1].cost)"),
     (["plan", str(SLOW_MAP), "--set", 'duration="30"'], "duration: '30' has no unit (e.g. \"100ms\")"),
     (["plan", str(SLOW_MAP), "--set", 'network.link_bandwidth="10"'],
      "network.link_bandwidth: '10' has no unit (e.g. \"10gbit\" or \"200mb/s\")"),
@@ -100,19 +103,20 @@ def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
     (["plan", str(SLOW_MAP), "--set", 'network.debloat="false"'],
      "network.debloat: 'false' is not true or false (write it without quotes)"),
     (["plan", str(SLOW_MAP), "--set", 'job.stages[1].parallelism="2"'],
-     "job.stages[1].parallelism: '2' is not an integer (write it without quotes)"),
+     "job.stages[1] (SlowMap).parallelism: '2' is not an integer (write it without quotes) "
+     "(from --set job.stages[1].parallelism)"),
     (["plan", str(SLOW_MAP), "--set", 'job.stages[0].rate="1e3"'], "'1e3' is not a number (write it without quotes)"),
-    # settings each valid alone that the graph API refuses together: no traceback
+    # settings each valid alone that the graph API refuses together: the key, and where its value came from
     (["plan", str(LIBRARY / "skewed-keys.toml"), "--set", "job.stages[0].record_size=8"],
-     "skewed-keys.toml: job.stages[0]: from_generator: a record of 8 bytes is its own key (a Long); "
-     "keys need record_size >= 16"),
+     "skewed-keys.toml: job.stages[0] (Events).record_size: 8 leaves no room for keys (a record of 8 bytes is "
+     "its own key, a Long): with 'keys' it must be >= 16 (from --set job.stages[0].record_size)"),
     # a job the compiler rejects (Flink's message): the file, for each command that compiles it
     *[(argv + [str(SLOW_MAP), "--set", "job.stages[SlowMap].partitioner=forward"],
        "slow-map.toml: the job does not compile: Forward partitioning does not allow change of parallelism")
       for argv in (["plan"], ["run", "--out", "never-written"], ["flink-reference", "--out", "never-written"])],
     # a value the Flink reference job cannot take, found before the JVM starts (it exited on it)
     (["flink-reference", str(SLOW_MAP), "--out", "never-written", "--set", "job.stages[Seq].keys.num_keys=10000000000"],
-     "slow-map.toml: stage 'Seq' keys.num_keys = 10000000000 (the reference job reads it as a Java int"),
+     "slow-map.toml: job.stages[0] (Seq): keys.num_keys = 10000000000 (the reference job reads it as a Java int"),
     # a cluster too small for the job: flink-reference refuses it as run does (Flink ran it on more)
     (["flink-reference", str(SLOW_MAP), "--out", "never-written", "--set", "cluster.task_managers=1"],
      "slow-map.toml: cluster: the job needs 2 slots, the cluster has 1 (task_managers = 1"),
@@ -324,7 +328,7 @@ def test_a_fault_or_cost_change_after_the_end_of_the_run_is_pointed_out(tmp_path
     scenario = LIBRARY / "slow-sink-window.toml"
     assert main(["run", str(scenario), "--out", str(tmp_path / "o"), "--set", "duration=5s"]) == 130
     assert capsys.readouterr().err.splitlines()[0] == (
-        f"shufflesim: warning: {scenario}: job.stages[2].cost_changes[0] from 10 s is not before the end of the "
+        f"shufflesim: warning: {scenario}: job.stages[2] (Warehouse).cost_changes[0] from 10 s is not before the end of the "
         "run (5 s): it will not happen")
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from browser import probe_plots, screenshot
+from browser import probe_plots, probe_tables, screenshot
 from plotly.offline import get_plotlyjs
 
 from scenarios.cli import main
@@ -134,6 +134,21 @@ def test_report_renders_every_plot_with_data_in_chromium(slow_map: Path, tmp_pat
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert int.from_bytes(data[16:20], "big") == 1400
     assert len(data) > 100_000  # plots, not a blank page
+
+
+def test_no_table_runs_off_a_1400_pixel_window(synthetic: Path, tmp_path: Path) -> None:
+    # the steady-state table has 17 columns: its last ones (inputQueueLength, outputQueueLength)
+    # were cut off, past the page's right edge
+    for width in (1400, 700):
+        layout = probe_tables(synthetic / REPORT_FILE, tmp_path, width=width)
+        assert layout["window"] == width and layout["page"] <= width  # the page does not scroll sideways
+        steady = next(t for t in layout["tables"] if "inPoolUsage" in t["headers"])
+        assert {"inputQueueLength", "outputQueueLength"} <= set(steady["headers"])
+        assert steady["wider"] is (width < 1400)  # fits at 1400, its headers broken between words
+        for table in layout["tables"]:
+            assert table["right"] <= width, table["headers"]
+            if table["wider"]:  # what does not fit scrolls inside its box
+                assert table["overflow"] in ("auto", "scroll"), table["headers"]
 
 
 def test_checkpoints_and_latency_sections_from_a_synthetic_summary(synthetic: Path, tmp_path: Path) -> None:

@@ -192,7 +192,7 @@ REDUCE = 'kind = "key_by_reduce"'
         (stages(SOURCE, SOURCE, SINK), "job.stages: the first stage, and only the first, must be a 'source'"),
         # two stages of one name: job.stages[Work] would pick one of them
         (stages(SOURCE + '\nname = "Work"', MAP + '\nname = "Work"', SINK),
-         "job.stages[1].name: 'Work' is also the name of job.stages[0]: stage names must differ"),
+         "job.stages[1] (Work).name: 'Work' is also the name of job.stages[0] (Work): stage names must differ"),
         (stages(SOURCE + '\ncost = "1ms"', SINK), "job.stages[0].cost: a 'source' stage takes no 'cost'"),
         (stages(SOURCE, MAP + "\nselectivity = 0.5", SINK), "job.stages[1].selectivity: a 'map' stage takes no"),
         (stages(SOURCE, 'kind = "mapp"'), "job.stages[1].kind: 'mapp' is not one of"),
@@ -225,7 +225,13 @@ REDUCE = 'kind = "key_by_reduce"'
             "missing key 'job.stages[1].cost_changes[0].to'",
         ),
         (stages(SOURCE + "\nrecord_size = 7", SINK), "job.stages[0].record_size: 7 must be >= 8"),
-        (stages('name = "A"', SINK), "missing key 'job.stages[0].kind'"),
+        (stages('name = "A"', SINK), "missing key 'job.stages[0] (A).kind'"),
+        # keys on records that are their own key (a Long): the key, not the graph API's message
+        (stages(SOURCE + '\nrecord_size = 8\nkeys = { distribution = "hot_key" }', SINK),
+         "job.stages[0].record_size: 8 leaves no room for keys"),
+        (stages(SOURCE + '\nname = "Events"\nrecord_size = 12\nkeys = { num_keys = 4 }', SINK),
+         "job.stages[0] (Events).record_size: 12 leaves no room for keys (a record of 12 bytes is its own key, "
+         "a Long): with 'keys' it must be >= 16"),
         ('[job]\nprogram = "not a program"', 'job.program: \'not a program\' is not "module:function"'),
         ('[job]\nprogram = "m:f"\n' + stages(SOURCE, SINK), "job: give either 'program' or [[job.stages]]"),
         ("[job]", "job: give either 'program' or [[job.stages]], not both or neither"),

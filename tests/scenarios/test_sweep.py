@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot as plt
 import pytest
 
 from scenarios.cli import main
 from scenarios.outputs import CHECKPOINT_FIGURES
-from scenarios.sweep import read_results, run_sweep
+from scenarios.sweep import PointResult, VertexResult, read_results, run_sweep
 from scenarios.sweep_file import load_sweep
-from scenarios.sweep_report import SweepProgress, progress_line
+from scenarios.sweep_report import SweepProgress, progress_line, sweep_figure
 
 LIBRARY = Path(__file__).resolve().parents[2] / "scenarios" / "library"
 SLOW_MAP = LIBRARY / "slow-map.toml"
@@ -247,3 +249,43 @@ def test_sigterm_stops_a_sweep_as_ctrl_c_does(tmp_path: Path) -> None:
     assert process.returncode == 130, stderr
     assert stderr.startswith("shufflesim: interrupted: 1 of 2 points done (p00)"), stderr
     assert [p.name for p in (out / "points").iterdir()] == ["p00"]
+
+
+def _point(point: str, timeout: str, seed: int | None, latency: tuple[float, float] | None,
+           status: str = "FINISHED") -> PointResult:
+    vertices = (VertexResult("Source: Seq", 1, "high", {"backPressuredTimeMsPerSecond": 900.0}),
+                VertexResult("Sink: Writer", 2, "ok", {"numRecordsInPerSecond": 100.0}))
+    figures = {} if latency is None else {"latency_p50_ms": latency[0], "latency_p99_ms": latency[1]}
+    return PointResult(point, seed, {"network.buffer_timeout": timeout}, status, vertices=vertices, latency=figures)
+
+
+def _bar_heights(axis: Any) -> list[float]:
+    return [patch.get_height() for patch in axis.patches]
+
+
+def test_the_plot_has_a_latency_panel_on_a_log_scale_when_it_spans_decades() -> None:
+    keys = ["network.buffer_timeout"]
+    # a buffer timeout of 0 against 100 ms: 0.5 ms against 150 (the sweep of 446ace1), over two seeds
+    results = [_point("p00", "0ms", 1, (0.4, 2.0)), _point("p00", "0ms", 2, (0.6, 3.0)),
+               _point("p01", "100ms", 1, (150.0, 290.0)), _point("p01", "100ms", 2, (152.0, 300.0)),
+               _point("p02", "1s", None, None, status="FAILED")]
+    figure = sweep_figure(results, keys, "timeouts")
+    backpressure, rate, latency = figure.axes
+    assert "latency" in latency.get_ylabel() and latency.get_yscale() == "log"
+    assert _bar_heights(backpressure)[:2] == [900.0, 900.0] and _bar_heights(rate)[:2] == [200.0, 200.0]
+    heights = _bar_heights(latency)
+    assert heights[:2] == pytest.approx([0.5, 151.0]) and math.isnan(heights[2])  # p50, mean over seeds
+    marks = [line for line in latency.lines if line.get_gid() == "mark"]
+    assert [list(line.get_ydata()) for line in marks] == [pytest.approx([2.5, 295.0, math.nan], nan_ok=True)]
+    assert "FAILED" in [text.get_text() for text in latency.texts]
+    plt.close(figure)
+
+    # latencies within a decade: a linear scale
+    figure = sweep_figure([_point("p00", "1ms", None, (10.0, 20.0)), _point("p01", "2ms", None, (12.0, 30.0))],
+                          keys, "close")
+    assert figure.axes[2].get_yscale() == "linear"
+    plt.close(figure)
+    # no point measured latency (no record reached a sink): no latency panel
+    figure = sweep_figure([_point("p00", "1ms", None, None), _point("p01", "2ms", None, None)], keys, "none")
+    assert len(figure.axes) == 2
+    plt.close(figure)

@@ -92,7 +92,7 @@ def test_a_keyed_map_stays_a_map_and_machine_settings_are_left_out():
     ("slow-map", ["network.link_latency=1ms"], "network.link_latency"),
     ("broadcast-fanout", ["job.stages[Apply].partitioner=global"], "partitioner GLOBAL"),
     ("slow-sink-window", [], "sets cost_changes"),
-    ("slow-map", ["job.stages[Seq].count=100"], "sets count"),
+    ("slow-map", ["job.stages[Seq].count=100"], r"job.stages\[0\] \(Seq\) sets count"),
     ("slow-map", ["job.stages[Seq].record_size=12"], "record_size 12"),
     ("slow-map", ["job.stages[Seq].keys.distribution=zipf"], "zipf keys"),
     ("slow-map", ["cluster.network_memory=64mb"], "cluster.network_memory"),
