@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, TypeVar
 
 from shuffle import kernel
+from shuffle.api.events import AbstractEvent
 from shuffle.buffer.data_type import DataType
 from shuffle.config import NetworkConfig
 from shuffle.consumer.local_input_channel import LocalInputChannel
@@ -41,6 +42,7 @@ from shuffle.consumer.remote_input_channel import RemoteInputChannel
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.environment import InputChannelDescriptor, NettyShuffleEnvironment
 from shuffle.partition.result_partition import ResultPartition
+from shuffle.serialization.event_serializer import data_type_for_event
 from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import GenericFormat
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
@@ -77,8 +79,12 @@ class ReceiverState:
 
 @dataclass(frozen=True)
 class Consumed:
-    data_type: DataType
-    size: int
+    """One buffer or event the consumer task read (`consume`)."""
+
+    data_type: DataType  # as it travelled: an unaligned barrier is PRIORITIZED_EVENT_BUFFER
+    size: int  # bytes
+    channel: int  # the harness channel it came from (with `one_gate`, not always the one asked)
+    event: AbstractEvent | None = None  # the event, None for a data buffer
 
 
 Method = TypeVar("Method", bound=Callable[..., Any])
@@ -289,8 +295,10 @@ class CreditFlowHarness:
     @_by_channel
     @_driving
     def consume(self, channel: int, n: int = 1) -> list[Consumed]:
-        """Read up to `n` buffers or events of a channel's gate now, recycling each (creates
-        credit); filed under the channel each came from."""
+        """Read up to `n` buffers or events of a channel's gate now, as the consumer task polls
+        it, recycling each buffer (creates credit). Each is also appended to `consumed[c]` of
+        the channel c it came from: with `one_gate` the gate decides which channel is read
+        next (round robin over channels with data), not `channel`."""
         _check_count("consume", "n", n)
         return self._consume(channel, n)
 
@@ -305,14 +313,15 @@ class CreditFlowHarness:
                 break
             source = self._channel_at[gate_index, result.channel_info.channel_index]
             if result.buffer is not None:
-                item = Consumed(result.buffer.data_type, result.size)
+                item = Consumed(result.buffer.data_type, result.size, source)
                 if self._decode[source]:
                     deserializer = self._deserializers[source]
                     deserializer.add_buffer(result.buffer.memory())
                     self.received[source].extend(value for value, _ in deserializer.read())
                 result.buffer.recycle()
             else:
-                item = Consumed(DataType.EVENT_BUFFER, result.size)
+                item = Consumed(data_type_for_event(result.event, result.has_priority), result.size, source,
+                                result.event)
             self.consumed[source].append(item)
             out.append(item)
         return out

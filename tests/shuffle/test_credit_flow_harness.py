@@ -9,7 +9,7 @@ import json
 import pytest
 
 from shuffle import kernel
-from shuffle.api.events import CheckpointBarrier, CheckpointOptions
+from shuffle.api.events import AlignmentType, CheckpointBarrier, CheckpointOptions, EndOfPartitionEvent
 from shuffle.buffer.data_type import DataType
 from shuffle.config import NetworkConfig
 from shuffle.harness.credit_flow import CreditFlowHarness
@@ -25,7 +25,7 @@ async def _block_behind_a_barrier(h: CreditFlowHarness) -> None:
     await h.emit_buffers(0, 2)
     h.flush(0)
     await h.settle()
-    assert [c.data_type for c in h.consume(0, 5)] == [DataType.DATA_BUFFER, DataType.EVENT_BUFFER]
+    assert [c.data_type for c in h.consume(0, 5)] == [DataType.DATA_BUFFER, DataType.ALIGNED_CHECKPOINT_BARRIER]
     await h.settle()
 
 
@@ -188,3 +188,24 @@ def test_the_same_script_gives_the_same_trace():
     first = kernel.run(script, mode="sim")
     assert len(json.loads(first)) > 100
     assert kernel.run(script, mode="sim") == first
+
+
+async def test_consume_tells_the_event_its_data_type_and_the_channel_it_came_from(credit_flow):
+    """An unaligned barrier read back as a plain EVENT_BUFFER, with no way to tell it from
+    EndOfPartition, nor which channel of a shared gate it came from."""
+    h = await credit_flow(config=SMALL, channels=2, one_gate=True)
+    barrier = CheckpointBarrier(1, 0, CheckpointOptions(alignment=AlignmentType.UNALIGNED))
+    await h.emit_buffers(1, 2)
+    h.flush(1)
+    await h.settle()
+    h.broadcast_event(barrier, is_priority=True)
+    await h.settle()
+    read = h.consume(0, 2)
+    assert [(c.data_type, c.channel, c.event) for c in read] == [
+        (DataType.PRIORITIZED_EVENT_BUFFER, 0, barrier), (DataType.PRIORITIZED_EVENT_BUFFER, 1, barrier)]
+    assert [(c.data_type, c.channel, c.event) for c in h.consume(0, 5)] == [
+        (DataType.DATA_BUFFER, 1, None), (DataType.DATA_BUFFER, 1, None)]
+    assert [c.channel for c in h.consumed[1]] == [1, 1, 1]
+    h.finish()
+    await h.settle()
+    assert {type(c.event) for c in h.consume(0, 2)} == {EndOfPartitionEvent}
