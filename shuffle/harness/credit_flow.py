@@ -54,27 +54,32 @@ PARTITION_ID = "partition-0"
 
 @dataclass(frozen=True)
 class SenderState:
-    """The producer's view of one channel."""
+    """The producer's view of one channel: its subpartition and the reader that sends it."""
 
     # None where no credit applies: a local channel, flow_control="tcp", or no reader at the
     # producer (the channel was released or cancelled)
     credit: int | None
+    # the backlog the next buffer would announce: finished data buffers queued (events not
+    # counted; the buffer still being written only once flushed), 0 while blocked
     backlog: int
-    queued: int
-    blocked: bool
+    queued: int  # buffers and events queued, the one being written included
+    blocked: bool  # an aligned barrier went out: nothing more until resume_consumption
     pool_buffers: int  # buffers of the subpartition held from the partition's pool
+    queue: tuple[DataType, ...]  # what is queued, head first (priority events lead)
 
 
 @dataclass(frozen=True)
 class ReceiverState:
-    """The consumer's view of one channel."""
+    """The consumer's view of one channel (all 0 for a local channel, which has no buffers of
+    its own): its received buffers and its BufferManager."""
 
-    queued: int
-    exclusive_free: int
-    floating_free: int
-    required: int
-    unannounced_credit: int
-    initial_credit: int
+    queued: int  # buffers and events received, not yet read by the task
+    exclusive_free: int  # exclusive buffers free to receive into
+    floating_free: int  # floating buffers the channel holds, free to receive into
+    required: int  # free buffers it wants (numRequiredBuffers): the last backlog + initial credit
+    unannounced_credit: int  # credit made, not yet sent in an AddCredit
+    initial_credit: int  # the exclusive buffers, announced with the partition request
+    queue: tuple[DataType, ...]  # what was received, head first (priority events lead)
 
 
 @dataclass(frozen=True)
@@ -442,16 +447,18 @@ class CreditFlowHarness:
             reader = self.producer.connection_manager.find_reader(channel.receiver_id)
             credit = reader.num_credits_available if reader is not None else None
         return SenderState(credit, sub.get_buffers_in_backlog(), sub.number_of_queued_buffers,
-                           sub.is_blocked, partition.buffer_pool.subpartition_buffer_count(subpartition))
+                           sub.is_blocked, partition.buffer_pool.subpartition_buffer_count(subpartition),
+                           tuple(sub.queued_data_types()))
 
     @_by_channel
     def receiver(self, index: int) -> ReceiverState:
         channel = self.channel(index)
         if not isinstance(channel, RemoteInputChannel):
-            return ReceiverState(0, 0, 0, 0, 0, 0)
+            return ReceiverState(0, 0, 0, 0, 0, 0, ())
         bm = channel.buffer_manager
         return ReceiverState(len(channel.received), bm.num_free_exclusive, len(bm.floating),
-                             bm.num_required_buffers, channel.unannounced_credit, channel.initial_credit)
+                             bm.num_required_buffers, channel.unannounced_credit, channel.initial_credit,
+                             tuple(buffer.data_type for buffer, _ in channel.received))
 
     @_by_channel
     def credits_announced(self, index: int) -> list[int]:

@@ -303,6 +303,11 @@ class PipelinedSubpartition:
         """`outputQueueLength` contribution: queued buffers and events."""
         return len(self._buffers)
 
+    def queued_data_types(self) -> list[DataType]:
+        """What is queued, head first (priority events lead): the credit-flow harness shows
+        it to tests."""
+        return [consumer.data_type for consumer, _ in self._buffers]
+
     @property
     def queued_bytes(self) -> int:
         """`outputQueueSize` contribution: bytes written and not yet handed to the reader."""

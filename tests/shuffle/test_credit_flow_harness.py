@@ -209,3 +209,21 @@ async def test_consume_tells_the_event_its_data_type_and_the_channel_it_came_fro
     h.finish()
     await h.settle()
     assert {type(c.event) for c in h.consume(0, 2)} == {EndOfPartitionEvent}
+
+
+async def test_the_states_show_what_is_queued_head_first(credit_flow):
+    """Only counts were shown: a test could not see a priority event ahead of queued data."""
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096, floating_buffers_per_gate=1))
+    await h.emit_buffers(0, 4)
+    h.flush(0)
+    await h.settle()
+    data, priority = DataType.DATA_BUFFER, DataType.PRIORITIZED_EVENT_BUFFER
+    assert h.sender(0).queue == (data,) and h.receiver(0).queue == (data,) * 3
+    h.set_writable(False, side="producer")
+    h.broadcast_event(CheckpointBarrier(1, 0, CheckpointOptions(alignment=AlignmentType.UNALIGNED)),
+                      is_priority=True)
+    assert h.sender(0).queue == (priority, data)
+    h.set_writable(True, side="producer")
+    await h.settle()
+    assert h.sender(0).queue == (data,) and h.receiver(0).queue == (priority,) + (data,) * 3
+    assert h.receiver(0).queued == len(h.receiver(0).queue)
