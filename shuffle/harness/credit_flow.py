@@ -142,6 +142,16 @@ def _check_kernel(transport: str) -> None:
                            "(the credit_flow fixture): open it inside shuffle.kernel.run(main, mode='realtime')")
 
 
+def _side(side: str, producer: NettyShuffleEnvironment,
+          consumer: NettyShuffleEnvironment) -> NettyShuffleEnvironment:
+    """The TaskManager a `side` argument names ("producer" or "consumer")."""
+    if side == "consumer":
+        return consumer
+    if side == "producer":
+        return producer
+    raise ValueError(f"side must be 'consumer' or 'producer', not {side!r}")
+
+
 class CreditFlowHarness:
     def __init__(self, config: NetworkConfig, producer: NettyShuffleEnvironment,
                  consumer: NettyShuffleEnvironment, targets: list[tuple[ResultPartition, int]],
@@ -388,18 +398,26 @@ class CreditFlowHarness:
             raise ValueError(f"announce_buffer_size: the size must be a positive number of bytes, got {size!r}")
         self.channel(channel).announce_buffer_size(size)
 
+    @_by_channel
+    @_driving
+    def release(self, channel: int) -> None:
+        """The consumer releases a channel (Flink's releaseAllResources, as for a cancelled
+        task): what it received is dropped, its exclusive buffers go back to the consumer's
+        NetworkBufferPool (`network_buffers_free`), its floating ones to the gate's pool, and
+        the producer drops its reader (CancelPartitionRequest)."""
+        self.channel(channel).release_all_resources()
+
     @_driving
     def set_writable(self, writable: bool, side: str = "consumer") -> None:
         """Make one end's connection unwritable (or writable again), as Flink's tests set a
         channel's writability: "consumer" holds back what the consumer sends (partition
         requests, AddCredit), "producer" what the producer sends (buffers, events).
         Simulated link only."""
+        _side(side, self.producer, self.consumer)  # a side that is neither is an error
         if side == "consumer":
             streams = [client.stream for client in self.consumer.connection_manager.clients()]
-        elif side == "producer":
-            streams = [handler.stream for handler in self.producer.connection_manager.server_handlers()]
         else:
-            raise ValueError(f"side must be 'consumer' or 'producer', not {side!r}")
+            streams = [handler.stream for handler in self.producer.connection_manager.server_handlers()]
         if not streams:
             raise ValueError("set_writable: no connection to make unwritable (the harness's channels are local)")
         for stream in streams:
@@ -473,7 +491,13 @@ class CreditFlowHarness:
 
     @property
     def floating_pool_free(self) -> list[int]:
+        """The free floating buffers of each gate's pool (one gate per channel, or one)."""
         return [g.buffer_pool.num_available for g in self.gates]
+
+    def network_buffers_free(self, side: str = "consumer") -> int:
+        """Free segments of one TaskManager's NetworkBufferPool (the global pool): exclusive
+        buffers come from it, gates and partitions take their pools' buffers from it."""
+        return _side(side, self.producer, self.consumer).network_pool.num_available_segments
 
     async def close(self) -> None:
         """Release everything; raises if a network buffer did not come back. Closing again does nothing."""

@@ -227,3 +227,21 @@ async def test_the_states_show_what_is_queued_head_first(credit_flow):
     await h.settle()
     assert h.sender(0).queue == (data,) and h.receiver(0).queue == (priority,) + (data,) * 3
     assert h.receiver(0).queued == len(h.receiver(0).queue)
+
+
+async def test_a_released_channel_returns_its_buffers_where_they_came_from(credit_flow):
+    """Releasing a channel and reading the global pool took the stack's own objects
+    (`h.channel(0).release_all_resources()`, `h.consumer.network_pool`): not in the docs."""
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096, floating_buffers_per_gate=1), channels=2)
+    await h.emit_buffers(0, 4)  # three received: in both exclusive buffers and the floating one
+    h.flush(0)
+    await h.settle()
+    assert h.receiver(0).queued == 3 and h.floating_pool_free == [0, 1]
+    free = h.network_buffers_free()
+    h.release(0)
+    await h.settle()
+    assert h.network_buffers_free() == free + 2  # both exclusive buffers, free or holding data
+    assert h.floating_pool_free == [1, 1] and h.sender(0).credit is None
+    assert h.network_buffers_free("producer") == h.producer.network_pool.num_available_segments
+    with pytest.raises(ValueError, match="side must be 'consumer' or 'producer', not 'gate'"):
+        h.network_buffers_free("gate")
