@@ -255,7 +255,9 @@ class CreditFlowHarness:
     @_by_channel
     @_driving
     async def emit(self, channel: int, nbytes: int, record_size: int = 0) -> None:
-        """Write `nbytes` of record data (records of `record_size` bytes) for a channel."""
+        """Write `nbytes` of record data for a channel, as records of `record_size` bytes
+        (0: one record of `nbytes`). A record spanning buffers is never cut below its rest: a
+        buffer it continues into keeps that much room whatever size the consumer announced."""
         _check_count("emit", "nbytes", nbytes)
         partition, subpartition = self.targets[channel]
         await partition.emit_record(bytes(nbytes), subpartition, record_size)
@@ -297,11 +299,15 @@ class CreditFlowHarness:
 
     @_driving
     def broadcast_event(self, event: object, is_priority: bool = False) -> None:
+        """Queue an event (`shuffle.api.events`) in every subpartition, as a task broadcasts
+        one: at the tail, or with `is_priority` ahead of the queued data (how Flink sends an
+        unaligned barrier; an unaligned barrier sent without it is a plain event in line)."""
         for partition in self.partitions:
             partition.broadcast_event(event, is_priority)
 
     @_driving
     def finish(self) -> None:
+        """The producer finishes: its open buffers, then EndOfPartition, queued everywhere."""
         for partition in self.partitions:
             partition.finish()
 
@@ -447,6 +453,7 @@ class CreditFlowHarness:
 
     @_by_channel
     def channel(self, index: int) -> RemoteInputChannel | LocalInputChannel:
+        """The consumer's input channel (the stack's object; `receiver` is the test's view)."""
         gate_index, channel_index = self._slots[index]
         return self.gates[gate_index].channels[channel_index]
 
@@ -457,6 +464,7 @@ class CreditFlowHarness:
 
     @_by_channel
     def sender(self, index: int) -> SenderState:
+        """The producer's side of a channel now (see `SenderState`)."""
         partition, subpartition = self.targets[index]
         sub = partition.subpartitions[subpartition]
         channel = self.channel(index)
@@ -470,6 +478,7 @@ class CreditFlowHarness:
 
     @_by_channel
     def receiver(self, index: int) -> ReceiverState:
+        """The consumer's side of a channel now (see `ReceiverState`)."""
         channel = self.channel(index)
         if not isinstance(channel, RemoteInputChannel):
             return ReceiverState(0, 0, 0, 0, 0, 0, ())
@@ -486,6 +495,9 @@ class CreditFlowHarness:
 
     @_by_channel
     def buffers_sent(self, index: int) -> list[dict]:
+        """Every buffer and event the producer sent the channel, in order, as traced:
+        `{"t", "event": "buffer_sent", "tm", "channel", "seq", "backlog", "bytes",
+        "data_type"}` (`data_type` a `DataType` name; `backlog` the one announced with it)."""
         name = self.channel(index).name
         return [e for e in self.trace.of("buffer_sent") if e["channel"] == name]
 

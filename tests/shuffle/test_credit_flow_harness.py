@@ -245,3 +245,10 @@ async def test_a_released_channel_returns_its_buffers_where_they_came_from(credi
     assert h.network_buffers_free("producer") == h.producer.network_pool.num_available_segments
     with pytest.raises(ValueError, match="side must be 'consumer' or 'producer', not 'gate'"):
         h.network_buffers_free("gate")
+
+
+def test_every_public_operation_of_the_harness_says_what_it_does():
+    """`help(CreditFlowHarness)` showed bare signatures for broadcast_event, finish, sender,
+    receiver and buffers_sent (a list of dicts: which keys?)."""
+    public = [name for name in vars(CreditFlowHarness) if not name.startswith("_")]
+    assert [name for name in public if not inspect.getdoc(getattr(CreditFlowHarness, name))] == []
