@@ -392,7 +392,9 @@ class CreditFlowHarness:
     @_driving
     def resume_consumption(self, channel: int) -> None:
         """The consumer task resumes a channel blocked since it sent an aligned barrier
-        (Flink's resumeConsumption: a ResumeConsumption message unblocks the subpartition)."""
+        (Flink's resumeConsumption: a ResumeConsumption message unblocks the subpartition).
+        A subpartition no barrier blocked refuses it, as Flink's does ("Should be blocked by
+        checkpoint."): over a connection that is fatal, and the channels then fail."""
         self.gate(channel).resume_consumption(self.channel(channel).channel_info)
 
     @_by_channel

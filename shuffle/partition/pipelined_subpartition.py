@@ -266,6 +266,10 @@ class PipelinedSubpartition:
             self.read_view.notify_priority_event(self.sequence_number)
 
     def resume_consumption(self) -> None:
+        """Unblock after an aligned barrier went out; as Flink's checkState, resuming a
+        subpartition no barrier blocked is an error (a consumer out of step)."""
+        if not self.is_blocked:
+            raise IllegalStateError("Should be blocked by checkpoint.")
         self.is_blocked = False
         if self.read_view is not None and self.is_data_available():
             self.read_view.notify_data_available()
