@@ -12,6 +12,7 @@ from shuffle import kernel
 from shuffle.api.events import AlignmentType, CheckpointBarrier, CheckpointOptions, EndOfPartitionEvent
 from shuffle.buffer.data_type import DataType
 from shuffle.config import NetworkConfig
+from shuffle.errors import RemoteError
 from shuffle.harness.credit_flow import CreditFlowHarness
 
 SMALL = NetworkConfig(buffer_size=4096)
@@ -252,3 +253,12 @@ def test_every_public_operation_of_the_harness_says_what_it_does():
     receiver and buffers_sent (a list of dicts: which keys?)."""
     public = [name for name in vars(CreditFlowHarness) if not name.startswith("_")]
     assert [name for name in public if not inspect.getdoc(getattr(CreditFlowHarness, name))] == []
+
+
+async def test_resuming_a_channel_no_barrier_blocked_fails_it_as_flink_does(credit_flow):
+    """It was accepted and did nothing: a test resuming the wrong channel passed."""
+    h = await credit_flow(config=SMALL)
+    h.resume_consumption(0)
+    await h.settle()
+    with pytest.raises(RemoteError, match="IllegalStateError: Should be blocked by checkpoint"):
+        h.consume(0)
