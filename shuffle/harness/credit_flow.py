@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, TypeVar
 
 from shuffle import kernel
+from shuffle.api.events import AbstractEvent
 from shuffle.buffer.data_type import DataType
 from shuffle.config import NetworkConfig
 from shuffle.consumer.local_input_channel import LocalInputChannel
@@ -41,6 +42,7 @@ from shuffle.consumer.remote_input_channel import RemoteInputChannel
 from shuffle.consumer.single_input_gate import SingleInputGate
 from shuffle.environment import InputChannelDescriptor, NettyShuffleEnvironment
 from shuffle.partition.result_partition import ResultPartition
+from shuffle.serialization.event_serializer import data_type_for_event
 from shuffle.serialization.record_serializer import RecordSerializer
 from shuffle.serialization.records import GenericFormat
 from shuffle.serialization.spanning_deserializer import SpanningRecordDeserializer
@@ -52,33 +54,42 @@ PARTITION_ID = "partition-0"
 
 @dataclass(frozen=True)
 class SenderState:
-    """The producer's view of one channel."""
+    """The producer's view of one channel: its subpartition and the reader that sends it."""
 
     # None where no credit applies: a local channel, flow_control="tcp", or no reader at the
     # producer (the channel was released or cancelled)
     credit: int | None
+    # the backlog the next buffer would announce: finished data buffers queued (events not
+    # counted; the buffer still being written only once flushed), 0 while blocked
     backlog: int
-    queued: int
-    blocked: bool
+    queued: int  # buffers and events queued, the one being written included
+    blocked: bool  # an aligned barrier went out: nothing more until resume_consumption
     pool_buffers: int  # buffers of the subpartition held from the partition's pool
+    queue: tuple[DataType, ...]  # what is queued, head first (priority events lead)
 
 
 @dataclass(frozen=True)
 class ReceiverState:
-    """The consumer's view of one channel."""
+    """The consumer's view of one channel (all 0 for a local channel, which has no buffers of
+    its own): its received buffers and its BufferManager."""
 
-    queued: int
-    exclusive_free: int
-    floating_free: int
-    required: int
-    unannounced_credit: int
-    initial_credit: int
+    queued: int  # buffers and events received, not yet read by the task
+    exclusive_free: int  # exclusive buffers free to receive into
+    floating_free: int  # floating buffers the channel holds, free to receive into
+    required: int  # free buffers it wants (numRequiredBuffers): the last backlog + initial credit
+    unannounced_credit: int  # credit made, not yet sent in an AddCredit
+    initial_credit: int  # the exclusive buffers, announced with the partition request
+    queue: tuple[DataType, ...]  # what was received, head first (priority events lead)
 
 
 @dataclass(frozen=True)
 class Consumed:
-    data_type: DataType
-    size: int
+    """One buffer or event the consumer task read (`consume`)."""
+
+    data_type: DataType  # as it travelled: an unaligned barrier is PRIORITIZED_EVENT_BUFFER
+    size: int  # bytes
+    channel: int  # the harness channel it came from (with `one_gate`, not always the one asked)
+    event: AbstractEvent | None = None  # the event, None for a data buffer
 
 
 Method = TypeVar("Method", bound=Callable[..., Any])
@@ -129,6 +140,16 @@ def _check_kernel(transport: str) -> None:
     if transport == "tcp" and mode != "realtime":
         raise RuntimeError("transport='tcp' uses real sockets and runs on the realtime kernel, not in virtual time "
                            "(the credit_flow fixture): open it inside shuffle.kernel.run(main, mode='realtime')")
+
+
+def _side(side: str, producer: NettyShuffleEnvironment,
+          consumer: NettyShuffleEnvironment) -> NettyShuffleEnvironment:
+    """The TaskManager a `side` argument names ("producer" or "consumer")."""
+    if side == "consumer":
+        return consumer
+    if side == "producer":
+        return producer
+    raise ValueError(f"side must be 'consumer' or 'producer', not {side!r}")
 
 
 class CreditFlowHarness:
@@ -234,7 +255,9 @@ class CreditFlowHarness:
     @_by_channel
     @_driving
     async def emit(self, channel: int, nbytes: int, record_size: int = 0) -> None:
-        """Write `nbytes` of record data (records of `record_size` bytes) for a channel."""
+        """Write `nbytes` of record data for a channel, as records of `record_size` bytes
+        (0: one record of `nbytes`). A record spanning buffers is never cut below its rest: a
+        buffer it continues into keeps that much room whatever size the consumer announced."""
         _check_count("emit", "nbytes", nbytes)
         partition, subpartition = self.targets[channel]
         await partition.emit_record(bytes(nbytes), subpartition, record_size)
@@ -276,11 +299,15 @@ class CreditFlowHarness:
 
     @_driving
     def broadcast_event(self, event: object, is_priority: bool = False) -> None:
+        """Queue an event (`shuffle.api.events`) in every subpartition, as a task broadcasts
+        one: at the tail, or with `is_priority` ahead of the queued data (how Flink sends an
+        unaligned barrier; an unaligned barrier sent without it is a plain event in line)."""
         for partition in self.partitions:
             partition.broadcast_event(event, is_priority)
 
     @_driving
     def finish(self) -> None:
+        """The producer finishes: its open buffers, then EndOfPartition, queued everywhere."""
         for partition in self.partitions:
             partition.finish()
 
@@ -289,8 +316,10 @@ class CreditFlowHarness:
     @_by_channel
     @_driving
     def consume(self, channel: int, n: int = 1) -> list[Consumed]:
-        """Read up to `n` buffers or events of a channel's gate now, recycling each (creates
-        credit); filed under the channel each came from."""
+        """Read up to `n` buffers or events of a channel's gate now, as the consumer task polls
+        it, recycling each buffer (creates credit). Each is also appended to `consumed[c]` of
+        the channel c it came from: with `one_gate` the gate decides which channel is read
+        next (round robin over channels with data), not `channel`."""
         _check_count("consume", "n", n)
         return self._consume(channel, n)
 
@@ -305,14 +334,15 @@ class CreditFlowHarness:
                 break
             source = self._channel_at[gate_index, result.channel_info.channel_index]
             if result.buffer is not None:
-                item = Consumed(result.buffer.data_type, result.size)
+                item = Consumed(result.buffer.data_type, result.size, source)
                 if self._decode[source]:
                     deserializer = self._deserializers[source]
                     deserializer.add_buffer(result.buffer.memory())
                     self.received[source].extend(value for value, _ in deserializer.read())
                 result.buffer.recycle()
             else:
-                item = Consumed(DataType.EVENT_BUFFER, result.size)
+                item = Consumed(data_type_for_event(result.event, result.has_priority), result.size, source,
+                                result.event)
             self.consumed[source].append(item)
             out.append(item)
         return out
@@ -362,7 +392,9 @@ class CreditFlowHarness:
     @_driving
     def resume_consumption(self, channel: int) -> None:
         """The consumer task resumes a channel blocked since it sent an aligned barrier
-        (Flink's resumeConsumption: a ResumeConsumption message unblocks the subpartition)."""
+        (Flink's resumeConsumption: a ResumeConsumption message unblocks the subpartition).
+        A subpartition no barrier blocked refuses it, as Flink's does ("Should be blocked by
+        checkpoint."): over a connection that is fatal, and the channels then fail."""
         self.gate(channel).resume_consumption(self.channel(channel).channel_info)
 
     @_by_channel
@@ -374,18 +406,26 @@ class CreditFlowHarness:
             raise ValueError(f"announce_buffer_size: the size must be a positive number of bytes, got {size!r}")
         self.channel(channel).announce_buffer_size(size)
 
+    @_by_channel
+    @_driving
+    def release(self, channel: int) -> None:
+        """The consumer releases a channel (Flink's releaseAllResources, as for a cancelled
+        task): what it received is dropped, its exclusive buffers go back to the consumer's
+        NetworkBufferPool (`network_buffers_free`), its floating ones to the gate's pool, and
+        the producer drops its reader (CancelPartitionRequest)."""
+        self.channel(channel).release_all_resources()
+
     @_driving
     def set_writable(self, writable: bool, side: str = "consumer") -> None:
         """Make one end's connection unwritable (or writable again), as Flink's tests set a
         channel's writability: "consumer" holds back what the consumer sends (partition
         requests, AddCredit), "producer" what the producer sends (buffers, events).
         Simulated link only."""
+        _side(side, self.producer, self.consumer)  # a side that is neither is an error
         if side == "consumer":
             streams = [client.stream for client in self.consumer.connection_manager.clients()]
-        elif side == "producer":
-            streams = [handler.stream for handler in self.producer.connection_manager.server_handlers()]
         else:
-            raise ValueError(f"side must be 'consumer' or 'producer', not {side!r}")
+            streams = [handler.stream for handler in self.producer.connection_manager.server_handlers()]
         if not streams:
             raise ValueError("set_writable: no connection to make unwritable (the harness's channels are local)")
         for stream in streams:
@@ -415,6 +455,7 @@ class CreditFlowHarness:
 
     @_by_channel
     def channel(self, index: int) -> RemoteInputChannel | LocalInputChannel:
+        """The consumer's input channel (the stack's object; `receiver` is the test's view)."""
         gate_index, channel_index = self._slots[index]
         return self.gates[gate_index].channels[channel_index]
 
@@ -425,6 +466,7 @@ class CreditFlowHarness:
 
     @_by_channel
     def sender(self, index: int) -> SenderState:
+        """The producer's side of a channel now (see `SenderState`)."""
         partition, subpartition = self.targets[index]
         sub = partition.subpartitions[subpartition]
         channel = self.channel(index)
@@ -433,16 +475,19 @@ class CreditFlowHarness:
             reader = self.producer.connection_manager.find_reader(channel.receiver_id)
             credit = reader.num_credits_available if reader is not None else None
         return SenderState(credit, sub.get_buffers_in_backlog(), sub.number_of_queued_buffers,
-                           sub.is_blocked, partition.buffer_pool.subpartition_buffer_count(subpartition))
+                           sub.is_blocked, partition.buffer_pool.subpartition_buffer_count(subpartition),
+                           tuple(sub.queued_data_types()))
 
     @_by_channel
     def receiver(self, index: int) -> ReceiverState:
+        """The consumer's side of a channel now (see `ReceiverState`)."""
         channel = self.channel(index)
         if not isinstance(channel, RemoteInputChannel):
-            return ReceiverState(0, 0, 0, 0, 0, 0)
+            return ReceiverState(0, 0, 0, 0, 0, 0, ())
         bm = channel.buffer_manager
         return ReceiverState(len(channel.received), bm.num_free_exclusive, len(bm.floating),
-                             bm.num_required_buffers, channel.unannounced_credit, channel.initial_credit)
+                             bm.num_required_buffers, channel.unannounced_credit, channel.initial_credit,
+                             tuple(buffer.data_type for buffer, _ in channel.received))
 
     @_by_channel
     def credits_announced(self, index: int) -> list[int]:
@@ -452,12 +497,21 @@ class CreditFlowHarness:
 
     @_by_channel
     def buffers_sent(self, index: int) -> list[dict]:
+        """Every buffer and event the producer sent the channel, in order, as traced:
+        `{"t", "event": "buffer_sent", "tm", "channel", "seq", "backlog", "bytes",
+        "data_type"}` (`data_type` a `DataType` name; `backlog` the one announced with it)."""
         name = self.channel(index).name
         return [e for e in self.trace.of("buffer_sent") if e["channel"] == name]
 
     @property
     def floating_pool_free(self) -> list[int]:
+        """The free floating buffers of each gate's pool (one gate per channel, or one)."""
         return [g.buffer_pool.num_available for g in self.gates]
+
+    def network_buffers_free(self, side: str = "consumer") -> int:
+        """Free segments of one TaskManager's NetworkBufferPool (the global pool): exclusive
+        buffers come from it, gates and partitions take their pools' buffers from it."""
+        return _side(side, self.producer, self.consumer).network_pool.num_available_segments
 
     async def close(self) -> None:
         """Release everything; raises if a network buffer did not come back. Closing again does nothing."""

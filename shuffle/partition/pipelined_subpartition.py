@@ -266,6 +266,10 @@ class PipelinedSubpartition:
             self.read_view.notify_priority_event(self.sequence_number)
 
     def resume_consumption(self) -> None:
+        """Unblock after an aligned barrier went out; as Flink's checkState, resuming a
+        subpartition no barrier blocked is an error (a consumer out of step)."""
+        if not self.is_blocked:
+            raise IllegalStateError("Should be blocked by checkpoint.")
         self.is_blocked = False
         if self.read_view is not None and self.is_data_available():
             self.read_view.notify_data_available()
@@ -302,6 +306,11 @@ class PipelinedSubpartition:
     def number_of_queued_buffers(self) -> int:
         """`outputQueueLength` contribution: queued buffers and events."""
         return len(self._buffers)
+
+    def queued_data_types(self) -> list[DataType]:
+        """What is queued, head first (priority events lead): the credit-flow harness shows
+        it to tests."""
+        return [consumer.data_type for consumer, _ in self._buffers]
 
     @property
     def queued_bytes(self) -> int:

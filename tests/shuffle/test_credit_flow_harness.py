@@ -9,9 +9,10 @@ import json
 import pytest
 
 from shuffle import kernel
-from shuffle.api.events import CheckpointBarrier, CheckpointOptions
+from shuffle.api.events import AlignmentType, CheckpointBarrier, CheckpointOptions, EndOfPartitionEvent
 from shuffle.buffer.data_type import DataType
 from shuffle.config import NetworkConfig
+from shuffle.errors import RemoteError
 from shuffle.harness.credit_flow import CreditFlowHarness
 
 SMALL = NetworkConfig(buffer_size=4096)
@@ -25,7 +26,7 @@ async def _block_behind_a_barrier(h: CreditFlowHarness) -> None:
     await h.emit_buffers(0, 2)
     h.flush(0)
     await h.settle()
-    assert [c.data_type for c in h.consume(0, 5)] == [DataType.DATA_BUFFER, DataType.EVENT_BUFFER]
+    assert [c.data_type for c in h.consume(0, 5)] == [DataType.DATA_BUFFER, DataType.ALIGNED_CHECKPOINT_BARRIER]
     await h.settle()
 
 
@@ -188,3 +189,76 @@ def test_the_same_script_gives_the_same_trace():
     first = kernel.run(script, mode="sim")
     assert len(json.loads(first)) > 100
     assert kernel.run(script, mode="sim") == first
+
+
+async def test_consume_tells_the_event_its_data_type_and_the_channel_it_came_from(credit_flow):
+    """An unaligned barrier read back as a plain EVENT_BUFFER, with no way to tell it from
+    EndOfPartition, nor which channel of a shared gate it came from."""
+    h = await credit_flow(config=SMALL, channels=2, one_gate=True)
+    barrier = CheckpointBarrier(1, 0, CheckpointOptions(alignment=AlignmentType.UNALIGNED))
+    await h.emit_buffers(1, 2)
+    h.flush(1)
+    await h.settle()
+    h.broadcast_event(barrier, is_priority=True)
+    await h.settle()
+    read = h.consume(0, 2)
+    assert [(c.data_type, c.channel, c.event) for c in read] == [
+        (DataType.PRIORITIZED_EVENT_BUFFER, 0, barrier), (DataType.PRIORITIZED_EVENT_BUFFER, 1, barrier)]
+    assert [(c.data_type, c.channel, c.event) for c in h.consume(0, 5)] == [
+        (DataType.DATA_BUFFER, 1, None), (DataType.DATA_BUFFER, 1, None)]
+    assert [c.channel for c in h.consumed[1]] == [1, 1, 1]
+    h.finish()
+    await h.settle()
+    assert {type(c.event) for c in h.consume(0, 2)} == {EndOfPartitionEvent}
+
+
+async def test_the_states_show_what_is_queued_head_first(credit_flow):
+    """Only counts were shown: a test could not see a priority event ahead of queued data."""
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096, floating_buffers_per_gate=1))
+    await h.emit_buffers(0, 4)
+    h.flush(0)
+    await h.settle()
+    data, priority = DataType.DATA_BUFFER, DataType.PRIORITIZED_EVENT_BUFFER
+    assert h.sender(0).queue == (data,) and h.receiver(0).queue == (data,) * 3
+    h.set_writable(False, side="producer")
+    h.broadcast_event(CheckpointBarrier(1, 0, CheckpointOptions(alignment=AlignmentType.UNALIGNED)),
+                      is_priority=True)
+    assert h.sender(0).queue == (priority, data)
+    h.set_writable(True, side="producer")
+    await h.settle()
+    assert h.sender(0).queue == (data,) and h.receiver(0).queue == (priority,) + (data,) * 3
+    assert h.receiver(0).queued == len(h.receiver(0).queue)
+
+
+async def test_a_released_channel_returns_its_buffers_where_they_came_from(credit_flow):
+    """Releasing a channel and reading the global pool took the stack's own objects
+    (`h.channel(0).release_all_resources()`, `h.consumer.network_pool`): not in the docs."""
+    h = await credit_flow(config=NetworkConfig(buffer_size=4096, floating_buffers_per_gate=1), channels=2)
+    await h.emit_buffers(0, 4)  # three received: in both exclusive buffers and the floating one
+    h.flush(0)
+    await h.settle()
+    assert h.receiver(0).queued == 3 and h.floating_pool_free == [0, 1]
+    free = h.network_buffers_free()
+    h.release(0)
+    await h.settle()
+    assert h.network_buffers_free() == free + 2  # both exclusive buffers, free or holding data
+    assert h.floating_pool_free == [1, 1] and h.sender(0).credit is None
+    assert h.network_buffers_free("producer") == h.producer.network_pool.num_available_segments
+    with pytest.raises(ValueError, match="side must be 'consumer' or 'producer', not 'gate'"):
+        h.network_buffers_free("gate")
+
+
+def test_every_public_operation_of_the_harness_says_what_it_does():
+    """`help(CreditFlowHarness)` showed bare signatures for broadcast_event, finish, sender,
+    receiver and buffers_sent (a list of dicts: which keys?)."""
+    public = [name for name in vars(CreditFlowHarness) if not name.startswith("_")]
+    assert [name for name in public if not inspect.getdoc(getattr(CreditFlowHarness, name))] == []
+
+
+async def test_resuming_a_channel_no_barrier_blocked_fails_it_as_flink_does(credit_flow):
+    """It was accepted and did nothing: a test resuming the wrong channel passed."""
+    h = await credit_flow(config=SMALL)
+    h.resume_consumption(0)
+    await h.settle()
+    with pytest.raises(RemoteError, match="IllegalStateError: Should be blocked by checkpoint"):
+        h.consume(0)

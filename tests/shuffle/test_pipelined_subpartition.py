@@ -174,3 +174,11 @@ def test_sequence_numbers_wrap_as_java_ints_and_totals_are_counted():
     sub.add(finished_consumer(16))
     assert [sub.poll_buffer().sequence_number for _ in range(2)] == [INT_MAX, INT_MIN]
     assert sub.total_number_of_buffers == 2 and sub.total_number_of_bytes == 48
+
+
+def test_resuming_a_subpartition_no_barrier_blocked_is_an_illegal_state():
+    """Flink 2.3's PipelinedSubpartition.resumeConsumption: checkState(isBlocked, "Should be
+    blocked by checkpoint."); it was silently accepted here."""
+    sub, _, view = setup()
+    with pytest.raises(IllegalStateError, match=r"^Should be blocked by checkpoint\.$"):
+        view.resume_consumption()
