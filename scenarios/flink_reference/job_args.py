@@ -169,9 +169,10 @@ def latency_operator(args: list[str]) -> str:
     return job_arg(args, f"stage{int(job_arg(args, 'stages')) - 1}Name") + ": Writer"
 
 
-def _stage_args(scenario: Scenario, i: int, node: StreamNode, disable_chaining: bool) -> dict[str, Any]:
+def _stage_args(scenario: Scenario, i: int, node: StreamNode) -> dict[str, Any]:
     """The arguments of the job's stage `i` (after the source; the last one is the sink)."""
-    stage = stage_key(i + 1, scenario.job.stages[i + 1].name)
+    spec = scenario.job.stages[i + 1]
+    stage = stage_key(i + 1, spec.name)
     partitioner = node.in_edges[0].partitioner.name
     if partitioner not in PARTITIONERS:
         raise _refuse(scenario, f"{stage}: partitioner {partitioner}")
@@ -185,7 +186,7 @@ def _stage_args(scenario: Scenario, i: int, node: StreamNode, disable_chaining: 
             f"{prefix}Name": node.operator_name.removesuffix(": Writer"), f"{prefix}Parallelism": node.parallelism,
             f"{prefix}Partitioner": partitioner, f"{prefix}CostNanos": _cost_nanos(node),
             f"{prefix}SlotSharingGroup": node.slot_sharing_group,
-            f"{prefix}DisableChaining": str(disable_chaining).lower()}
+            f"{prefix}DisableChaining": str(spec.disable_chaining).lower()}
 
 
 def reference_args(scenario: Scenario) -> list[str]:
@@ -194,9 +195,9 @@ def reference_args(scenario: Scenario) -> list[str]:
     args: dict[str, Any] = {"jobName": scenario.name, **_source_args(scenario, source),
                             "sourceDisableChaining": str(scenario.job.stages[0].disable_chaining).lower(),
                             "stages": len(stages)}
-    for i, (node, stage) in enumerate(zip(stages, scenario.job.stages[1:], strict=True)):
-        args |= _stage_args(scenario, i, node, stage.disable_chaining)
-    args |= _flink_options(scenario, stages[0].buffer_timeout)
+    for i, node in enumerate(stages):
+        args |= _stage_args(scenario, i, node)
+    args |= _flink_options(scenario, source.buffer_timeout)
     for arg, key in SOURCE_JAVA_INTS.items():
         if args[arg] > JAVA_INT_MAX:
             raise _refuse(scenario, f"{stage_key(0, scenario.job.stages[0].name)}: {key} = {args[arg]} (the "
