@@ -119,9 +119,7 @@ def scenario_plan_json(scenario: Scenario, env: StreamExecutionEnvironment) -> d
 def _unknown_after(scenario: Scenario) -> str | None:
     """Why the placement after a restart cannot be known before running, or None: the job
     does not restart, or no fault can end a TaskManager (a restart then keeps the placement)."""
-    from scenarios.run import restart_strategy  # run imports this module: it writes plan.json with it
-
-    if not restart_strategy(scenario).resolve(scenario.checkpoints.enabled).restarts:
+    if not scenario.restart_strategy().resolve(scenario.checkpoints.enabled).restarts:
         return None
     ending = [f"faults[{i}] ({fault.kind} at {fault.at:g} s)" for i, fault in enumerate(scenario.faults)
               if fault.kind in ENDS_TASK_MANAGER

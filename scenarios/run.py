@@ -34,7 +34,6 @@ from taskmgr.faults import SIM_ONLY, Fault
 from taskmgr.failover import RestoreNotSupportedError, check_restartable
 from taskmgr.jobmanager import JobConfig, JobResult
 from taskmgr.metrics.summary import subtask_max
-from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.scheduler import slots_needed
 from taskmgr.taskmanager import task_manager_name
 
@@ -159,14 +158,6 @@ def format_restarts(summary: dict[str, Any]) -> str | None:
             f"records replayed {summary['records_replayed']})")
 
 
-def restart_strategy(scenario: Scenario) -> RestartStrategy:
-    """The scenario's `[restart]`; `ScenarioError` naming the keys if they do not fit together."""
-    try:
-        return RestartStrategy(**dataclasses.asdict(scenario.restart))
-    except ValueError as e:
-        raise ScenarioError(f"{scenario.source_path}: [restart]: {e}") from None
-
-
 def check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
     """Settings the runtime cannot honour are the scenario's mistake, found before running
     (`run`, and `flink-reference`, which runs the same job on Flink's cluster of that size)."""
@@ -176,7 +167,7 @@ def check_runnable(scenario: Scenario, graph: ExecutionGraph) -> None:
                             f"(Flink's unaligned checkpoints start aligned and switch after the timeout), "
                             f"not {checkpoints.mode!r}")
     try:
-        check_restartable(graph, restart_strategy(scenario))
+        check_restartable(graph, scenario.restart_strategy())
     except RestoreNotSupportedError as e:
         raise ScenarioError(f"{scenario.source_path}: [restart]: {e}") from None
     if not scenario.cluster.heartbeat_interval < scenario.cluster.heartbeat_timeout:
@@ -287,7 +278,7 @@ def _run_into(scenario: Scenario, env: Any, graph: ExecutionGraph, network: Any,
                             scenario.cluster.heartbeat_timeout)
     job = JobConfig(scenario.duration, scenario.seed, scenario.metrics.sample_period, scenario.cluster.task_managers,
                     checkpoint_costs=scenario.checkpoints.costs(),
-                    restart=restart_strategy(scenario), placement=scenario.cluster.placement,
+                    restart=scenario.restart_strategy(), placement=scenario.cluster.placement,
                     task_cancellation_timeout=scenario.cluster.task_cancellation_timeout)
     with contextlib.ExitStack() as stack:
         tracer = NULL_TRACER

@@ -28,13 +28,14 @@ import difflib
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 from graph.api.environment import MINIMAL_CHECKPOINT_TIME
 from graph.api.workload import KEYED_RECORD_SIZE, MIN_RECORD_SIZE
 from taskmgr.checkpointing.checkpoint_costs import CheckpointCosts
+from taskmgr.restart_strategy import RestartStrategy
 from taskmgr.scheduler import PLACEMENTS
 from graph.units import parse_bandwidth, parse_duration, parse_size
 from shuffle.config import FRAME_HEADROOM, NetworkConfig
@@ -739,6 +740,14 @@ class Scenario:
     )
     restart: RestartSettings = field(default_factory=RestartSettings, metadata=_opt(_section(RestartSettings)))
     faults: tuple[FaultSpec, ...] = field(default=(), metadata=_opt(_faults))
+
+    def restart_strategy(self) -> RestartStrategy:
+        """`[restart]` as the runtime's strategy; a `ScenarioError` naming the keys if they do
+        not fit together."""
+        try:
+            return RestartStrategy(**asdict(self.restart))
+        except ValueError as e:
+            raise ScenarioError(f"{self.source_path}: [restart]: {e}") from None
 
     def unused_settings(self) -> list[str]:
         """The keys set away from their defaults that this scenario's mode does not use
