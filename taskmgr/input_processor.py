@@ -4,8 +4,8 @@
 `StreamInputProcessor` takes one buffer at a time per input, as Flink's deserializer of
 each input holds one: the next is polled once every record of the last is processed, and
 a buffer is recycled (which gives credit back) when the deserializer is done with it: as
-its last record is read if that record ends the buffer, else once that record is processed
-and the deserializer copies the start of the next record away. It hands the
+its last record is read if that record ends the buffer, else at the input's next read after
+that record is processed, as the deserializer copies the start of the next record away. It hands the
 records to the operator chain in chunks, the task's steps (`StreamOperator.begin_step`: at
 most the context's `max_step_time` of modelled cost, ending before an output's next
 flush), so that the mailbox checks output availability (and mails, and priority events)
@@ -57,7 +57,7 @@ class _Pending:
     source: CheckpointedInputGate | None = None
     #: The buffer ends inside a record (the start of the next one): Flink's deserializer
     #: reads its last whole record as INTERMEDIATE_RECORD_FROM_BUFFER and gives the buffer
-    #: back only after processing it, when it copies that start away (PARTIAL_RECORD).
+    #: back at its next read, when it copies that start away (PARTIAL_RECORD).
     ends_mid_record: bool = False
 
 
@@ -68,8 +68,9 @@ class StreamInputProcessor:
     task holds no buffer beyond the one it reads per input (its channels' queues and credit
     are Flink's), and gives it back when Flink's `SpillingAdaptiveSpanningRecordDeserializer`
     does: as its last record is deserialized, when that record's processing starts, if the
-    record ends the buffer (LAST_RECORD_FROM_BUFFER); once that record is processed if the
-    buffer goes on with the start of the next record.
+    record ends the buffer (LAST_RECORD_FROM_BUFFER); if the buffer goes on with the start
+    of the next record, at the input's next read after that record (PARTIAL_RECORD): not
+    while the task waits for its output or runs mails in between.
     """
 
     def __init__(self, inputs: Sequence[CheckpointedInputGate], formats: dict[int, RecordFormat],
@@ -99,6 +100,11 @@ class StreamInputProcessor:
         #: Channels whose EndOfData has been handled (all of them: end of data).
         self._end_of_data_channels = 0
         self._num_channels = sum(1 for _ in self._channels())
+        #: Per input, a buffer whose records are all processed but which ends with the start
+        #: of the next record: Flink's deserializer gives it back as it copies that start
+        #: away (PARTIAL_RECORD), at the input's next read, so not while the task waits for
+        #: its output or runs mails (`_release_held`).
+        self._held: list[Buffer | None] = [None] * len(self.inputs)
 
     async def process_input(self) -> InputStatus:
         """One turn: a chunk of one input's records (or one event). With several inputs,
@@ -110,6 +116,8 @@ class StreamInputProcessor:
         if self._single:
             pending = self._pending_by_input[0]
             if not pending:
+                if self._held[0] is not None:
+                    self._release_held(0)
                 result = self.inputs[0].poll_next()
                 if result is None:
                     return InputStatus.END_OF_INPUT if self.is_finished else InputStatus.NOTHING_AVAILABLE
@@ -125,6 +133,8 @@ class StreamInputProcessor:
             index = (self._last + k) % n
             pending = self._pending_by_input[index]
             if not pending:
+                if self._held[index] is not None:
+                    self._release_held(index)
                 result = inputs[index].poll_next()
                 if result is None:
                     continue
@@ -187,12 +197,23 @@ class StreamInputProcessor:
                                lambda: held and held.pop().recycle())
         try:
             await self.head.process(chunk, head.input_index)
-        finally:
+        except BaseException:
             if held:
+                held.pop().recycle()
+            raise
+        if held:
+            if head.ends_mid_record:
+                self._held[index] = held.pop()
+            else:
                 held.pop().recycle()
         if not self._single:
             self._served[index] += count
         return InputStatus.MORE_AVAILABLE
+
+    def _release_held(self, index: int) -> None:
+        """Give back input `index`'s held buffer: the task reads that input again."""
+        buffer, self._held[index] = self._held[index], None
+        buffer.recycle()
 
     @property
     def is_finished(self) -> bool:
@@ -328,3 +349,6 @@ class StreamInputProcessor:
                 buffer = pending.popleft().buffer
                 if buffer is not None:
                     buffer.recycle()
+        for index, buffer in enumerate(self._held):
+            if buffer is not None:
+                self._release_held(index)

@@ -22,7 +22,8 @@ from the run's seed), the sampler reads each period's gauges at a random instant
 period instead: deterministic per seed, and their mean over a run is the time average.
 
 Flink smooths: its meters (MeterView) are the count of the last 60 s over 60, updated every
-5 s, and its time gauges (TimerGauge) are updated every 5 s; we report each sample period on
+5 s, and its time gauges (TimerGauge) the mean of their last twelve 5 s slots (fewer in the
+first minute), updated every 5 s; we report each sample period on
 its own, so a plot shows changes at the sampling resolution (README, differences from
 Flink). The steady state of a run is the mean over its second half (see ``summary.py``).
 """
