@@ -421,11 +421,11 @@ class CreditFlowHarness:
         channel's writability: "consumer" holds back what the consumer sends (partition
         requests, AddCredit), "producer" what the producer sends (buffers, events).
         Simulated link only."""
-        _side(side, self.producer, self.consumer)  # a side that is neither is an error
-        if side == "consumer":
-            streams = [client.stream for client in self.consumer.connection_manager.clients()]
+        env = _side(side, self.producer, self.consumer)
+        if env is self.consumer:
+            streams = [client.stream for client in env.connection_manager.clients()]
         else:
-            streams = [handler.stream for handler in self.producer.connection_manager.server_handlers()]
+            streams = [handler.stream for handler in env.connection_manager.server_handlers()]
         if not streams:
             raise ValueError("set_writable: no connection to make unwritable (the harness's channels are local)")
         for stream in streams:
